@@ -43,7 +43,7 @@ def byte_level_decoder_map() -> dict[str, int]:
             byte_values.append(b)
             code_points.append(256 + shift)
             shift += 1
-    return {chr(c): b for b, c in zip(byte_values, code_points)}
+    return {chr(c): b for b, c in zip(byte_values, code_points, strict=True)}
 
 
 @dataclass(frozen=True)
