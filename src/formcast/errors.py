@@ -64,3 +64,11 @@ class TokenizerError(FormcastError, ValueError):
 
 class EngineError(FormcastError, RuntimeError):
     """The engine cannot serve a request as configured (e.g. out of KV cache blocks)."""
+
+
+class EngineConfigError(FormcastError, ValueError):
+    """An engine configuration value is invalid; the message names the field and the value."""
+
+
+class RequestError(FormcastError, ValueError):
+    """A generation request cannot be served as given (empty prompt, prompt too long, ...)."""

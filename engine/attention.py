@@ -1,0 +1,308 @@
+"""Paged attention: step metadata, the torch path (CPU) and the dispatch to Triton (CUDA).
+
+KV cache layout, per layer: ``k_cache, v_cache`` of shape ``(Hkv, num_blocks, block_size, D)``
+(head-major, so a gather of blocks yields ``(Hkv, B, L, D)`` ready for batched matmuls).
+A token at position ``p`` of a sequence with block table ``bt`` lives in slot
+``bt[p // block_size] * block_size + p % block_size`` of the flat view ``(Hkv, N * bs, D)``.
+
+One step is a ragged batch: sequence ``i`` brings ``query_len[i]`` new tokens (positions
+``context_len[i] - query_len[i] .. context_len[i] - 1``) that attend causally to all
+``context_len[i]`` tokens in its cache (cached prefix + the new ones, written first).
+Sequences with one new token (decodes) come first in the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class DecodeGroup:
+    """Decode sequences ``[seq_start, seq_end)`` padded to one context length (torch path)."""
+
+    seq_start: int
+    seq_end: int
+    block_ids: torch.Tensor  # (n * M,) int64, block ids padded with 0
+    num_blocks: int  # M: blocks per sequence after padding
+    additive_mask: torch.Tensor  # (1, n, 1, M * bs) float: 0 where attended, -inf beyond length
+
+
+@dataclass
+class PrefillSegment:
+    """One multi-token span (torch path): rows ``[q_start, q_end)`` of the step."""
+
+    q_start: int
+    q_end: int
+    key_slots: torch.Tensor | None  # (C,) int64 slots of the whole context; None: no prefix
+    mask: torch.Tensor | None  # (n, C) bool causal mask with offset C - n; None: plain causal
+
+
+@dataclass
+class AttentionMetadata:
+    """Everything attention needs about one step; built once, shared by all layers."""
+
+    slot_mapping: torch.Tensor  # (T,) int64 cache slot of each new token
+    block_tables: torch.Tensor  # (B, M) int32, padded with 0
+    context_lens: torch.Tensor  # (B,) int32 cached + new tokens
+    query_start_loc: torch.Tensor  # (B + 1,) int32 row offsets of each sequence's new tokens
+    num_decode_seqs: int  # the first num_decode_seqs sequences have exactly one new token
+    max_query_len: int
+    max_context_len: int
+    block_size: int
+    decode_groups: list[DecodeGroup] = field(default_factory=list)
+    prefill_segments: list[PrefillSegment] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls,
+        block_tables: list[list[int]],
+        context_lens: list[int],
+        query_lens: list[int],
+        block_size: int,
+        device: torch.device | str,
+        for_torch_path: bool = True,
+    ) -> AttentionMetadata:
+        """Build step metadata; decodes (``query_len == 1``) must precede longer spans."""
+        num_seqs = len(context_lens)
+        max_blocks = max(len(bt) for bt in block_tables)
+        tables = np.zeros((num_seqs, max_blocks), dtype=np.int64)
+        for i, bt in enumerate(block_tables):
+            tables[i, : len(bt)] = bt
+        ctx = np.asarray(context_lens, dtype=np.int64)
+        qlen = np.asarray(query_lens, dtype=np.int64)
+        num_decode = int(np.argmax(qlen != 1)) if (qlen != 1).any() else num_seqs
+        if (qlen[num_decode:] == 1).any():
+            raise AssertionError("decode sequences must come first in the step")
+        qstart = np.zeros(num_seqs + 1, dtype=np.int64)
+        np.cumsum(qlen, out=qstart[1:])
+        # positions of new tokens: context_len - query_len + [0, query_len)
+        seq_of_token = np.repeat(np.arange(num_seqs), qlen)
+        positions = np.arange(int(qstart[-1])) - qstart[seq_of_token] + (ctx - qlen)[seq_of_token]
+        slots = tables[seq_of_token, positions // block_size] * block_size + positions % block_size
+        meta = cls(
+            slot_mapping=torch.from_numpy(slots).to(device),
+            block_tables=torch.from_numpy(tables).to(device=device, dtype=torch.int32),
+            context_lens=torch.from_numpy(ctx).to(device=device, dtype=torch.int32),
+            query_start_loc=torch.from_numpy(qstart).to(device=device, dtype=torch.int32),
+            num_decode_seqs=num_decode,
+            max_query_len=int(qlen.max()),
+            max_context_len=int(ctx.max()),
+            block_size=block_size,
+        )
+        if for_torch_path:
+            meta.decode_groups = _decode_groups(
+                tables[:num_decode], ctx[:num_decode], block_size, device
+            )
+            meta.prefill_segments = _prefill_segments(
+                tables, ctx, qlen, qstart, num_decode, block_size, device
+            )
+        return meta
+
+
+def _decode_groups(
+    tables: np.ndarray, ctx: np.ndarray, block_size: int, device: torch.device | str
+) -> list[DecodeGroup]:
+    # Sequences are padded to their group's longest context; starting a new group whenever the
+    # length falls below 3/4 of the group's first keeps padding waste bounded without a
+    # Python-level loop over sequences inside the layers.
+    groups: list[DecodeGroup] = []
+    start = 0
+    num = len(ctx)
+    while start < num:
+        group_max = int(ctx[start])
+        end = start + 1
+        while end < num and (ctx[end] * 4 >= group_max * 3 or end - start < 4):
+            group_max = max(group_max, int(ctx[end]))
+            end += 1
+        num_blocks = -(-group_max // block_size)
+        ids = tables[start:end, :num_blocks].reshape(-1)
+        length = num_blocks * block_size
+        keep = np.arange(length)[None, :] < ctx[start:end, None]
+        mask = np.where(keep, 0.0, -np.inf).astype(np.float32)[None, :, None, :]
+        groups.append(
+            DecodeGroup(
+                start,
+                end,
+                torch.from_numpy(ids.copy()).to(device),
+                num_blocks,
+                torch.from_numpy(mask).to(device),
+            )
+        )
+        start = end
+    return groups
+
+
+def _prefill_segments(
+    tables: np.ndarray,
+    ctx: np.ndarray,
+    qlen: np.ndarray,
+    qstart: np.ndarray,
+    num_decode: int,
+    block_size: int,
+    device: torch.device | str,
+) -> list[PrefillSegment]:
+    segments = []
+    for i in range(num_decode, len(ctx)):
+        n, c = int(qlen[i]), int(ctx[i])
+        if n == c:
+            segments.append(PrefillSegment(int(qstart[i]), int(qstart[i + 1]), None, None))
+            continue
+        pos = np.arange(c)
+        key_slots = tables[i, pos // block_size] * block_size + pos % block_size
+        # query row r sits at position c - n + r and sees keys 0 .. c - n + r
+        mask = pos[None, :] <= (c - n + np.arange(n))[:, None]
+        segments.append(
+            PrefillSegment(
+                int(qstart[i]),
+                int(qstart[i + 1]),
+                torch.from_numpy(key_slots).to(device),
+                torch.from_numpy(mask).to(device),
+            )
+        )
+    return segments
+
+
+class TorchAttention:
+    """The torch path: scatter K/V into blocks, gather per decode group, SDPA per span.
+
+    Keeps one gather workspace that grows as needed (fresh large allocations page-fault on
+    every step on CPU, which costs more than the copy itself).
+    """
+
+    def __init__(self) -> None:
+        self._workspace = torch.empty(0)
+
+    def _buffer(self, numel: int, like: torch.Tensor, index: int) -> torch.Tensor:
+        needed = 2 * numel
+        if self._workspace.numel() < needed or self._workspace.dtype != like.dtype:
+            self._workspace = torch.empty(needed, dtype=like.dtype, device=like.device)
+        return self._workspace[index * numel : (index + 1) * numel]
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        """Attention output ``(T, Hq, D)`` for ``q (T, Hq, D)``, new ``k, v (T, Hkv, D)``."""
+        store_kv_torch(k, v, k_cache, v_cache, meta.slot_mapping)
+        num_kv_heads, _, block_size, head_dim = k_cache.shape
+        num_q_heads = q.shape[1]
+        group = num_q_heads // num_kv_heads
+        out = torch.empty_like(q)
+        k_blocks = k_cache.view(num_kv_heads, -1, block_size * head_dim)
+        v_blocks = v_cache.view(num_kv_heads, -1, block_size * head_dim)
+        for dg in meta.decode_groups:
+            n = dg.seq_end - dg.seq_start
+            length = dg.num_blocks * block_size
+            numel = num_kv_heads * n * length * head_dim
+            k_ctx = self._buffer(numel, q, 0).view(num_kv_heads, n * dg.num_blocks, -1)
+            v_ctx = self._buffer(numel, q, 1).view(num_kv_heads, n * dg.num_blocks, -1)
+            torch.index_select(k_blocks, 1, dg.block_ids, out=k_ctx)
+            torch.index_select(v_blocks, 1, dg.block_ids, out=v_ctx)
+            # the `group` query heads sharing a KV head act as `group` query rows: (Hkv, n, g, D)
+            q_g = q[dg.seq_start : dg.seq_end].view(n, num_kv_heads, group, head_dim)
+            o = F.scaled_dot_product_attention(
+                q_g.transpose(0, 1),
+                k_ctx.view(num_kv_heads, n, length, head_dim),
+                v_ctx.view(num_kv_heads, n, length, head_dim),
+                attn_mask=dg.additive_mask.to(q.dtype),
+                scale=scale,
+            )  # (Hkv, n, g, D)
+            out[dg.seq_start : dg.seq_end] = o.transpose(0, 1).reshape(n, num_q_heads, head_dim)
+        k_flat = k_cache.view(num_kv_heads, -1, head_dim)
+        v_flat = v_cache.view(num_kv_heads, -1, head_dim)
+        for seg in meta.prefill_segments:
+            q_s = q[seg.q_start : seg.q_end].transpose(0, 1).unsqueeze(0)  # (1, Hq, n, D)
+            if seg.key_slots is None:
+                k_s = k[seg.q_start : seg.q_end].transpose(0, 1).unsqueeze(0)  # (1, Hkv, n, D)
+                v_s = v[seg.q_start : seg.q_end].transpose(0, 1).unsqueeze(0)
+                o = F.scaled_dot_product_attention(
+                    q_s, k_s, v_s, is_causal=True, scale=scale, enable_gqa=group > 1
+                )
+            else:
+                k_s = k_flat.index_select(1, seg.key_slots).unsqueeze(0)  # (1, Hkv, C, D)
+                v_s = v_flat.index_select(1, seg.key_slots).unsqueeze(0)
+                o = F.scaled_dot_product_attention(
+                    q_s, k_s, v_s, attn_mask=seg.mask, scale=scale, enable_gqa=group > 1
+                )
+            out[seg.q_start : seg.q_end] = o[0].transpose(0, 1)
+        return out
+
+
+def store_kv_torch(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write new ``k, v (T, Hkv, D)`` into the cache slots ``slot_mapping (T,)``."""
+    num_kv_heads, _, _, head_dim = k_cache.shape
+    k_cache.view(num_kv_heads, -1, head_dim).index_copy_(1, slot_mapping, k.transpose(0, 1))
+    v_cache.view(num_kv_heads, -1, head_dim).index_copy_(1, slot_mapping, v.transpose(0, 1))
+
+
+def paged_decode_attention_torch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Reference paged decode: ``q (B, Hq, D)``, one query per sequence at its last position.
+
+    Same signature as ``formcast.engine.triton_attention.paged_decode_attention``.
+    """
+    num_seqs = q.shape[0]
+    query_start_loc = torch.arange(num_seqs + 1, dtype=torch.int32, device=q.device)
+    return paged_prefill_attention_torch(
+        q, k_cache, v_cache, block_tables, query_start_loc, context_lens, scale
+    )
+
+
+def paged_prefill_attention_torch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Reference ragged attention over a paged cache whose K/V already hold the new tokens.
+
+    ``q (T, Hq, D)``; sequence ``i`` owns rows ``query_start_loc[i]:query_start_loc[i+1]``
+    at the last positions of its ``context_lens[i]`` tokens. Returns ``(T, Hq, D)``.
+    Same signature as ``formcast.engine.triton_attention.paged_prefill_attention``.
+    """
+    num_kv_heads, _, block_size, head_dim = k_cache.shape
+    num_q_heads = q.shape[1]
+    out = torch.empty_like(q)
+    qsl = query_start_loc.tolist()
+    for i, c in enumerate(context_lens.tolist()):
+        n = qsl[i + 1] - qsl[i]
+        pos = torch.arange(c, device=q.device)
+        slots = block_tables[i].long()[pos // block_size] * block_size + pos % block_size
+        k_s = k_cache.view(num_kv_heads, -1, head_dim).index_select(1, slots)  # (Hkv, C, D)
+        v_s = v_cache.view(num_kv_heads, -1, head_dim).index_select(1, slots)
+        mask = pos[None, :] <= (c - n + torch.arange(n, device=q.device))[:, None]  # (n, C)
+        o = F.scaled_dot_product_attention(
+            q[qsl[i] : qsl[i + 1]].transpose(0, 1).unsqueeze(0),
+            k_s.unsqueeze(0),
+            v_s.unsqueeze(0),
+            attn_mask=mask,
+            scale=scale,
+            enable_gqa=num_q_heads != num_kv_heads,
+        )
+        out[qsl[i] : qsl[i + 1]] = o[0].transpose(0, 1)
+    return out

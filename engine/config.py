@@ -1,0 +1,111 @@
+"""EngineConfig: the knobs of the paged-KV engine, validated on construction.
+
+KV cache size is given either as a number of blocks (``num_kv_blocks``) or as a memory budget
+(``kv_cache_memory_bytes``); when neither is set the cache holds ``max_num_seqs`` full-length
+sequences' worth of blocks capped at a budget that suits the device (1 GiB on CPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from formcast.errors import EngineConfigError
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """Map a dtype name (``"float32"``, ``"bfloat16"``, ...) or a torch dtype to a torch dtype."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES.values():
+            raise EngineConfigError(f"EngineConfig.dtype={dtype} is not supported")
+        return dtype
+    if dtype not in _DTYPES:
+        raise EngineConfigError(
+            f"EngineConfig.dtype={dtype!r} is not supported; use one of {sorted(_DTYPES)}"
+        )
+    return _DTYPES[dtype]
+
+
+@dataclass
+class EngineConfig:
+    """Engine configuration.
+
+    Parameters
+    ----------
+    max_num_seqs : int
+        Most sequences in one step (the decode batch size).
+    max_num_batched_tokens : int
+        Token budget of one step (prefill chunks + decodes).
+    max_model_len : int or None
+        Longest sequence (prompt + output); ``None`` means the model's context length.
+    block_size : int
+        Tokens per KV block.
+    num_kv_blocks : int or None
+        KV cache size in blocks; overrides ``kv_cache_memory_bytes``.
+    kv_cache_memory_bytes : int or None
+        KV cache budget in bytes (all layers, K and V).
+    enable_prefix_caching : bool
+        Reuse full KV blocks whose token prefix was already computed.
+    enable_chunked_prefill : bool
+        Split long prompts across steps so decodes keep flowing.
+    watermark : float
+        Fraction of blocks kept free when admitting new sequences, so running ones can grow.
+    dtype : str or torch.dtype
+        Weights and KV cache dtype (``"float32"`` or ``"bfloat16"``).
+    device : str or None
+        ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
+    attention_backend : str or None
+        ``"torch"`` or ``"triton"``; ``None`` chooses by device (CUDA -> Triton).
+    """
+
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    max_model_len: int | None = None
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    watermark: float = 0.01
+    dtype: str | torch.dtype = "float32"
+    device: str | None = None
+    attention_backend: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise EngineConfigError(f"EngineConfig.{name}={value!r} must be an int >= 1")
+        for name in ("max_model_len", "num_kv_blocks", "kv_cache_memory_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise EngineConfigError(
+                    f"EngineConfig.{name}={value!r} must be None or an int >= 1"
+                )
+        if not 0.0 <= self.watermark < 1.0:
+            raise EngineConfigError(f"EngineConfig.watermark={self.watermark!r} must be in [0, 1)")
+        if self.attention_backend not in (None, "torch", "triton"):
+            raise EngineConfigError(
+                f"EngineConfig.attention_backend={self.attention_backend!r}: "
+                "use None, 'torch' or 'triton'"
+            )
+        self.torch_dtype = resolve_dtype(self.dtype)
+        if self.device is None:
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if self.attention_backend is None:
+            self.attention_backend = "triton" if self.device.startswith("cuda") else "torch"
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        """Names accepted as keyword arguments of ``LLM(model, **config)``."""
+        return set(cls.__dataclass_fields__)

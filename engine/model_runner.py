@@ -1,0 +1,166 @@
+"""ModelRunner: owns the model and the KV cache; turns scheduled spans into one forward pass.
+
+Step tensors: the spans' token ids and positions concatenated ``(T,)`` (decodes first, longest
+context first, so the attention can batch them), the slot of each new token, block tables.
+The runner returns float32 logits only for the positions asked for, in the scheduled order:
+``num_logits`` rows per span, for the span's last ``num_logits`` positions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from formcast.engine.attention import AttentionMetadata, TorchAttention
+from formcast.engine.config import EngineConfig
+from formcast.engine.model_config import ModelConfig
+from formcast.engine.scheduler import ScheduledSeq
+from formcast.engine.weights import build_model
+from formcast.errors import EngineConfigError
+
+_DEFAULT_CPU_KV_BYTES = 2 << 30
+
+
+class ModelRunner:
+    """Runs the model over a scheduled step against the paged KV cache.
+
+    Parameters
+    ----------
+    folder : Path
+        Hugging Face style model folder.
+    model_config : ModelConfig
+        The model's architecture.
+    config : EngineConfig
+        Engine settings (``max_model_len`` must already be resolved).
+    """
+
+    def __init__(self, folder: Path, model_config: ModelConfig, config: EngineConfig) -> None:
+        self.config = config
+        self.model_config = model_config
+        self.device = torch.device(config.device)
+        self.dtype = config.torch_dtype
+        self.block_size = config.block_size
+        self.model = build_model(
+            folder, model_config, self.dtype, self.device, max_positions=config.max_model_len
+        )
+        self.num_kv_blocks = self._num_kv_blocks()
+        mc = model_config
+        # (layers, K/V, Hkv, blocks, block_size, D)
+        self.kv_cache = torch.zeros(
+            mc.num_hidden_layers,
+            2,
+            mc.num_key_value_heads,
+            self.num_kv_blocks,
+            self.block_size,
+            mc.head_dim,
+            dtype=self.dtype,
+            device=self.device,
+        )
+        if config.attention_backend == "triton":
+            from formcast.engine.triton_attention import TritonAttention
+
+            self.backend = TritonAttention()
+        else:
+            self.backend = TorchAttention()
+        for i, layer in enumerate(self.model.model.layers):
+            layer.self_attn.k_cache = self.kv_cache[i, 0]
+            layer.self_attn.v_cache = self.kv_cache[i, 1]
+            layer.self_attn.backend = self.backend
+
+    @property
+    def bytes_per_block(self) -> int:
+        """KV bytes of one block across all layers."""
+        mc = self.model_config
+        element = torch.empty(0, dtype=self.dtype).element_size()
+        return (
+            mc.num_hidden_layers
+            * 2
+            * mc.num_key_value_heads
+            * mc.head_dim
+            * self.block_size
+            * element
+        )
+
+    def _num_kv_blocks(self) -> int:
+        config = self.config
+        if config.num_kv_blocks is not None:
+            return config.num_kv_blocks
+        budget = config.kv_cache_memory_bytes
+        if budget is None:
+            wanted = config.max_num_seqs * config.max_model_len // self.block_size + 1
+            if self.device.type == "cuda":
+                free, _ = torch.cuda.mem_get_info(self.device)
+                cap = int(free * 0.6)
+            else:
+                cap = _DEFAULT_CPU_KV_BYTES
+            budget = min(wanted * self.bytes_per_block, cap)
+        num_blocks = budget // self.bytes_per_block
+        if num_blocks < 1:
+            raise EngineConfigError(
+                f"EngineConfig.kv_cache_memory_bytes={budget} holds no block "
+                f"({self.bytes_per_block} bytes each)"
+            )
+        return int(num_blocks)
+
+    def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
+        """Execute copy-on-write block copies ``(src, dst)`` in every layer."""
+        if not copies:
+            return
+        src = torch.tensor([c[0] for c in copies], device=self.device)
+        dst = torch.tensor([c[1] for c in copies], device=self.device)
+        self.kv_cache[:, :, :, dst] = self.kv_cache[:, :, :, src]
+
+    @torch.inference_mode()
+    def execute(
+        self, scheduled: list[ScheduledSeq], copies: list[tuple[int, int]] = ()
+    ) -> torch.Tensor:
+        """Run one step; return float32 logits ``(sum num_logits, V)`` in scheduled order."""
+        self.copy_blocks(list(copies))
+        # decodes first (longest context first), then multi-token spans
+        order = sorted(
+            range(len(scheduled)),
+            key=lambda i: (
+                scheduled[i].num_new_tokens != 1,
+                -(scheduled[i].seq.num_cached_tokens + scheduled[i].num_new_tokens),
+            ),
+        )
+        input_ids: list[int] = []
+        query_lens: list[int] = []
+        context_lens: list[int] = []
+        block_tables: list[list[int]] = []
+        for i in order:
+            item = scheduled[i]
+            start = item.seq.num_cached_tokens
+            end = start + item.num_new_tokens
+            input_ids.extend(item.seq.token_ids[start:end])
+            query_lens.append(item.num_new_tokens)
+            context_lens.append(end)
+            block_tables.append(item.seq.block_table)
+        meta = AttentionMetadata.build(
+            block_tables,
+            context_lens,
+            query_lens,
+            self.block_size,
+            self.device,
+            for_torch_path=self.config.attention_backend == "torch",
+        )
+        qlen = np.asarray(query_lens)
+        ctx = np.asarray(context_lens)
+        qstart = np.concatenate([[0], np.cumsum(qlen)])
+        seq_of_token = np.repeat(np.arange(len(order)), qlen)
+        positions = np.arange(int(qstart[-1])) - qstart[seq_of_token] + (ctx - qlen)[seq_of_token]
+        # logit rows: the last num_logits tokens of each span, in scheduled order
+        end_of = {i: int(qstart[rank + 1]) for rank, i in enumerate(order)}
+        rows = [
+            row
+            for i, item in enumerate(scheduled)
+            for row in range(end_of[i] - item.num_logits, end_of[i])
+        ]
+        hidden = self.model(
+            torch.tensor(input_ids, dtype=torch.long, device=self.device),
+            torch.from_numpy(positions).to(self.device),
+            meta,
+        )
+        return self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])

@@ -1,0 +1,80 @@
+"""Shared fixtures: the real SmolLM2 (ours and transformers'), tiny random-weight models."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from formcast.engine.loader import load_hf_model, load_tokenizer, resolve_model_path  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smol_folder() -> Path:
+    return resolve_model_path("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    return load_tokenizer("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smol_hf():
+    return load_hf_model("smollm2-135m")
+
+
+def _tiny_folder(tmp_root: Path, name: str, config, tokenizer, seed: int) -> Path:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    folder = tmp_root / name
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+TINY = dict(
+    vocab_size=49152,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=512,
+    initializer_range=0.2,
+    eos_token_id=2,
+    bos_token_id=1,
+    pad_token_id=2,
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_folders(tmp_path_factory, smol_tokenizer) -> dict[str, Path]:
+    """Random-weight Llama (with Llama-3 RoPE scaling), Qwen2 and Qwen3 saved as HF folders."""
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    llama3_rope = {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
+    configs = {
+        "llama": LlamaConfig(**TINY, tie_word_embeddings=True, rope_parameters=llama3_rope),
+        "qwen2": Qwen2Config(**TINY, tie_word_embeddings=False),
+        "qwen3": Qwen3Config(**TINY, tie_word_embeddings=False),
+    }
+    return {
+        name: _tiny_folder(root, name, config, smol_tokenizer, seed)
+        for seed, (name, config) in enumerate(configs.items())
+    }
