@@ -19,6 +19,7 @@ accepts all of them. An empty result means "sample normally".
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from formcast.grammar import Vocabulary
 
@@ -104,3 +105,54 @@ def forced_token_ids(
             continue
         return new_ids if is_final else new_ids[:-1]
     return []
+
+
+def jump_forward_token_ids(
+    matcher: Any,
+    context_token_ids: Sequence[int],
+    vocab: Vocabulary,
+    encode: Callable[[str], list[int]],
+    *,
+    max_tokens: int | None = None,
+    max_context_tokens: int = 4,
+) -> list[int]:
+    """Tokens to append now because ``matcher``'s grammar forces them (not yet accepted).
+
+    The one jump-forward decision shared by the reference loop and the engine: the forced
+    bytes of ``matcher`` (``Matcher.forced_bytes()``) tokenized canonically in context by
+    `forced_token_ids`; ``is_final`` is whether the grammar terminates once the forced bytes
+    are written (checked on a fork, so ``matcher`` is not moved).
+
+    Parameters
+    ----------
+    matcher:
+        The sequence's grammar cursor (``forced_bytes``, ``fork``, ``accept_bytes``,
+        ``is_terminated``).
+    context_token_ids:
+        Prompt and output so far, oldest first.
+    vocab, encode:
+        As in `forced_token_ids`.
+    max_tokens:
+        Return at most this many tokens (the sequence's remaining ``max_tokens`` budget).
+
+    Returns
+    -------
+    list[int]
+        Possibly empty; the caller appends them and advances ``matcher`` over them.
+    """
+    if max_tokens is not None and max_tokens <= 0:
+        return []
+    forced = matcher.forced_bytes()
+    if not forced:
+        return []
+    probe = matcher.fork()
+    is_final = bool(probe.accept_bytes(forced)) and probe.is_terminated()
+    token_ids = forced_token_ids(
+        forced,
+        context_token_ids,
+        vocab,
+        encode,
+        is_final=is_final,
+        max_context_tokens=max_context_tokens,
+    )
+    return token_ids if max_tokens is None else token_ids[:max_tokens]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from formcast.decoding.jump_forward import forced_token_ids
+from formcast.decoding.jump_forward import jump_forward_token_ids
 from formcast.errors import DeadEndError, RequestError
 from formcast.grammar import CompiledGrammar, Matcher, allocate_token_bitmask
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams, make_generator
@@ -97,21 +97,17 @@ def generate_reference(
 
     while len(output) < max_tokens:
         if jump_forward and matcher is not None:
-            forced = matcher.forced_bytes()
-            if forced:
-                probe = matcher.fork()
-                probe.accept_bytes(forced)
-                new_ids = forced_token_ids(
-                    forced, prompt + output, grammar.vocab, encode, is_final=probe.is_terminated()
-                )[: max_tokens - len(output)]
-                if new_ids:
-                    if matcher.accept_tokens(new_ids) != len(new_ids):
-                        raise DeadEndError(f"jump-forward tokens {new_ids} rejected by the grammar")
-                    forced_positions.extend(range(len(output), len(output) + len(new_ids)))
-                    output.extend(new_ids)
-                    if matcher.is_terminated():
-                        return ReferenceOutput(output, "stop", num_calls, forced_positions)
-                    continue
+            new_ids = jump_forward_token_ids(
+                matcher, prompt + output, grammar.vocab, encode, max_tokens=max_tokens - len(output)
+            )
+            if new_ids:
+                if matcher.accept_tokens(new_ids) != len(new_ids):
+                    raise DeadEndError(f"jump-forward tokens {new_ids} rejected by the grammar")
+                forced_positions.extend(range(len(output), len(output) + len(new_ids)))
+                output.extend(new_ids)
+                if matcher.is_terminated():
+                    return ReferenceOutput(output, "stop", num_calls, forced_positions)
+                continue
         logits = logits_fn(prompt + output).reshape(1, -1)[:, :vocab_size].float()  # (1, V)
         num_calls += 1
         if matcher is not None:

@@ -66,6 +66,14 @@ class EngineConfig:
         ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
     attention_backend : str or None
         ``"torch"`` or ``"triton"``; ``None`` chooses by device (CUDA -> Triton).
+    jump_forward : bool
+        Default for grammar requests: append text the grammar forces without sampling it
+        (per-request override: ``add_request(..., jump_forward=...)``).
+    overlap_masks : bool
+        Fill grammar bitmasks in a worker thread while the forward pass runs (False: inline
+        after the forward, for measurements).
+    num_grammar_threads : int
+        Threads compiling grammar specs asynchronously.
     """
 
     max_num_seqs: int = 64
@@ -80,9 +88,12 @@ class EngineConfig:
     dtype: str | torch.dtype = "float32"
     device: str | None = None
     attention_backend: str | None = None
+    jump_forward: bool = True
+    overlap_masks: bool = True
+    num_grammar_threads: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_grammar_threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"EngineConfig.{name}={value!r} must be an int >= 1")
@@ -91,6 +102,11 @@ class EngineConfig:
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise EngineConfigError(
                     f"EngineConfig.{name}={value!r} must be None or an int >= 1"
+                )
+        for name in ("jump_forward", "overlap_masks"):
+            if not isinstance(getattr(self, name), bool):
+                raise EngineConfigError(
+                    f"EngineConfig.{name}={getattr(self, name)!r} must be a bool"
                 )
         if not 0.0 <= self.watermark < 1.0:
             raise EngineConfigError(f"EngineConfig.watermark={self.watermark!r} must be in [0, 1)")

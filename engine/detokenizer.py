@@ -14,6 +14,7 @@ streaming, so a stream never shows a prefix of a stop string that later matches.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 _CONTEXT_TOKENS = 5
@@ -77,6 +78,12 @@ class IncrementalDetokenizer:
             return None
         self.text = self.text[: best[0]]
         return best[1]
+
+    def fork(self) -> IncrementalDetokenizer:
+        """An independent copy (for a sequence forked from this one's sequence)."""
+        other = copy.copy(self)
+        other.ids = list(self.ids)
+        return other
 
     def take_delta(self, is_finished: bool) -> str:
         """Text not yet streamed (minus the stop-string hold-back while running)."""

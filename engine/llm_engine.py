@@ -1,20 +1,32 @@
 """LLM: the engine's front door. ``generate`` / ``stream`` on top of ``add_request`` / ``step``.
 
-One step, top to bottom: the scheduler picks token spans (allocating blocks, maybe
-preempting); the runner executes copy-on-write copies and the forward pass and returns logits
-at the asked positions; the sequences' caches advance and full blocks enter the prefix cache;
-``n > 1`` requests fork after their prompt; the sampler picks tokens (a per-sequence token
-bitmask from an attached matcher is applied first); stop conditions retire sequences and
-return their blocks; each sequence's new tokens and text come back as `StreamDelta`s.
+One step, top to bottom: requests whose grammar finished compiling join the scheduler; the
+scheduler picks token spans (allocating blocks, maybe preempting); a worker thread starts
+filling the grammar bitmask rows of the sequences that will be sampled (their matchers only
+depend on earlier tokens) while the runner executes copy-on-write copies and the forward pass
+and returns logits at the asked positions; the sequences' caches advance and full blocks enter
+the prefix cache; ``n > 1`` requests fork after their prompt (matchers fork too); the step
+joins the mask worker and the sampler picks tokens with the bitmask applied; matchers advance;
+with jump-forward on, tokens the grammar forces are appended without sampling (the next step
+prefills them as one span); stop conditions retire sequences and return their blocks; each
+sequence's new tokens and text come back as `StreamDelta`s.
+
+Grammar requests (``grammar=``): EOS is allowed only where the grammar accepts; a terminated
+matcher finishes the request with ``"stop"``; ``max_tokens`` on an unfinished structure gives
+``"length"`` with ``is_grammar_complete=False``; a dead end raises `DeadEndError` naming the
+request, its grammar and the output position. Grammar specs compile in a thread pool and the
+request waits outside the scheduler meanwhile, so the other requests keep running.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator
 from collections.abc import Sequence as SequenceABC
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
 
 import torch
@@ -22,14 +34,17 @@ import torch
 from formcast.engine.block_manager import BlockManager
 from formcast.engine.config import EngineConfig
 from formcast.engine.detokenizer import IncrementalDetokenizer
+from formcast.engine.engine_stats import EngineStats
 from formcast.engine.loader import DEFAULT_MODEL, resolve_model_path
+from formcast.engine.mask_filler import MaskFiller
 from formcast.engine.model_config import ModelConfig
 from formcast.engine.model_runner import ModelRunner
 from formcast.engine.outputs import RequestOutput, StreamDelta
 from formcast.engine.request import Request
-from formcast.engine.scheduler import Scheduler
-from formcast.engine.sequence import Sequence
-from formcast.errors import EngineConfigError, EngineError, RequestError
+from formcast.engine.scheduler import Scheduler, SchedulerOutput
+from formcast.engine.sequence import Sequence, SequenceStatus
+from formcast.engine.structured_output import StructuredOutputManager
+from formcast.errors import DeadEndError, EngineConfigError, EngineError, RequestError
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams
 
 Prompt = str | list[int] | list[dict[str, Any]]
@@ -104,6 +119,22 @@ class LLM:
         self.vocab_size = self.model_config.vocab_size
         self.requests: dict[str, Request] = {}
         self._request_ids = itertools.count()
+        self.structured_output = StructuredOutputManager(
+            tokenizer, self.vocab_size, self.eos_token_ids, self.config.num_grammar_threads
+        )
+        self.mask_filler = MaskFiller(self.vocab_size, is_async=self.config.overlap_masks)
+        self._stats = EngineStats()
+        self._compiling: list[Sequence] = []  # sequences whose grammar is still compiling
+        self._pending_deltas: list[StreamDelta] = []  # finished outside a step (jump-forward)
+
+    @property
+    def stats(self) -> EngineStats:
+        """A snapshot of the engine's cumulative counters (see `EngineStats`)."""
+        stats = self._stats.copy()
+        stats.mask_fill_seconds = self.mask_filler.fill_seconds
+        stats.mask_wait_seconds = self.mask_filler.wait_seconds
+        stats.num_grammar_compiles = self.structured_output.num_compiles
+        return stats
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -133,18 +164,38 @@ class LLM:
         sampling_params: SamplingParams | None = None,
         request_id: str | None = None,
         matcher: Any = None,
+        grammar: Any = None,
+        jump_forward: bool | None = None,
     ) -> str:
         """Queue a request; return its id.
 
-        ``matcher`` (optional) is the grammar hook: an object with ``fill_bitmask(bitmask,
-        row)`` (int32 ``(B, ceil(V/32))``, bit set = allowed), ``accept_token(token_id) ->
-        bool``, ``is_terminated() -> bool`` and ``fork()``; it constrains every sampled token.
+        Parameters
+        ----------
+        prompt : str, list[int] or list[dict]
+            Text, token ids or chat messages (the chat template is applied).
+        sampling_params : SamplingParams, optional
+            Default ``SamplingParams()``.
+        request_id : str, optional
+            Default: a fresh integer string.
+        matcher : Any, optional
+            Low-level grammar hook: an object with ``fill_bitmask(bitmask, row)`` (int32
+            ``(B, ceil(V/32))``, bit set = allowed), ``accept_token(token_id) -> bool``,
+            ``is_terminated() -> bool`` and ``fork()``; it constrains every sampled token
+            (no jump-forward). Called from the mask worker thread during the forward pass.
+        grammar : CompiledGrammar, GrammarSpec or dict, optional
+            Constrain the output to a grammar: a compiled grammar (over this engine's
+            vocabulary), a `GrammarSpec` (compiled asynchronously, shared by key), or a
+            shorthand ``{"json_schema": ...}`` / ``{"regex": ...}`` / ``{"choice": [...]}``
+            / ``{"lark": ...}``. One matcher per sequence (forked for ``n > 1``).
+        jump_forward : bool, optional
+            Append grammar-forced text without sampling; default ``EngineConfig.jump_forward``.
 
         Raises
         ------
         RequestError
             Empty prompt, unknown token ids, a prompt with no room to generate within
-            ``max_model_len``, a request that cannot fit in the KV cache, a duplicate id.
+            ``max_model_len``, a request that cannot fit in the KV cache, a duplicate id,
+            both ``matcher`` and ``grammar``, an unusable grammar value.
         """
         params = sampling_params if sampling_params is not None else SamplingParams()
         text, token_ids = self.encode_prompt(prompt)
@@ -174,15 +225,76 @@ class LLM:
                 f"new tokens) but the cache has {usable} usable; raise num_kv_blocks or lower "
                 "max_tokens"
             )
+        if matcher is not None and grammar is not None:
+            raise RequestError(f"{where}: pass either matcher= or grammar=, not both")
+        compiled = future = None
+        if grammar is not None:
+            compiled, future, grammar_name = self.structured_output.resolve(grammar, where)
         request = Request(request_id, text, token_ids, params, max_tokens)
         seq = Sequence(request_id, token_ids, params, arrival_time=request.arrival_time)
         seq.generator = self._generator(params, 0)
         seq.matcher = matcher
         seq.num_pending_forks = params.n - 1
+        if grammar is not None:
+            request.grammar_name = grammar_name
+            seq.jump_forward = self.config.jump_forward if jump_forward is None else jump_forward
         self._attach(request, seq)
         self.requests[request_id] = request
-        self.scheduler.add(seq)
+        if future is not None:
+            request.grammar_future = future
+            self._compiling.append(seq)
+        elif compiled is not None:
+            self._start_grammar(seq, compiled)
+        else:
+            self.scheduler.add(seq)
         return request_id
+
+    def _start_grammar(self, seq: Sequence, grammar: Any) -> None:
+        """Give ``seq`` its matcher, jump over forced text at the start, then queue it."""
+        seq.grammar = grammar
+        seq.matcher = grammar.matcher()
+        reason = self._jump_forward(seq)
+        if reason is None:
+            self.scheduler.add(seq)
+            return
+        # finished before its first forward pass (e.g. a grammar that forces everything)
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = reason
+        request = self.requests[seq.request_id]
+        request.finish_time = time.monotonic()
+        self._pending_deltas.append(self._delta(seq))
+
+    def _admit_compiled(self) -> None:
+        """Move sequences whose grammar finished compiling into the scheduler.
+
+        Raises
+        ------
+        FormcastError
+            The compile error of a request's grammar (that request is aborted first).
+        """
+        ready = [s for s in self._compiling if self.requests[s.request_id].grammar_future.done()]
+        for seq in ready:
+            self._compiling.remove(seq)
+            request = self.requests[seq.request_id]
+            future, request.grammar_future = request.grammar_future, None
+            error = future.exception()
+            if error is None:
+                try:
+                    self.structured_output.check_compiled(
+                        future.result(), f"request {seq.request_id!r}"
+                    )
+                except RequestError as exc:
+                    error = exc
+            if error is not None:
+                seq.status = SequenceStatus.FINISHED
+                seq.finish_reason = "abort"
+                request.finish_time = time.monotonic()
+                if hasattr(error, "add_note"):
+                    error.add_note(
+                        f"while compiling {request.grammar_name} for request {seq.request_id!r}"
+                    )
+                raise error
+            self._start_grammar(seq, future.result())
 
     def _generator(self, params: SamplingParams, index: int) -> torch.Generator | None:
         if params.seed is None:
@@ -203,13 +315,17 @@ class LLM:
         if request is None:
             raise RequestError(f"abort: unknown request id {request_id!r}")
         for seq in request.seqs:
-            if not seq.is_finished:
+            if seq in self._compiling:
+                self._compiling.remove(seq)
+                seq.status = SequenceStatus.FINISHED
+                seq.finish_reason = "abort"
+            elif not seq.is_finished:
                 self.scheduler.finish(seq, "abort")
         request.finish_time = request.finish_time or time.monotonic()
 
     def has_unfinished_requests(self) -> bool:
-        """True while any request waits or runs."""
-        return self.scheduler.has_unfinished
+        """True while any request waits (also for its grammar) or runs."""
+        return self.scheduler.has_unfinished or bool(self._compiling)
 
     def get_output(self, request_id: str) -> RequestOutput:
         """Current output of a request (finished or not)."""
@@ -223,26 +339,42 @@ class LLM:
         if not output.finished:
             raise RequestError(f"request {request_id!r} is still running; abort it first")
         del self.requests[request_id]
+        self._pending_deltas = [d for d in self._pending_deltas if d.request_id != request_id]
         return output
 
     # -- the step ------------------------------------------------------------------------------
 
     def step(self) -> list[StreamDelta]:
-        """Run one engine step; return each sampled sequence's new token and text."""
+        """Run one engine step; return each sampled sequence's new tokens and text.
+
+        When nothing can run but grammars are compiling, waits for the first to finish.
+        """
+        deltas, self._pending_deltas = self._pending_deltas, []
+        self._admit_compiled()
         plan = self.scheduler.schedule()
         if plan.is_empty:
             if self.scheduler.waiting and not self.scheduler.running and not plan.preempted:
                 raise EngineError(
                     "the next waiting request cannot be admitted although the engine is idle"
                 )
-            return []
+            if self._compiling:
+                futures = [self.requests[s.request_id].grammar_future for s in self._compiling]
+                wait(futures, return_when=FIRST_COMPLETED)
+            return deltas
+        # masks of the rows sampled this step are filled while the model runs
+        self.mask_filler.start(self._rows_to_sample(plan))
+        begin = time.perf_counter()
         logits = self.runner.execute(plan.scheduled, self.block_manager.take_pending_copies())
+        self._stats.forward_seconds += time.perf_counter() - begin
+        self._stats.num_steps += 1
+        bitmask = self.mask_filler.result()
         seqs: list[Sequence] = []
         rows: list[int] = []
         row = 0
         for item in plan.scheduled:
             seq = item.seq
             seq.num_cached_tokens += item.num_new_tokens
+            seq.num_steps += 1
             self.block_manager.commit_inplace(seq)
             row += item.num_logits
             if not item.num_logits or seq.num_cached_tokens < seq.num_tokens:
@@ -255,10 +387,28 @@ class LLM:
                     seqs.append(child)
                     rows.append(row - 1)
         if not seqs:
-            return []
+            return deltas
         if rows != list(range(logits.shape[0])):
             logits = logits[torch.tensor(rows, device=logits.device)]
-        return self._sample_and_update(seqs, logits)
+        if bitmask is not None and bitmask.shape[0] != len(seqs):
+            raise EngineError(
+                f"the mask worker filled {bitmask.shape[0]} rows for {len(seqs)} sampled sequences"
+            )
+        return deltas + self._sample_and_update(seqs, logits, bitmask)
+
+    @staticmethod
+    def _rows_to_sample(plan: SchedulerOutput) -> list[Any]:
+        """Matcher (or None) of each row the step will sample, in sampling order.
+
+        A span that reaches its sequence's end is sampled; a parent with pending forks is
+        followed by its children, whose matchers are forks at the same state (same row).
+        """
+        matchers: list[Any] = []
+        for item in plan.scheduled:
+            seq = item.seq
+            if item.num_logits and seq.num_cached_tokens + item.num_new_tokens == seq.num_tokens:
+                matchers.extend([seq.matcher] * (1 + seq.num_pending_forks))
+        return matchers
 
     def _fork(self, parent: Sequence) -> list[Sequence]:
         request = self.requests[parent.request_id]
@@ -274,24 +424,23 @@ class LLM:
             )
             child.generator = self._generator(parent.sampling_params, index)
             child.matcher = parent.matcher.fork() if parent.matcher is not None else None
+            child.grammar = parent.grammar
+            child.jump_forward = parent.jump_forward
+            child.num_forced_tokens = parent.num_forced_tokens
+            child.num_streamed_tokens = parent.num_streamed_tokens
+            child.logprobs = list(parent.logprobs)
             self.block_manager.fork_inplace(parent, child)
-            self._attach(request, child)
+            request.seqs.append(child)
+            # the parent may hold jump-forward text already: continue from its state
+            request.detokenizers[child.seq_id] = request.detokenizers[parent.seq_id].fork()
             children.append(child)
         parent.num_pending_forks = 0
         self.scheduler.insert_running_after(parent, children)
         return children
 
-    def _token_bitmask(self, seqs: list[Sequence]) -> torch.Tensor | None:
-        if all(seq.matcher is None for seq in seqs):
-            return None
-        num_words = (self.vocab_size + 31) // 32
-        bitmask = torch.full((len(seqs), num_words), -1, dtype=torch.int32)
-        for row, seq in enumerate(seqs):
-            if seq.matcher is not None:
-                seq.matcher.fill_bitmask(bitmask, row)
-        return bitmask.to(self.runner.device)
-
-    def _sample_and_update(self, seqs: list[Sequence], logits: torch.Tensor) -> list[StreamDelta]:
+    def _sample_and_update(
+        self, seqs: list[Sequence], logits: torch.Tensor, bitmask: torch.Tensor | None
+    ) -> list[StreamDelta]:
         params = [seq.sampling_params for seq in seqs]
         batch = SamplingBatch.build(
             params,
@@ -302,8 +451,15 @@ class LLM:
             [seq.generator for seq in seqs],
             self.runner.device,
         )
-        sampled = self.sampler(logits, batch, token_bitmask=self._token_bitmask(seqs))
+        if bitmask is not None:
+            bitmask = bitmask.to(self.runner.device)
+        try:
+            sampled = self.sampler(logits, batch, token_bitmask=bitmask)
+        except DeadEndError as exc:
+            raise self._dead_end(seqs, bitmask, exc) from exc
         token_ids = sampled.token_ids.tolist()
+        self._stats.num_sampled_tokens += len(seqs)
+        self._stats.num_constrained_rows += sum(seq.matcher is not None for seq in seqs)
         want_logprobs = any(p.logprobs is not None for p in params)
         chosen_logprobs = sampled.logprobs.tolist() if want_logprobs else None
         top_ids = top_lps = None
@@ -331,23 +487,81 @@ class LLM:
                     "own bitmask allowed"
                 )
             reason = self._check_stop(seq, token_id)
+            if reason is None and seq.jump_forward:
+                reason = self._jump_forward(seq)
             request = self.requests[seq.request_id]
-            detokenizer = request.detokenizers[seq.seq_id]
             if reason is not None:
                 self.scheduler.finish(seq, reason)
                 if request.is_finished:
                     request.finish_time = now
-            deltas.append(
-                StreamDelta(
-                    seq.request_id,
-                    seq.index,
-                    [token_id],
-                    detokenizer.take_delta(seq.is_finished),
-                    seq.finish_reason,
-                    [entry] if entry is not None else None,
-                )
-            )
+            deltas.append(self._delta(seq))
         return deltas
+
+    def _delta(self, seq: Sequence) -> StreamDelta:
+        """The output of ``seq`` not yet handed out (tokens, text, logprobs)."""
+        detokenizer = self.requests[seq.request_id].detokenizers[seq.seq_id]
+        start = seq.num_streamed_tokens
+        seq.num_streamed_tokens = seq.num_output_tokens
+        want_logprobs = seq.sampling_params.logprobs is not None
+        return StreamDelta(
+            seq.request_id,
+            seq.index,
+            seq.output_token_ids[start:],
+            detokenizer.take_delta(seq.is_finished),
+            seq.finish_reason,
+            seq.logprobs[start:] if want_logprobs else None,
+        )
+
+    def _jump_forward(self, seq: Sequence) -> str | None:
+        """Append the tokens ``seq``'s grammar forces (repeatedly); return a finish reason.
+
+        Forced tokens are not sampled: they enter the KV cache with the next step's span.
+        Their logprob entries (when asked) hold NaN, as no distribution was computed for them.
+        """
+        request = self.requests[seq.request_id]
+        while True:
+            room = request.max_tokens - seq.num_output_tokens
+            forced_ids = self.structured_output.forced_token_ids(seq, room)
+            if not forced_ids:
+                return None
+            for token_id in forced_ids:
+                if not seq.matcher.accept_token(token_id):
+                    raise EngineError(
+                        f"request {seq.request_id!r}: grammar {request.grammar_name} rejected "
+                        f"its own jump-forward token {token_id} at output position "
+                        f"{seq.num_output_tokens}"
+                    )
+                seq.append_token(token_id)
+                seq.num_forced_tokens += 1
+                self._stats.num_forced_tokens += 1
+                if seq.sampling_params.logprobs is not None:
+                    seq.logprobs.append({token_id: math.nan})
+                reason = self._check_stop(seq, token_id)
+                if reason is not None:
+                    return reason
+
+    def _dead_end(
+        self, seqs: list[Sequence], bitmask: torch.Tensor | None, error: DeadEndError
+    ) -> DeadEndError:
+        """A `DeadEndError` naming each constrained request's grammar and output position."""
+        empty_rows = set()
+        if bitmask is not None:
+            empty_rows = set((bitmask == 0).all(dim=1).nonzero().flatten().tolist())
+        parts = []
+        for row, seq in enumerate(seqs):
+            if seq.matcher is None or (empty_rows and row not in empty_rows):
+                continue
+            request = self.requests[seq.request_id]
+            tail = request.detokenizers[seq.seq_id].text[-40:]
+            grammar = request.grammar_name or repr(seq.matcher)
+            what = "allows no token" if empty_rows else "has no allowed token left"
+            parts.append(
+                f"request {seq.request_id!r} (completion {seq.index}): grammar {grammar} "
+                f"{what} at output position {seq.num_output_tokens} "
+                f"(text so far ends with {tail!r})"
+            )
+        cause = "" if empty_rows else f" after logit_bias / min_tokens masking ({error})"
+        return DeadEndError("dead end" + cause + ": " + "; ".join(parts or [str(error)]))
 
     def _check_stop(self, seq: Sequence, token_id: int) -> str | None:
         """Finish reason after ``token_id`` was appended (None: keep going)."""
@@ -367,15 +581,15 @@ class LLM:
         if stop_string is not None:
             request.stop_reasons[seq.seq_id] = stop_string
             return "stop"
+        if seq.matcher is not None and seq.matcher.is_terminated():
+            detokenizer.flush()
+            return "stop"  # complete even if it also reached max_tokens
         if (
             seq.num_output_tokens >= request.max_tokens
             or seq.num_tokens >= self.config.max_model_len
         ):
             detokenizer.flush()
             return "length"
-        if seq.matcher is not None and seq.matcher.is_terminated():
-            detokenizer.flush()
-            return "stop"
         return None
 
     # -- batch calls ---------------------------------------------------------------------------
@@ -384,6 +598,8 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None,
+        grammar: Any = None,
+        jump_forward: bool | None = None,
     ) -> list[str]:
         prompt_list = _as_prompt_list(prompts)
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
@@ -394,10 +610,22 @@ class LLM:
                 raise RequestError(
                     f"got {len(params_list)} SamplingParams for {len(prompt_list)} prompts"
                 )
+        if isinstance(grammar, (list, tuple)):
+            grammar_list = list(grammar)
+            if len(grammar_list) != len(prompt_list):
+                raise RequestError(
+                    f"got {len(grammar_list)} grammars for {len(prompt_list)} prompts"
+                )
+        else:
+            grammar_list = [grammar] * len(prompt_list)
         request_ids: list[str] = []
         try:
-            for prompt, params in zip(prompt_list, params_list, strict=True):
-                request_ids.append(self.add_request(prompt, params))
+            for prompt, params, one_grammar in zip(
+                prompt_list, params_list, grammar_list, strict=True
+            ):
+                request_ids.append(
+                    self.add_request(prompt, params, grammar=one_grammar, jump_forward=jump_forward)
+                )
         except BaseException:
             self._drop(request_ids)
             raise
@@ -413,13 +641,20 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
+        grammar: Any = None,
+        jump_forward: bool | None = None,
     ) -> list[RequestOutput]:
         """Run prompts to completion; one `RequestOutput` per prompt, in order.
 
         ``prompts``: a string, a token id list, a chat message list, or a list of those.
         ``sampling_params``: one for all prompts or one per prompt (default: SamplingParams()).
+        ``grammar``: one grammar for all prompts or a list with one per prompt (None entries:
+        unconstrained); see `add_request`. ``jump_forward``: see `add_request`.
+
+        A grammar spec that fails to compile raises its error (naming the request) and drops
+        the call's requests.
         """
-        request_ids = self._submit(prompts, sampling_params)
+        request_ids = self._submit(prompts, sampling_params, grammar, jump_forward)
         try:
             while not all(self.requests[r].is_finished for r in request_ids):
                 self.step()
@@ -432,15 +667,20 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
+        grammar: Any = None,
+        jump_forward: bool | None = None,
     ) -> Iterator[StreamDelta]:
         """Yield `StreamDelta`s (new tokens and text per completion) as steps produce them.
 
-        Closing the iterator early aborts the prompts' unfinished requests.
+        ``grammar`` / ``jump_forward`` as in `generate`. A delta may carry several tokens
+        (jump-forward). Closing the iterator early aborts the prompts' unfinished requests.
         """
-        request_ids = self._submit(prompts, sampling_params)
+        request_ids = self._submit(prompts, sampling_params, grammar, jump_forward)
         mine = set(request_ids)
         try:
-            while not all(self.requests[r].is_finished for r in request_ids):
+            while not all(self.requests[r].is_finished for r in request_ids) or any(
+                d.request_id in mine for d in self._pending_deltas
+            ):
                 for delta in self.step():
                     if delta.request_id in mine:
                         yield delta

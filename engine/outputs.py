@@ -19,14 +19,20 @@ class CompletionOutput:
     finish_reason: str | None
     logprobs: list[dict[int, float]] | None = None
     stop_reason: str | int | None = None  # the stop string or stop token id that ended it
+    # grammar requests: True iff the text is a complete string of the grammar (False: an
+    # unfinished structure, e.g. cut by max_tokens); None without a grammar
+    is_grammar_complete: bool | None = None
+    num_forced_tokens: int = 0  # tokens appended by jump-forward (not sampled)
 
 
 @dataclass
 class RequestOutput:
     """The result of one request; ``text`` / ``token_ids`` / ... are those of completion 0.
 
-    ``finish_reason`` is ``"stop"`` (EOS, stop token or stop string), ``"length"``
-    (``max_tokens`` or ``max_model_len``) or ``"abort"``.
+    ``finish_reason`` is ``"stop"`` (EOS, stop token or stop string, or the grammar
+    terminated), ``"length"`` (``max_tokens`` or ``max_model_len``) or ``"abort"``. With a
+    grammar, check ``is_grammar_complete``: a ``"length"`` output is usually an unfinished
+    structure.
     """
 
     request_id: str
@@ -56,6 +62,11 @@ class RequestOutput:
     def logprobs(self) -> list[dict[int, float]] | None:
         """Per-token logprobs of the first completion (None unless asked)."""
         return self.outputs[0].logprobs
+
+    @property
+    def is_grammar_complete(self) -> bool | None:
+        """Whether the first completion is a complete string of its grammar (None: no grammar)."""
+        return self.outputs[0].is_grammar_complete
 
 
 @dataclass

@@ -1,8 +1,13 @@
-"""Request: one prompt with its sampling parameters, its sequences and their detokenizers."""
+"""Request: one prompt with its sampling parameters, its sequences and their detokenizers.
+
+A request with a grammar spec still compiling holds its future in ``grammar_future``; its
+sequence stays out of the scheduler until the grammar is ready.
+"""
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +30,8 @@ class Request:
     stop_reasons: dict[int, str | int] = field(default_factory=dict)
     arrival_time: float = field(default_factory=time.monotonic)
     finish_time: float | None = None
+    grammar_name: str | None = None  # what the request's grammar is, for messages
+    grammar_future: Future | None = None  # set while the grammar compiles
 
     @property
     def is_finished(self) -> bool:
@@ -36,17 +43,25 @@ class Request:
         completions = []
         want_logprobs = self.sampling_params.logprobs is not None
         for seq in sorted(self.seqs, key=lambda s: s.index):
+            text = self.detokenizers[seq.seq_id].text
+            stop_reason = self.stop_reasons.get(seq.seq_id)
             completions.append(
                 CompletionOutput(
                     index=seq.index,
-                    text=self.detokenizers[seq.seq_id].text,
+                    text=text,
                     token_ids=list(seq.output_token_ids),
                     finish_reason=seq.finish_reason,
                     logprobs=list(seq.logprobs) if want_logprobs else None,
-                    stop_reason=self.stop_reasons.get(seq.seq_id),
+                    stop_reason=stop_reason,
+                    is_grammar_complete=is_grammar_complete(seq, text, stop_reason),
+                    num_forced_tokens=seq.num_forced_tokens,
                 )
             )
-        metrics = {"arrival_time": self.arrival_time}
+        metrics = {
+            "arrival_time": self.arrival_time,
+            # forward passes that computed a span of this request (prefill chunks included)
+            "num_forward_passes": max(seq.num_steps for seq in self.seqs),
+        }
         first = [s.first_token_time for s in self.seqs if s.first_token_time is not None]
         if first:
             metrics["first_token_time"] = min(first)
@@ -61,3 +76,18 @@ class Request:
             num_cached_prompt_tokens=self.seqs[0].num_prompt_hit_tokens,
             metrics=metrics,
         )
+
+
+def is_grammar_complete(seq: Sequence, text: str, stop_reason: str | int | None) -> bool | None:
+    """True iff ``seq``'s output is a complete string of its grammar (None: no grammar).
+
+    A stop string cuts the text short of what the matcher saw, so then the cut text itself
+    is run through a fresh matcher.
+    """
+    matcher = seq.matcher
+    if matcher is None or not hasattr(matcher, "is_accepting"):
+        return None
+    if isinstance(stop_reason, str) and seq.grammar is not None:
+        fresh = seq.grammar.matcher()
+        return bool(fresh.accept_bytes(text.encode("utf-8"))) and fresh.is_accepting()
+    return bool(matcher.is_terminated() or matcher.is_accepting())

@@ -54,6 +54,11 @@ class Sequence:
     block_hashes: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
     matcher: Any = None  # grammar hook: fill_bitmask(bitmask, row), accept_token(id)
+    grammar: Any = None  # the CompiledGrammar behind `matcher` (None for a bare matcher hook)
+    jump_forward: bool = False  # append grammar-forced tokens without sampling
+    num_forced_tokens: int = 0  # output tokens appended by jump-forward
+    num_streamed_tokens: int = 0  # output tokens already handed out in StreamDeltas
+    num_steps: int = 0  # forward passes that computed a span of this sequence
     finish_reason: str | None = None
     logprobs: list[dict[int, float]] = field(default_factory=list)
     num_pending_forks: int = 0  # n - 1 siblings to fork once the prompt is prefilled

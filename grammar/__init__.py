@@ -1,5 +1,35 @@
 """formcast.grammar: grammars (regex, JSON Schema, Lark) -> automata -> per-state token masks."""
 
+from formcast.grammar.bitmask import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    apply_token_bitmask_inplace_torch,
+    apply_token_bitmask_inplace_triton,
+)
+from formcast.grammar.byte_dfa import ByteDFA
+from formcast.grammar.compile import (
+    compile_choice,
+    compile_dfa,
+    compile_regex,
+    regex_to_dfa,
+    regex_to_python,
+)
+from formcast.grammar.compiled_grammar import CompiledGrammar
+from formcast.grammar.matcher import Matcher
 from formcast.grammar.vocabulary import Vocabulary
 
-__all__ = ["Vocabulary"]
+__all__ = [
+    "ByteDFA",
+    "CompiledGrammar",
+    "Matcher",
+    "Vocabulary",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "apply_token_bitmask_inplace_torch",
+    "apply_token_bitmask_inplace_triton",
+    "compile_choice",
+    "compile_dfa",
+    "compile_regex",
+    "regex_to_dfa",
+    "regex_to_python",
+]

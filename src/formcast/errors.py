@@ -72,3 +72,21 @@ class EngineConfigError(FormcastError, ValueError):
 
 class RequestError(FormcastError, ValueError):
     """A generation request cannot be served as given (empty prompt, prompt too long, ...)."""
+
+
+class UsageError(FormcastError, TypeError):
+    """The public API was used in a way it cannot serve (a function without a return
+    annotation, an unknown sampling option, a tool without typed parameters, ...)."""
+
+
+class OutputError(FormcastError, RuntimeError):
+    """A generation finished but its text cannot be turned into the declared value."""
+
+    def __init__(self, message: str, *, text: str = "") -> None:
+        self.text = text
+        super().__init__(message)
+
+
+class IncompleteOutputError(OutputError):
+    """Generation stopped (``max_tokens`` or the model's length) before the structure was
+    complete; ``text`` holds what was generated. Raise ``max_tokens`` or tighten the schema."""

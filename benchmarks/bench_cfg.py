@@ -1,0 +1,193 @@
+"""Context-free grammars: formcast vs llguidance and xgrammar, in one run (SmolLM2 vocabulary).
+
+For each grammar (the six Lark grammars of the CFG tests, llama.cpp's json.gbnf and
+arithmetic.gbnf): compile time, then per-mask time over the canonical tokenization of random
+sentences of the grammar (the same token sequences for every engine), fill + accept per token.
+"cold" is the first pass after compiling (formcast builds its per-lexer-state token walks
+lazily, so first visits are in it); "new" then runs *different* sentences of the same grammar
+(lexer walks are warm, parse configurations mostly new: formcast's steady state).
+A peer that refuses a grammar or rejects a token of a sequence is reported, not hidden.
+
+Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cfg.py``
+(peers: ``pip install xgrammar llguidance``; a missing peer is skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from formcast.engine.loader import load_tokenizer  # noqa: E402
+from formcast.grammar.bitmask import allocate_token_bitmask  # noqa: E402
+from formcast.grammar.gbnf_grammar import compile_gbnf  # noqa: E402
+from formcast.grammar.lark_grammar import compile_lark  # noqa: E402
+from formcast.grammar.vocabulary import Vocabulary  # noqa: E402
+from tests.grammar._cfg_grammars import ARITHMETIC_GBNF, JSON_GBNF, LARK_GRAMMARS  # noqa: E402
+from tests.grammar._cfg_oracle import random_sentence  # noqa: E402
+
+GRAMMARS = [(name, "lark", text) for name, text in LARK_GRAMMARS.items()] + [
+    ("json.gbnf", "gbnf", JSON_GBNF),
+    ("arithmetic.gbnf", "gbnf", ARITHMETIC_GBNF),
+]
+
+
+class Formcast:
+    name = "formcast"
+
+    def __init__(self, tok, vocab):
+        self.vocab = vocab
+
+    def compile(self, kind, text):
+        fn = compile_lark if kind == "lark" else compile_gbnf
+        return fn(text, self.vocab, cache=False)
+
+    def start(self, compiled):
+        return compiled.matcher()
+
+    def fill(self, matcher, bitmask):
+        matcher.fill_bitmask(bitmask, 0)
+
+    def accept(self, matcher, token_id):
+        return matcher.accept_token(token_id)
+
+
+class XGrammar:
+    name = "xgrammar"
+
+    def __init__(self, tok, vocab):
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=vocab.vocab_size)
+        self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+
+    def compile(self, kind, text):
+        if kind == "lark":
+            return self.compiler.compile_lark(text)
+        return self.compiler.compile_grammar(text)
+
+    def start(self, compiled):
+        return self.xgr.GrammarMatcher(compiled)
+
+    def fill(self, matcher, bitmask):
+        matcher.fill_next_token_bitmask(bitmask, 0)
+
+    def accept(self, matcher, token_id):
+        return matcher.accept_token(token_id)
+
+
+class LLGuidance:
+    name = "llguidance"
+
+    def __init__(self, tok, vocab):
+        import llguidance
+        import llguidance.hf
+        import llguidance.torch
+
+        self.llg = llguidance
+        self.fill_fn = llguidance.torch.fill_next_token_bitmask
+        self.tokenizer = llguidance.hf.from_tokenizer(tok, n_vocab=vocab.vocab_size)
+
+    def compile(self, kind, text):
+        if kind != "lark":  # llguidance's Lark dialect also reads GBNF-style ``::=`` rules
+            text = "%llguidance {}\n" + text
+        grammar = self.llg.LLMatcher.grammar_from_lark(text)
+        matcher = self.llg.LLMatcher(self.tokenizer, grammar)
+        if matcher.is_error():
+            raise ValueError(matcher.get_error())
+        return grammar
+
+    def start(self, compiled):
+        return self.llg.LLMatcher(self.tokenizer, compiled)
+
+    def fill(self, matcher, bitmask):
+        self.fill_fn(matcher, bitmask, 0)
+
+    def accept(self, matcher, token_id):
+        return matcher.consume_token(token_id) and not matcher.is_error()
+
+
+def token_sequences(tok, vocab, kind, text, num: int, seed: int) -> list[list[int]]:
+    compiled = (compile_lark if kind == "lark" else compile_gbnf)(text, vocab)
+    rng = random.Random(seed)
+    out = []
+    for _ in range(num):
+        sentence = random_sentence(compiled.prepared, rng, max_depth=7, terminal_max_len=10)
+        out.append(tok.encode(sentence.decode(), add_special_tokens=False))
+    return out
+
+
+def measure(engine, kind, text, sequences, fresh_sequences, vocab_size):
+    t0 = time.perf_counter()
+    try:
+        compiled = engine.compile(kind, text)
+    except Exception as exc:  # noqa: BLE001 - a peer refusing a grammar is a result
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"}
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    bitmask = allocate_token_bitmask(1, vocab_size)
+    result = {"compile_ms": compile_ms, "rejected": 0}
+    for phase, seqs in (("cold", sequences), ("new", fresh_sequences)):
+        times = []
+        for ids in seqs:
+            matcher = engine.start(compiled)
+            for token_id in ids:
+                t = time.perf_counter()
+                engine.fill(matcher, bitmask)
+                times.append(time.perf_counter() - t)
+                if not engine.accept(matcher, token_id):
+                    result["rejected"] += 1
+                    break
+        result[phase] = np.asarray(times) * 1e3
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sentences", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    tok = load_tokenizer("smollm2-135m")
+    vocab = Vocabulary.from_tokenizer(tok)
+    engines = [Formcast(tok, vocab)]
+    for cls in (LLGuidance, XGrammar):
+        try:
+            engines.append(cls(tok, vocab))
+        except ImportError as exc:
+            print(f"skipping {cls.name}: {exc}")
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, torch threads 1")
+    header = (
+        "| grammar | engine | compile ms | cold p50 | cold p99 | cold p99.9 | new p50 | new p99 "
+        "| masks | rejected seqs |"
+    )
+    print(header)
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, kind, text in GRAMMARS:
+        sequences = token_sequences(tok, vocab, kind, text, args.sentences, seed=1)
+        fresh = token_sequences(tok, vocab, kind, text, args.sentences, seed=2)
+        for engine in engines:
+            r = measure(engine, kind, text, sequences, fresh, vocab.vocab_size)
+            if "error" in r:
+                print(f"| {name} | {engine.name} | refused: {r['error']} | | | | | | | |")
+                continue
+            cold, warm = r["cold"], r["new"]
+            print(
+                f"| {name} | {engine.name} | {r['compile_ms']:.1f} | {np.percentile(cold, 50):.3f}"
+                f" | {np.percentile(cold, 99):.3f} | {np.percentile(cold, 99.9):.3f}"
+                f" | {np.percentile(warm, 50):.3f} | {np.percentile(warm, 99):.3f}"
+                f" | {len(cold)} | {r['rejected']} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

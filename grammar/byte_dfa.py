@@ -1,0 +1,274 @@
+"""ByteDFA: a trimmed, minimal DFA over bytes, stored as a numpy table over byte classes.
+
+Bytes that no edge of the NFA tells apart share a *byte class*, so the table is
+``(num_states, num_classes)`` rather than ``(num_states, 256)``. Determinisation is the subset
+construction over epsilon closures, grouping the classes that lead to the same NFA targets so
+each distinct successor is closed once. Every state of the result can reach an accepting state
+(states that cannot are dropped; a missing transition is ``-1``), which is what makes token
+masks exact: a byte string is a prefix of the language iff walking it never hits ``-1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from formcast.errors import GrammarError
+from formcast.grammar.byte_nfa import ByteNFA
+from formcast.grammar.compile_budget import CompileBudget
+
+DEAD = -1
+_LIST_TABLE_MAX_CELLS = 4_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A deterministic byte automaton whose every state can still reach acceptance.
+
+    Attributes
+    ----------
+    transitions:
+        ``(num_states, num_classes)`` int32; ``transitions[s, byte_to_class[b]]`` is the state
+        after byte ``b`` from ``s``, or ``-1`` if no string of the language continues so.
+    byte_to_class:
+        ``(256,)`` uint8 byte -> class id.
+    is_accepting:
+        ``(num_states,)`` bool.
+    start_state:
+        Always 0.
+    """
+
+    transitions: np.ndarray
+    byte_to_class: np.ndarray
+    is_accepting: np.ndarray
+    start_state: int = 0
+    _rows: list[list[int]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def num_states(self) -> int:
+        return int(self.transitions.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.transitions.shape[1])
+
+    def step(self, state: int, byte: int) -> int:
+        """The state after one byte, or ``-1``."""
+        return int(self.transitions[state, self.byte_to_class[byte]])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """The state after ``data`` from ``state``, or ``-1`` if the language has no such prefix."""
+        rows = self._list_rows()
+        if rows is None:
+            table, classes = self.transitions, self.byte_to_class
+            for byte in data:
+                state = int(table[state, classes[byte]])
+                if state < 0:
+                    return DEAD
+            return state
+        for byte in data:
+            state = rows[state][byte]
+            if state < 0:
+                return DEAD
+        return state
+
+    def _list_rows(self) -> list[list[int]] | None:
+        """Per-state 256-entry Python lists for fast scalar walks (small DFAs only)."""
+        if self._rows is None and self.num_states * 256 <= _LIST_TABLE_MAX_CELLS:
+            full = self.transitions[:, self.byte_to_class]  # (N, 256)
+            object.__setattr__(self, "_rows", full.tolist())
+        return self._rows
+
+    def allowed_bytes(self, state: int) -> np.ndarray:
+        """The bytes with a transition out of ``state``: ``(k,)`` uint8."""
+        return np.flatnonzero(self.transitions[state, self.byte_to_class] >= 0).astype(np.uint8)
+
+    def forced_byte(self, state: int) -> int:
+        """The only byte that can follow ``state`` if it is not accepting, else ``-1``."""
+        if self.is_accepting[state]:
+            return DEAD
+        allowed = self.allowed_bytes(state)
+        return int(allowed[0]) if len(allowed) == 1 else DEAD
+
+    def __getstate__(self) -> dict:
+        return {
+            "transitions": self.transitions,
+            "byte_to_class": self.byte_to_class,
+            "is_accepting": self.is_accepting,
+            "start_state": self.start_state,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        object.__setattr__(self, "_rows", None)
+
+
+def byte_classes(nfa: ByteNFA) -> np.ndarray:
+    """``(256,)`` uint8: bytes no edge distinguishes get the same class id (numbered by byte)."""
+    is_boundary = np.zeros(257, dtype=bool)
+    is_boundary[0] = True
+    for edges in nfa.byte_edges:
+        for lo, hi, _ in edges:
+            is_boundary[lo] = True
+            is_boundary[hi + 1] = True
+    return (np.cumsum(is_boundary[:256]) - 1).astype(np.uint8)
+
+
+def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
+    """Subset construction, then removal of states that cannot reach acceptance."""
+    classes = byte_classes(nfa)
+    num_classes = int(classes[-1]) + 1
+    # per NFA state: [(target, [classes...]), ...] grouped by target
+    moves: list[list[tuple[int, list[int]]]] = []
+    for edges in nfa.byte_edges:
+        by_target: dict[int, list[int]] = {}
+        for lo, hi, target in edges:
+            by_target.setdefault(target, []).extend(range(int(classes[lo]), int(classes[hi]) + 1))
+        moves.append(list(by_target.items()))
+    closure_of = _ClosureCache(nfa)
+    start_set = closure_of(nfa.start)
+    state_ids: dict[frozenset[int], int] = {start_set: 0}
+    state_sets = [start_set]
+    rows: list[list[int]] = []
+    successor_ids: dict[frozenset[int], int] = {}  # frozenset(targets) -> DFA state id
+
+    def successor(targets: frozenset[int], current: frozenset[int]) -> int:
+        nxt = successor_ids.get(targets)
+        if nxt is None:
+            union: set[int] = set()
+            for t in targets:
+                union |= closure_of(t)
+            subset = frozenset(union)
+            nxt = state_ids.get(subset)
+            if nxt is None:
+                nxt = len(state_sets)
+                state_ids[subset] = nxt
+                state_sets.append(subset)
+                budget.check_states(nxt + 1, max(nfa.positions[s] for s in current))
+            successor_ids[targets] = nxt
+        return nxt
+
+    k = 0
+    while k < len(state_sets):
+        current = state_sets[k]
+        k += 1
+        if k % 256 == 0:
+            budget.check_time("determinising the automaton", max(nfa.positions[s] for s in current))
+        row = [DEAD] * num_classes
+        active = [s for s in current if moves[s]]
+        if len(active) == 1:
+            # one NFA state with byte edges: group by target directly, no per-class sets
+            for target, target_classes in moves[active[0]]:
+                nxt = successor(frozenset((target,)), current)
+                for c in target_classes:
+                    if row[c] == DEAD:
+                        row[c] = nxt
+                    else:  # two targets on one class: fall back to the general path
+                        row = None
+                        break
+                if row is None:
+                    break
+            if row is not None:
+                rows.append(row)
+                continue
+            row = [DEAD] * num_classes
+        targets_by_class: dict[int, set[int]] = {}
+        for s in active:
+            for target, target_classes in moves[s]:
+                for c in target_classes:
+                    bucket = targets_by_class.get(c)
+                    if bucket is None:
+                        targets_by_class[c] = {target}
+                    else:
+                        bucket.add(target)
+        for c, targets in targets_by_class.items():
+            row[c] = successor(frozenset(targets), current)
+        rows.append(row)
+    transitions = np.array(rows, dtype=np.int32).reshape(len(rows), num_classes)
+    final = nfa.final
+    is_accepting = np.array([final in s for s in state_sets], dtype=bool)
+    return trim(transitions, classes, is_accepting)
+
+
+class _ClosureCache:
+    """Epsilon closure of one NFA state, restricted to states with byte edges or final."""
+
+    def __init__(self, nfa: ByteNFA) -> None:
+        self.nfa = nfa
+        self.cache: dict[int, frozenset[int]] = {}
+
+    def __call__(self, state: int) -> frozenset[int]:
+        found = self.cache.get(state)
+        if found is not None:
+            return found
+        eps, byte_edges, final = self.nfa.epsilon_edges, self.nfa.byte_edges, self.nfa.final
+        seen = {state}
+        stack = [state]
+        kept = []
+        while stack:
+            s = stack.pop()
+            if byte_edges[s] or s == final:
+                kept.append(s)
+            for t in eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        result = frozenset(kept)
+        self.cache[state] = result
+        return result
+
+
+def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.ndarray) -> ByteDFA:
+    """Drop states that cannot reach acceptance; renumber in BFS order from the start state.
+
+    Raises
+    ------
+    GrammarError
+        If the start state cannot reach acceptance (the pattern matches no string).
+    """
+    num_states, num_classes = transitions.shape
+    # co-reachability: level-synchronous reverse BFS from the accepting states
+    src = np.repeat(np.arange(num_states), num_classes)
+    dst = transitions.reshape(-1)
+    keep = dst >= 0
+    src, dst = src[keep], dst[keep]
+    order = np.argsort(dst, kind="stable")
+    preds, starts = src[order], np.searchsorted(dst[order], np.arange(num_states + 1))
+    is_alive = is_accepting.copy()
+    frontier = np.flatnonzero(is_accepting)
+    while len(frontier):
+        counts = starts[frontier + 1] - starts[frontier]
+        offsets = np.repeat(starts[frontier] - (np.cumsum(counts) - counts), counts)
+        found = preds[np.arange(int(counts.sum())) + offsets]
+        found = np.unique(found[~is_alive[found]])
+        is_alive[found] = True
+        frontier = found
+    if not is_alive[0]:
+        raise GrammarError("the pattern matches no string (its language is empty)")
+    safe = np.maximum(transitions, 0)
+    table = np.where((transitions >= 0) & is_alive[safe], transitions, DEAD)
+    # BFS renumbering (level by level, ascending within a level) from state 0
+    new_id = np.full(num_states, DEAD, dtype=np.int64)
+    new_id[0] = 0
+    order_list = [np.array([0])]
+    frontier = np.array([0])
+    count = 1
+    while len(frontier):
+        nxt = table[frontier].reshape(-1)
+        nxt = nxt[nxt >= 0]
+        nxt = nxt[new_id[nxt] < 0]
+        nxt = np.unique(nxt)
+        new_id[nxt] = np.arange(count, count + len(nxt))
+        count += len(nxt)
+        order_list.append(nxt)
+        frontier = nxt
+    old = np.concatenate(order_list)
+    remapped = table[old]
+    remapped = np.where(remapped >= 0, new_id[np.maximum(remapped, 0)], DEAD).astype(np.int32)
+    return ByteDFA(
+        transitions=np.ascontiguousarray(remapped),
+        byte_to_class=byte_to_class.astype(np.uint8),
+        is_accepting=is_accepting[old].copy(),
+    )

@@ -1,0 +1,186 @@
+"""CfgMatcher: the per-sequence cursor over a CompiledCFG, with the regex Matcher's interface.
+
+The state is the head set of :mod:`formcast.grammar.cfg_runtime`; the full history of head
+sets is kept (one entry per accepted token or byte string), so ``rollback`` can go back any
+number of steps and ``fork`` is a list copy. Masks come from the runtime's memo tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from formcast.errors import GrammarError
+
+if TYPE_CHECKING:
+    from formcast.grammar.cfg_compiled import CompiledCFG
+
+_MAX_FORCED_BYTES = 4096
+
+
+class CfgMatcher:
+    """Cursor over a :class:`~formcast.grammar.cfg_compiled.CompiledCFG` for one sequence.
+
+    A token is allowed iff the bytes accepted so far followed by the token's bytes are a
+    prefix of some sentence of the grammar; EOS ids are allowed exactly when the text so far
+    is a sentence; special and padding ids are never allowed.
+    """
+
+    __slots__ = ("grammar", "_runtime", "_history", "_is_eos_accepted", "_eos_ids", "_token_bytes")
+
+    def __init__(self, grammar: CompiledCFG) -> None:
+        self.grammar = grammar
+        self._runtime = grammar.runtime
+        self._history = [grammar.initial_heads]
+        self._is_eos_accepted = False
+        self._eos_ids = grammar.vocab.eos_token_ids
+        self._token_bytes = grammar.vocab.token_bytes
+
+    @property
+    def num_accepted(self) -> int:
+        """Tokens (and byte strings) accepted so far, EOS included."""
+        return len(self._history) - 1
+
+    def is_accepting(self) -> bool:
+        """True if the text so far is a sentence of the grammar (EOS would be allowed)."""
+        return self._runtime.is_accepting(self._history[-1])
+
+    def is_terminated(self) -> bool:
+        """True once EOS was accepted, or when the text is complete and nothing can follow."""
+        if self._is_eos_accepted:
+            return True
+        heads = self._history[-1]
+        return self._runtime.is_accepting(heads) and not self._runtime.next_bytes(heads)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; return False (and change nothing) if it is not allowed."""
+        if self._is_eos_accepted:
+            return False
+        heads = self._history[-1]
+        if token_id in self._eos_ids:
+            if not self._runtime.is_accepting(heads):
+                return False
+            self._history.append(heads)
+            self._is_eos_accepted = True
+            return True
+        if not 0 <= token_id < len(self._token_bytes):
+            return False
+        data = self._token_bytes[token_id]
+        if not data:
+            return False  # special or padding id
+        return self._push(self._runtime.advance(heads, data))
+
+    def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
+        """Accept tokens in order until one is rejected; return how many were accepted."""
+        count = 0
+        for token_id in token_ids:
+            if not self.accept_token(int(token_id)):
+                break
+            count += 1
+        return count
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback."""
+        if self._is_eos_accepted:
+            return False
+        return self._push(self._runtime.advance(self._history[-1], data))
+
+    def _push(self, heads: frozenset) -> bool:
+        if not heads:
+            return False
+        self._history.append(heads)
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted steps (EOS included); any depth is kept.
+
+        Raises
+        ------
+        GrammarError
+            If ``num_tokens`` is negative or more than were accepted.
+        """
+        if not 0 <= num_tokens <= len(self._history) - 1:
+            raise GrammarError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
+            )
+        if num_tokens == 0:
+            return
+        self._is_eos_accepted = False
+        del self._history[-num_tokens:]
+
+    def reset(self) -> None:
+        """Back to the start."""
+        del self._history[1:]
+        self._is_eos_accepted = False
+
+    def fork(self) -> CfgMatcher:
+        """An independent copy at the same position (and with the same history)."""
+        other = CfgMatcher(self.grammar)
+        other._history = list(self._history)
+        other._is_eos_accepted = self._is_eos_accepted
+        return other
+
+    def forced_bytes(self) -> bytes:
+        """The longest byte string every valid continuation starts with ("" if none or done)."""
+        if self._is_eos_accepted:
+            return b""
+        runtime = self._runtime
+        heads = self._history[-1]
+        out = bytearray()
+        while len(out) < _MAX_FORCED_BYTES and not runtime.is_accepting(heads):
+            allowed = runtime.next_bytes(heads)
+            if len(allowed) != 1:
+                break
+            out.append(allowed[0])
+            heads = runtime.step(heads, allowed[0])
+        return bytes(out)
+
+    def packed_row(self) -> np.ndarray:
+        """The current ``(ceil(V/32),)`` int32 mask row (read-only)."""
+        if self._is_eos_accepted:
+            return self._runtime.eos_row
+        return self._runtime.mask(self._history[-1])
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """Ascending int64 ids of every allowed token (EOS included where accepting)."""
+        bits = np.unpackbits(self.packed_row().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.grammar.vocab_size])
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the allowed-token mask into ``bitmask[row]`` (int32, ``(B, ceil(V/32))``).
+
+        Raises
+        ------
+        GrammarError
+            If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
+        """
+        src = self.packed_row()
+        num_words = len(src)
+        if bitmask.dtype != torch.int32:
+            raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
+        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
+            raise GrammarError(
+                f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row"
+            )
+        if bitmask.dim() == 1:
+            target = bitmask
+        else:
+            if not -bitmask.shape[0] <= row < bitmask.shape[0]:
+                raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
+            target = bitmask[row]
+        if target.device.type == "cpu" and target.is_contiguous():
+            view = target.numpy()
+            view[:num_words] = src
+            view[num_words:] = 0
+            return
+        target[:num_words].copy_(torch.from_numpy(np.array(src)), non_blocking=True)
+        if target.shape[0] > num_words:
+            target[num_words:].zero_()
+
+    def __repr__(self) -> str:
+        return (
+            f"CfgMatcher(accepted={self.num_accepted}, heads={len(self._history[-1])}, "
+            f"accepting={self.is_accepting()}, terminated={self.is_terminated()})"
+        )

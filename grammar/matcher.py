@@ -1,0 +1,237 @@
+"""Matcher: the per-sequence cursor over a CompiledGrammar (accept, mask, roll back, fork).
+
+The state history is kept in full (one int per accepted token), so ``rollback`` can go back
+any number of tokens. ``fill_bitmask`` copies the state's precomputed packed row into the
+caller's bitmask: for a CPU int32 bitmask with contiguous rows that is one row memcpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from formcast.errors import GrammarError
+from formcast.grammar.byte_dfa import DEAD
+from formcast.grammar.compiled_grammar import CompiledGrammar
+
+
+class Matcher:
+    """Cursor over a :class:`CompiledGrammar` for one sequence.
+
+    A token is allowed iff some string of the grammar's language starts with the bytes
+    accepted so far followed by the token's bytes; EOS ids are allowed exactly in accepting
+    states; special and padding ids are never allowed.
+    """
+
+    __slots__ = (
+        "grammar",
+        "_history",
+        "_is_eos_accepted",
+        "_eos_ids",
+        "_token_bytes",
+        "_bitmask",
+        "_bitmask_ptr",
+        "_bitmask_np",
+        "_bitmask_rows",
+        "_index",
+        "_row_views",
+    )
+
+    def __init__(self, grammar: CompiledGrammar) -> None:
+        self.grammar = grammar
+        self._history: list[int] = [grammar.start_state]
+        self._is_eos_accepted = False
+        self._eos_ids = grammar.vocab.eos_token_ids
+        self._token_bytes = grammar.vocab.token_bytes
+        self._bitmask: torch.Tensor | None = None
+        self._bitmask_ptr = 0
+        self._bitmask_np: np.ndarray | None = None
+        self._bitmask_rows = 0
+        self._index = grammar.index
+        self._row_views = grammar.index.row_views
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> int:
+        """The current DFA state."""
+        return self._history[-1]
+
+    @property
+    def num_accepted(self) -> int:
+        """Tokens (and byte strings) accepted so far, EOS included."""
+        return len(self._history) - 1
+
+    def is_accepting(self) -> bool:
+        """True if the text so far is in the language (EOS would be allowed)."""
+        return bool(self.grammar.dfa.is_accepting[self._history[-1]])
+
+    def is_terminated(self) -> bool:
+        """True once EOS was accepted, or when the text is complete and nothing can follow."""
+        if self._is_eos_accepted:
+            return True
+        state = self._history[-1]
+        dfa = self.grammar.dfa
+        return bool(dfa.is_accepting[state]) and not bool((dfa.transitions[state] >= 0).any())
+
+    # -- advancing --------------------------------------------------------------------------
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; return False (and change nothing) if it is not allowed."""
+        if self._is_eos_accepted:
+            return False
+        state = self._history[-1]
+        if token_id in self._eos_ids:
+            if not self.grammar.dfa.is_accepting[state]:
+                return False
+            self._history.append(state)
+            self._is_eos_accepted = True
+            return True
+        if not 0 <= token_id < len(self._token_bytes):
+            return False
+        data = self._token_bytes[token_id]
+        if not data:
+            return False  # special or padding id
+        nxt = self.grammar.dfa.walk(state, data)
+        if nxt == DEAD:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
+        """Accept tokens in order until one is rejected; return how many were accepted."""
+        count = 0
+        for token_id in token_ids:
+            if not self.accept_token(int(token_id)):
+                break
+            count += 1
+        return count
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback."""
+        if self._is_eos_accepted:
+            return False
+        nxt = self.grammar.dfa.walk(self._history[-1], data)
+        if nxt == DEAD:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted steps (EOS included).
+
+        Raises
+        ------
+        GrammarError
+            If ``num_tokens`` is negative or more than were accepted.
+        """
+        if not 0 <= num_tokens <= len(self._history) - 1:
+            raise GrammarError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
+            )
+        if num_tokens == 0:
+            return
+        if self._is_eos_accepted:
+            self._is_eos_accepted = False
+        del self._history[-num_tokens:]
+
+    def reset(self) -> None:
+        """Back to the start state."""
+        del self._history[1:]
+        self._is_eos_accepted = False
+
+    def fork(self) -> Matcher:
+        """An independent copy at the same position (and with the same history)."""
+        other = Matcher(self.grammar)
+        other._history = list(self._history)
+        other._is_eos_accepted = self._is_eos_accepted
+        return other
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def forced_bytes(self) -> bytes:
+        """The longest byte string every valid continuation starts with ("" if none or done)."""
+        if self._is_eos_accepted:
+            return b""
+        forced = self.grammar.forced_bytes_table()
+        dfa = self.grammar.dfa
+        state = self._history[-1]
+        out = bytearray()
+        while (byte := int(forced[state])) >= 0:
+            out.append(byte)
+            state = dfa.step(state, byte)
+        return bytes(out)
+
+    def packed_row(self) -> np.ndarray:
+        """The current ``(ceil(V/32),)`` int32 mask row (read-only view; do not modify)."""
+        if self._is_eos_accepted:
+            return self.grammar.index.eos_row
+        return self.grammar.index.row(self._history[-1])
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """Ascending int64 ids of every allowed token (EOS included where accepting)."""
+        bits = np.unpackbits(self.packed_row().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.grammar.vocab_size])
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the allowed-token mask into ``bitmask[row]`` (int32, ``(B, ceil(V/32))``).
+
+        A CPU bitmask with contiguous rows is filled by one numpy row copy of the precomputed
+        packed row (a memcpy); any other bitmask (CUDA, strided, wider than ``ceil(V/32)``,
+        1-D) by a torch copy, zeroing columns beyond ``ceil(V/32)`` (ids past the vocabulary).
+
+        Raises
+        ------
+        GrammarError
+            If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
+        """
+        if bitmask is not self._bitmask or bitmask.data_ptr() != self._bitmask_ptr:
+            self._prepare_bitmask(bitmask)
+        target = self._bitmask_np
+        if target is not None and 0 <= row < self._bitmask_rows:
+            if self._is_eos_accepted:
+                target[row] = self._index.eos_row
+            elif self._row_views is not None:
+                target[row] = self._row_views[self._history[-1]]
+            else:
+                target[row] = self._index.row(self._history[-1])
+            return
+        self._fill_generic(bitmask, row, self.packed_row())
+
+    def _prepare_bitmask(self, bitmask: torch.Tensor) -> None:
+        num_words = self._index.table.num_words
+        if bitmask.dtype != torch.int32:
+            raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
+        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
+            raise GrammarError(
+                f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row "
+                f"(vocab_size={self.grammar.vocab_size}); use allocate_token_bitmask"
+            )
+        is_fast = (
+            bitmask.device.type == "cpu"
+            and bitmask.dim() == 2
+            and bitmask.shape[1] == num_words
+            and bitmask.stride(1) == 1
+        )
+        # the reference keeps the tensor (and so the numpy view's memory) alive
+        self._bitmask = bitmask
+        self._bitmask_ptr = bitmask.data_ptr()
+        self._bitmask_np = bitmask.numpy() if is_fast else None
+        self._bitmask_rows = bitmask.shape[0] if is_fast else 0
+
+    def _fill_generic(self, bitmask: torch.Tensor, row: int, src: np.ndarray) -> None:
+        target = bitmask if bitmask.dim() == 1 else None
+        if target is None:
+            if not -bitmask.shape[0] <= row < bitmask.shape[0]:
+                raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
+            target = bitmask[row]
+        num_words = len(src)
+        target[:num_words].copy_(torch.from_numpy(src), non_blocking=True)
+        if target.shape[0] > num_words:
+            target[num_words:].zero_()
+
+    def __repr__(self) -> str:
+        return (
+            f"Matcher(state={self.state}, accepted={self.num_accepted}, "
+            f"accepting={self.is_accepting()}, terminated={self.is_terminated()})"
+        )

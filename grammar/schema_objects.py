@@ -1,0 +1,217 @@
+"""Objects: properties in schema order, optional ones optional, extra keys after them.
+
+Layout: ``{`` declared properties in ``properties`` order (required ones always present,
+optional ones may be omitted) then, where the schema allows them, extra properties, ``}``.
+The comma logic is the linear construction: with ``B_k`` the nonempty choices among the first
+``k`` declared properties and ``E_k`` "all of them optional",
+``B_k = B_{k-1}(,p_k)? | p_k`` (``p_k`` optional; ``| p_k`` only if ``E_{k-1}``) and
+``B_k = (B_{k-1},)?p_k`` or ``B_{k-1},p_k`` (``p_k`` required), so every property regex occurs
+at most twice and the regex grows linearly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from formcast.grammar.schema_rx import alt, group, literal, opt, repeat, seq
+
+if TYPE_CHECKING:
+    from formcast.grammar.schema_compiler import SchemaCompiler
+
+
+def _esc_json(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False)
+
+
+def key_complement(names: list[str], string_rx: str) -> str:
+    """JSON string keys other than ``names``: ``string_rx`` unless names exist.
+
+    Built on the trie of the (JSON-encoded) names: at each trie node a key may leave the trie
+    with a character no name continues with, or end where no name ends.
+    """
+    from formcast.grammar.schema_charset import JSON_CHAR
+
+    if not names:
+        return string_rx
+    encoded = [_esc_json(n)[1:-1] for n in names]
+    return '"' + group(_complement(encoded, JSON_CHAR)) + '"'  # type: ignore[arg-type]
+
+
+def _complement(words: list[str], char_rx: str) -> str:
+    """JSON string contents (encoded) other than the encoded ``words`` (a finite set)."""
+    from formcast.grammar.schema_charset import complement, encode_charset, normalize
+
+    any_tail = group(char_rx) + "*"
+
+    def node(rests: list[str]) -> str:
+        children: dict[str, list[str]] = {}
+        for w in rests:
+            if w:
+                n = 6 if w.startswith("\\u") else 2 if w.startswith("\\") else 1
+                children.setdefault(w[:n], []).append(w[n:])
+        branches: list[str | None] = [] if "" in rests else [""]
+        cps = [ord(json.loads(f'"{u}"')) for u in children]
+        leave = encode_charset(complement(normalize([(cp, cp) for cp in cps])))
+        if leave is not None:
+            branches.append(group(leave) + any_tail)
+        for unit, tails in children.items():
+            rest = node(tails)
+            branches.append(literal(unit) + (group(rest) if rest else ""))
+        return alt(branches) or ""
+
+    return node(words)
+
+
+def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
+    """Regex for the object instances of schema ``s`` (already merged, refs resolved)."""
+    ws = c.ws
+    props: dict[str, Any] = s.get("properties") or {}
+    required = [r for r in s.get("required", []) if isinstance(r, str)]
+    pattern_props: dict[str, Any] = s.get("patternProperties") or {}
+    if "additionalProperties" in s:
+        additional = s["additionalProperties"]
+    else:
+        additional = False if c.strict and not pattern_props else True
+    names_schema = s.get("propertyNames", True)
+    names_rx = (
+        None if names_schema in (True, {}) else c.compile(names_schema, ptr + "/propertyNames")
+    )
+
+    declared: list[tuple[str, Any, bool]] = [(n, sub, n in required) for n, sub in props.items()]
+    for r in required:
+        if r not in props:
+            declared.append((r, None, True))
+    pairs: list[tuple[str | None, bool]] = []
+    for name, sub, is_req in declared:
+        sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"
+        if sub is None:
+            matched = [p for p in pattern_props if c.pattern_matches(p, name)]
+            parts = [pattern_props[p] for p in matched] or [additional]
+            sub = parts[0] if len(parts) == 1 else {"allOf": parts}
+            sub_ptr = ptr
+        else:
+            matched = [p for p in pattern_props if c.pattern_matches(p, name)]
+            if matched:
+                sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
+        value = c.compile(sub, sub_ptr)
+        if names_rx is not None and not c.fullmatch(names_rx, _esc_json(name)):
+            value = None
+        if value is None:
+            if is_req:
+                return None
+            continue
+        key = literal(_esc_json(name))
+        pairs.append((f"{key}{ws}:{ws}{group(value) if '|' in value else value}", is_req))
+
+    # extra properties
+    extra: str | None = None
+    if pattern_props:
+        if len(pattern_props) > 1 or additional not in (False,):
+            c.refuse(
+                "patternProperties are supported alone (one pattern, additionalProperties false)",
+                ptr,
+                "patternProperties",
+            )
+        else:
+            ((pat, sub),) = pattern_props.items()
+            if any(c.pattern_matches(pat, n) for n, _, _ in declared):
+                c.refuse(
+                    "patternProperties matching a declared property name", ptr, "patternProperties"
+                )
+            else:
+                key_rx = c.compile({"type": "string", "pattern": pat}, ptr + "/patternProperties")
+                val = c.compile(sub, f"{ptr}/patternProperties/{c.pointer_token(pat)}")
+                if names_rx is not None:
+                    c.refuse("propertyNames with patternProperties", ptr, "propertyNames")
+                extra = seq(key_rx, f"{ws}:{ws}", group(val) if val else None) if val else None
+    elif additional is not False:
+        val = c.compile(additional, ptr + "/additionalProperties")
+        if val is not None:
+            names = [n for n, _, _ in declared]
+            if names_rx is not None:
+                if any(c.fullmatch(names_rx, _esc_json(n)) for n in names):
+                    c.refuse(
+                        "propertyNames admitting a declared name while extra keys are allowed",
+                        ptr,
+                        "propertyNames",
+                    )
+                key_rx = names_rx
+            else:
+                key_rx = key_complement(names, c.string_rx)
+            extra = f"{group(key_rx)}{ws}:{ws}{group(val)}"
+
+    n_req = sum(1 for _, r in pairs if r)
+    n_all = len(pairs)
+    min_p = int(s.get("minProperties", 0))
+    max_p = s.get("maxProperties")
+    max_p = None if max_p is None else int(max_p)
+    extra_lo, extra_hi = 0, None
+    need_nonempty = False
+    if min_p > n_req or (max_p is not None and (max_p < n_all or extra is not None)):
+        if extra is not None and n_req == n_all:
+            extra_lo = max(0, min_p - n_all)
+            extra_hi = None if max_p is None else max_p - n_all
+            if extra_hi is not None and extra_hi < extra_lo:
+                return None
+        elif extra is None and min_p <= 1 and (max_p is None or max_p >= n_all):
+            need_nonempty = min_p == 1 and n_req == 0
+            if n_all == 0 and min_p == 1:
+                return None
+        elif max_p is not None and max_p < n_req:
+            return None
+        else:
+            c.refuse("minProperties/maxProperties with optional properties", ptr, "minProperties")
+
+    sep = f"{ws},{ws}"
+    body: str | None = None  # B_k: nonempty valid sequences so far
+    empty_ok = True  # E_k
+    for pair, is_req in pairs:
+        if is_req:
+            body = (
+                (pair if body is None else f"{group(body)}{sep}{pair}")
+                if not empty_ok or body is None
+                else f"(?:{body}{sep})?{pair}"
+            )
+            empty_ok = False
+        else:
+            if body is None:
+                body = pair
+            elif empty_ok:
+                body = f"(?:{body}(?:{sep}{pair})?|{pair})"
+            else:
+                body = f"{group(body)}(?:{sep}{pair})?"
+    if extra is not None:
+        tail_lo = extra_lo
+        tail = repeat(f"{sep}{extra}", tail_lo, extra_hi)
+        if body is None:
+            first = seq(
+                extra,
+                repeat(
+                    f"{sep}{extra}",
+                    max(0, extra_lo - 1),
+                    None if extra_hi is None else extra_hi - 1,
+                ),
+            )
+            content = opt(first) if extra_lo == 0 else first
+        else:
+            with_decl = f"{group(body)}{tail}"
+            if empty_ok:
+                first = seq(
+                    extra,
+                    repeat(
+                        f"{sep}{extra}",
+                        max(0, extra_lo - 1),
+                        None if extra_hi is None else extra_hi - 1,
+                    ),
+                )
+                content = opt(alt([with_decl, first])) if extra_lo == 0 else alt([with_decl, first])
+            else:
+                content = with_decl
+    elif body is None:
+        content = ""
+    else:
+        content = body if (not empty_ok or need_nonempty) else opt(body)
+    if content is None:
+        return None
+    return f"\\{{{ws}{content}{ws}\\}}"

@@ -1,0 +1,269 @@
+"""The ``formcast`` command: generate under a grammar, inspect a compiled grammar, benchmark.
+
+::
+
+    formcast generate --schema person.json "John is 32."     # JSON text on stdout
+    formcast generate --regex '\\d{3}-\\d{4}' "A phone number:"
+    formcast generate --choice yes --choice no "Is water wet?"
+    formcast generate --grammar arith.lark "Write a sum."
+    formcast compile --schema person.json [--text '{"name":"Jo"}'] [--json]
+    formcast bench [--dry-run] [benchmark args ...]
+
+Errors print ``formcast: error: ...`` on stderr and exit with status 1 (2 for bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from formcast.errors import FormcastError
+
+DEFAULT_NUM_MASKS = 8
+
+
+def _add_grammar_options(parser: argparse.ArgumentParser, required: bool) -> None:
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("--schema", metavar="FILE", help="JSON Schema file ('-' for stdin)")
+    group.add_argument("--regex", metavar="PATTERN", help="regular expression (Python re)")
+    group.add_argument(
+        "--choice", metavar="TEXT", action="append", help="an allowed answer (repeat the option)"
+    )
+    group.add_argument("--grammar", metavar="FILE", help="Lark grammar file")
+    parser.add_argument(
+        "--model", default="smollm2-135m", help="alias, HF folder or .gguf (default: %(default)s)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``formcast`` command."""
+    parser = argparse.ArgumentParser(
+        prog="formcast", description="Exact grammar-constrained generation."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    generate = commands.add_parser("generate", help="generate text under a grammar")
+    _add_grammar_options(generate, required=False)
+    generate.add_argument("prompt", help="the prompt (sent as a chat message to chat models)")
+    generate.add_argument("--max-tokens", type=int, default=256)
+    generate.add_argument("--temperature", type=float, default=0.0)
+    generate.add_argument("--top-p", type=float, default=1.0)
+    generate.add_argument("--seed", type=int, default=None)
+    generate.add_argument("--system", help="system message (chat models)")
+    generate.add_argument("--stream", action="store_true", help="print tokens as they come")
+
+    compile_ = commands.add_parser("compile", help="compile a grammar and show its first masks")
+    _add_grammar_options(compile_, required=True)
+    compile_.add_argument(
+        "--text", help="walk the masks along this text's tokens (default: lowest allowed id)"
+    )
+    compile_.add_argument("--masks", type=int, default=DEFAULT_NUM_MASKS, help="masks to show")
+    compile_.add_argument("--json", action="store_true", help="print one JSON object")
+
+    bench = commands.add_parser("bench", help="run benchmarks/run_all.py")
+    bench.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to run_all.py")
+    return parser
+
+
+# -- grammar selection -------------------------------------------------------------------------
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise FormcastError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _schema(path: str) -> Any:
+    try:
+        return json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise FormcastError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _compile(args: argparse.Namespace, vocab: Any) -> tuple[str, Any]:
+    """(description, compiled grammar) of the grammar options, compiled without caches."""
+    from formcast.grammar import compile_choice, compile_regex
+    from formcast.grammar.json_schema import json_schema_to_regex
+
+    if args.schema:
+        regex = json_schema_to_regex(_schema(args.schema))
+        return f"json schema {args.schema}", compile_regex(regex, vocab, cache=False)
+    if args.regex is not None:
+        return f"regex {args.regex!r}", compile_regex(args.regex, vocab, cache=False)
+    if args.choice:
+        return f"choice {args.choice!r}", compile_choice(args.choice, vocab, cache=False)
+    from formcast.cfg_generator import lark_compiler
+
+    return f"lark grammar {args.grammar}", lark_compiler()(_read(args.grammar), vocab, cache=False)
+
+
+def _generator(args: argparse.Namespace, model: Any, sampling: dict[str, Any]) -> Any:
+    import formcast
+
+    if args.schema:
+        return formcast.json(model, _schema(args.schema), **sampling)
+    if args.regex is not None:
+        return formcast.regex(model, args.regex, **sampling)
+    if args.choice:
+        return formcast.choice(model, args.choice, **sampling)
+    if args.grammar:
+        return formcast.cfg(model, _read(args.grammar), **sampling)
+    return formcast.text(model, **sampling)
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def load_model(name: str) -> Any:
+    """The model for ``generate`` (a seam: tests reuse a loaded model through it)."""
+    import formcast
+
+    return formcast.load(name)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    sampling = {"max_tokens": args.max_tokens, "temperature": args.temperature}
+    if args.top_p != 1.0:
+        sampling["top_p"] = args.top_p
+    if args.seed is not None:
+        sampling["seed"] = args.seed
+    model = load_model(args.model)
+    generator = _generator(args, model, sampling)
+    prompt: Any = args.prompt
+    if args.system:
+        prompt = [{"role": "system", "content": args.system}, {"role": "user", "content": prompt}]
+    if args.stream:
+        for chunk in generator.stream(prompt):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        return 0
+    print(generator.complete(prompt).text)
+    return 0
+
+
+def _token_text(vocab: Any, tokenizer: Any, token_id: int) -> str:
+    """A token's text; special tokens (no bytes) by their name, e.g. ``<|im_end|>``."""
+    data = vocab.token_bytes[token_id]
+    if data:
+        return data.decode("utf-8", "replace")
+    return str(tokenizer.convert_ids_to_tokens(token_id))
+
+
+def _mask_walk(grammar: Any, vocab: Any, tokenizer: Any, args: argparse.Namespace) -> list[dict]:
+    """Allowed-token counts of the first masks along ``--text`` or the lowest allowed ids."""
+    matcher = grammar.matcher()
+    path = tokenizer.encode(args.text, add_special_tokens=False) if args.text else None
+    eos = set(vocab.eos_token_ids)
+    rows = []
+    for step in range(args.masks):
+        allowed = matcher.allowed_token_ids()
+        row: dict[str, Any] = {"step": step, "num_allowed": int(len(allowed))}
+        row["eos_allowed"] = bool(eos.intersection(allowed.tolist()))
+        row["examples"] = [_token_text(vocab, tokenizer, t) for t in allowed[:5].tolist()]
+        if path is not None:
+            if step >= len(path):
+                rows.append(row)
+                break
+            token_id = path[step]
+        else:
+            candidates = [t for t in allowed.tolist() if t not in eos]
+            if not candidates:
+                rows.append(row)
+                break
+            token_id = candidates[0]
+        row["next_token_id"] = token_id
+        row["next_token"] = _token_text(vocab, tokenizer, token_id)
+        row["is_next_allowed"] = matcher.accept_token(token_id)
+        rows.append(row)
+        if not row["is_next_allowed"] or matcher.is_terminated():
+            break
+    return rows
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    from formcast.engine.loader import load_tokenizer
+    from formcast.grammar import Vocabulary
+
+    tokenizer = load_tokenizer(args.model)
+    vocab = Vocabulary.from_tokenizer(tokenizer)
+    started = time.perf_counter()
+    description, grammar = _compile(args, vocab)
+    seconds = time.perf_counter() - started
+    report = {
+        "grammar": description,
+        "kind": getattr(grammar, "kind", type(grammar).__name__),
+        "num_states": getattr(grammar, "num_states", None),
+        "compile_seconds": round(seconds, 4),
+        "vocab_size": vocab.vocab_size,
+        "masks": _mask_walk(grammar, vocab, tokenizer, args),
+    }
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+        return 0
+    print(f"grammar:   {description}")
+    print(f"automaton: {report['num_states']} states ({report['kind']})")
+    print(f"compile:   {seconds:.3f} s over {vocab.vocab_size} tokens")
+    print("step  allowed  eos  next token")
+    for row in report["masks"]:
+        nxt = repr(row.get("next_token", ""))
+        if row.get("is_next_allowed") is False:
+            nxt += "  (rejected)"
+        print(
+            f"{row['step']:>4}  {row['num_allowed']:>7}  {'y' if row['eos_allowed'] else '-':>3}  {nxt}"
+        )
+    return 0
+
+
+def find_benchmarks() -> Path | None:
+    """``benchmarks/run_all.py`` in the working directory or the source checkout."""
+    candidates = [
+        Path.cwd() / "benchmarks" / "run_all.py",
+        Path(__file__).resolve().parents[2] / "benchmarks" / "run_all.py",
+    ]
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    script = find_benchmarks()
+    if script is None:
+        raise FormcastError(
+            "benchmarks/run_all.py not found: run `formcast bench` from a formcast checkout"
+        )
+    extra = [a for a in args.args if a != "--"]
+    command = [sys.executable, str(script), *extra]
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    return subprocess.call(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``formcast`` console script; returns the exit status."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    commands = {"generate": run_generate, "compile": run_compile, "bench": run_bench}
+    try:
+        return commands[args.command](args)
+    except FormcastError as exc:
+        print(f"formcast: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Generator: a grammar, a parser and default sampling options bound to a model.
+
+Every typed call (``formcast.text/regex/choice/cfg/json``) is a `Generator` subclass that
+supplies ``_build_grammar`` (a compiled grammar, or None for free text) and ``parse`` (text ->
+value). The base class runs prompts through the model, one at a time (``__call__``), as one
+concurrent engine batch (``batch``) or as a stream of text chunks (``stream``), and checks
+that a constrained output is complete before parsing it: a generation cut by ``max_tokens``
+raises `IncompleteOutputError` instead of returning a truncated value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from formcast.errors import IncompleteOutputError, OutputError, UsageError
+from formcast.grammar import Vocabulary
+from formcast.model import Model, Prompt
+from formcast.sampling import check_sampling_options, make_sampling_params
+
+
+@dataclass
+class Completion:
+    """One generation: its ``value`` (as the call returns it), raw ``text`` and tokens."""
+
+    value: Any
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+
+
+class Generator:
+    """Base of the typed calls; free text when not subclassed (see :func:`text`).
+
+    Parameters
+    ----------
+    model : Model
+        From :func:`formcast.load`.
+    **sampling
+        Default sampling options (`formcast.samplers.SamplingParams` fields: ``temperature``,
+        ``top_p``, ``max_tokens``, ``seed``, ``stop``, ...); call-time keywords override them.
+    """
+
+    description = "text"
+
+    def __init__(self, model: Model, **sampling: Any) -> None:
+        if not isinstance(model, Model):
+            raise UsageError(
+                f"expected a formcast Model (from formcast.load()), got {type(model).__name__}"
+            )
+        self.model = model
+        self.sampling = check_sampling_options(sampling, type(self).__name__)
+        make_sampling_params(self.sampling, {})  # validate the defaults now
+
+    # -- to override --------------------------------------------------------------------------
+
+    def _grammar_key(self) -> Hashable | None:
+        """Cache key of the grammar on the model (None: unconstrained)."""
+        return None
+
+    def _build_grammar(self, vocab: Vocabulary) -> Any:
+        raise NotImplementedError  # only called when _grammar_key() is not None
+
+    def parse(self, text: str) -> Any:
+        """Turn a complete generated text into the call's value (here: the text itself)."""
+        return text
+
+    # -- grammar ------------------------------------------------------------------------------
+
+    @property
+    def grammar(self) -> Any:
+        """The compiled grammar (cached on the model), or None for free text."""
+        key = self._grammar_key()
+        if key is None:
+            return None
+        return self.model.grammar(key, self._build_grammar)
+
+    def _check_complete(self, text: str, token_ids: Sequence[int], finish_reason: str) -> None:
+        """Raise unless ``token_ids`` form a complete sentence of the grammar."""
+        grammar = self.grammar
+        if grammar is None:
+            return
+        matcher = grammar.matcher()
+        is_complete = matcher.accept_tokens(list(token_ids)) == len(token_ids)
+        if is_complete and matcher.is_accepting():
+            return
+        if finish_reason == "length":
+            raise IncompleteOutputError(
+                f"{self.description}: generation hit the token limit after {len(token_ids)} "
+                f"tokens before the output was complete (raise max_tokens, or bound the "
+                f"structure, e.g. maxLength / maxItems): {text!r}",
+                text=text,
+            )
+        raise OutputError(
+            f"{self.description}: generation ended ({finish_reason}) before the output was "
+            f"complete (a stop string or stop token cut it?): {text!r}",
+            text=text,
+        )
+
+    def _value(self, text: str, token_ids: Sequence[int], finish_reason: str) -> Any:
+        self._check_complete(text, token_ids, finish_reason)
+        return self.parse(text)
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def __call__(self, prompt: Prompt, **sampling: Any) -> Any:
+        """Generate for one prompt and return the value.
+
+        Raises
+        ------
+        IncompleteOutputError
+            ``max_tokens`` (or the model's length) cut the output before it was complete.
+        OutputError
+            The output is complete but cannot be parsed into the value (e.g. a pydantic
+            validator rejected it).
+        """
+        return self.batch([prompt], **sampling)[0]
+
+    def complete(self, prompt: Prompt, **sampling: Any) -> Completion:
+        """Like ``__call__`` but return the `Completion` (value, raw text, token ids)."""
+        params = make_sampling_params(self.sampling, sampling)
+        output = self.model.run([prompt], params, self.grammar)[0]
+        value = self._value(output.text, output.token_ids, output.finish_reason)
+        return Completion(value, output.text, list(output.token_ids), output.finish_reason)
+
+    def batch(
+        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False, **sampling: Any
+    ) -> list[Any]:
+        """Generate for all prompts concurrently (one engine batch); values in order.
+
+        With ``return_exceptions=True`` a failed output is returned as its exception object
+        (`IncompleteOutputError`, `OutputError`) in its slot instead of being raised.
+        """
+        if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+            raise UsageError(
+                f"{self.description}.batch expects a list of prompts, got {type(prompts).__name__}"
+            )
+        params = make_sampling_params(self.sampling, sampling)
+        outputs = self.model.run(list(prompts), params, self.grammar)
+        values: list[Any] = []
+        for output in outputs:
+            try:
+                values.append(self._value(output.text, output.token_ids, output.finish_reason))
+            except OutputError as exc:
+                if not return_exceptions:
+                    raise
+                values.append(exc)
+        return values
+
+    def stream(self, prompt: Prompt, **sampling: Any) -> Iterator[str]:
+        """Yield text chunks as they are generated.
+
+        After the last chunk, a constrained output that was cut short raises
+        `IncompleteOutputError` (the chunks already seen are its ``text``).
+        """
+        params = make_sampling_params(self.sampling, sampling)
+        text_parts: list[str] = []
+        token_ids: list[int] = []
+        finish_reason = "abort"
+        for delta in self.model.stream(prompt, params, self.grammar):
+            token_ids.extend(delta.token_ids)
+            if delta.finish_reason is not None:
+                finish_reason = delta.finish_reason
+            if delta.text:
+                text_parts.append(delta.text)
+                yield delta.text
+        self._check_complete("".join(text_parts), token_ids, finish_reason)
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{k}={v!r}" for k, v in self.sampling.items())
+        return f"<formcast {self.description} generator{' ' + options if options else ''}>"
+
+
+def text(model: Model, **sampling: Any) -> Generator:
+    """Free-text generation: ``formcast.text(model)(prompt) -> str``.
+
+    Examples
+    --------
+    >>> formcast.text(model, max_tokens=32)("Write a haiku about the sea.")
+    """
+    return Generator(model, **sampling)

@@ -1,0 +1,146 @@
+"""``formcast.json(model, target)``: JSON that validates against a schema, parsed into a value.
+
+``target`` is a pydantic model (calls return an instance), a JSON Schema dict or JSON string
+(calls return plain ``dict`` / ``list`` / ...), or any type pydantic's ``TypeAdapter``
+understands: dataclasses, ``TypedDict``, ``list[...]``, ``Literal``, ``Enum``, primitives
+(calls return a value of that type). ``stream_partial`` yields the growing object while it is
+generated.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+from formcast.errors import OutputError, UsageError
+from formcast.generator import Generator
+from formcast.grammar import Vocabulary
+from formcast.grammar.json_schema import compile_json_schema, schema_of
+from formcast.model import Model, Prompt
+from formcast.partial_json import NOTHING, parse_partial_json
+
+
+def _is_pydantic_model(target: Any) -> bool:
+    from pydantic import BaseModel
+
+    return isinstance(target, type) and issubclass(target, BaseModel)
+
+
+class JsonGenerator(Generator):
+    """Generates JSON valid against ``target``'s schema; calls return the parsed value.
+
+    Parameters
+    ----------
+    model : Model
+    target : type, dict, bool or str
+        Pydantic model, Python type, JSON Schema (dict / bool) or JSON Schema text.
+    whitespace : int, optional
+        ``None`` (default): compact JSON; ``N``: up to N whitespace characters at each
+        structural position.
+    strict : bool
+        An object schema without ``additionalProperties`` allows no extra keys (default).
+    **sampling
+        Default sampling options.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        target: Any,
+        *,
+        whitespace: int | None = None,
+        strict: bool = True,
+        **sampling: Any,
+    ) -> None:
+        super().__init__(model, **sampling)
+        self.target = target
+        self.schema = schema_of(target)
+        self.is_typed = not isinstance(target, (dict, bool, str))
+        self.whitespace = whitespace
+        self.strict = strict
+        title = self.schema.get("title") if isinstance(self.schema, dict) else None
+        self.description = f"json {title or getattr(target, '__name__', 'schema')}"
+        self._adapter: Any = None
+        _ = self.grammar  # compile now: an unsupported schema fails here
+
+    def _grammar_key(self) -> Hashable:
+        return ("json", jsonlib.dumps(self.schema), self.whitespace, self.strict)
+
+    def _build_grammar(self, vocab: Vocabulary) -> Any:
+        return compile_json_schema(
+            self.schema, vocab, whitespace=self.whitespace, strict=self.strict
+        )
+
+    def _type_adapter(self) -> Any:
+        if self._adapter is None:
+            from pydantic import TypeAdapter
+
+            self._adapter = TypeAdapter(self.target)
+        return self._adapter
+
+    def parse(self, text: str) -> Any:
+        """Parse a complete JSON text into the target's value (validated)."""
+        from pydantic import ValidationError
+
+        try:
+            if not self.is_typed:
+                return jsonlib.loads(text)
+            if _is_pydantic_model(self.target):
+                return self.target.model_validate_json(text)
+            return self._type_adapter().validate_json(text)
+        except (ValidationError, ValueError) as exc:
+            raise OutputError(
+                f"{self.description}: output does not validate: {exc}", text=text
+            ) from exc
+
+    def validate(self, obj: Any) -> Any:
+        """Turn a plain JSON value (e.g. the last `stream_partial` snapshot) into the target's
+        value: a model instance, a dataclass, ... (plain JSON targets return ``obj``)."""
+        if not self.is_typed:
+            return obj
+        from pydantic import ValidationError
+
+        try:
+            if _is_pydantic_model(self.target):
+                return self.target.model_validate(obj)
+            return self._type_adapter().validate_python(obj)
+        except ValidationError as exc:
+            raise OutputError(f"{self.description}: value does not validate: {exc}") from exc
+
+    def stream_partial(self, prompt: Prompt, **sampling: Any) -> Iterator[Any]:
+        """Yield the value parsed so far each time it grows, as plain JSON data.
+
+        Snapshots are ``dict`` / ``list`` / ``str`` / numbers (see
+        :func:`formcast.partial_json.parse_partial_json`); the last one is the complete
+        value. Pass it to :meth:`validate` for the typed value. A cut output raises
+        `IncompleteOutputError` after the last snapshot.
+        """
+        text = ""
+        last: Any = NOTHING
+        for chunk in self.stream(prompt, **sampling):
+            text += chunk
+            snapshot = parse_partial_json(text)
+            if snapshot is not NOTHING and snapshot != last:
+                last = snapshot
+                yield snapshot
+
+
+def json(model: Model, target: Any, **options: Any) -> JsonGenerator:
+    """Constrain the output to JSON valid against ``target``; calls return the parsed value.
+
+    ``target``: a pydantic model (returns an instance), a JSON Schema dict (returns a dict),
+    or a type (dataclass, TypedDict, ``list[int]``, ``Literal``, ...). Options:
+    ``whitespace``, ``strict`` (see `JsonGenerator`) and sampling options.
+
+    Examples
+    --------
+    >>> class Person(pydantic.BaseModel):
+    ...     name: str
+    ...     age: int
+    >>> formcast.json(model, Person, temperature=0)("John is 32.")
+    Person(name='John', age=32)
+    """
+    if target is None:
+        raise UsageError("formcast.json needs a target: a pydantic model, a type or a schema")
+    return JsonGenerator(model, target, **options)

@@ -1,0 +1,126 @@
+"""Recursive JSON Schemas through the CFG path: trees, linked lists, nested lists, JSON itself."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+from formcast.errors import SchemaError
+from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
+
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["value", "children"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+LINKED_LIST = {
+    "type": "object",
+    "properties": {
+        "head": {"type": "string", "maxLength": 5},
+        "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
+    },
+    "required": ["head", "next"],
+}
+NESTED_LIST = {
+    "$defs": {
+        "item": {
+            "anyOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/item"}}]
+        }
+    },
+    "type": "array",
+    "items": {"$ref": "#/$defs/item"},
+    "minItems": 1,
+}
+SCHEMAS = {"tree": TREE, "linked_list": LINKED_LIST, "nested_list": NESTED_LIST}
+
+
+def deep_tree(depth: int) -> dict:
+    node = {"value": depth, "children": []}
+    for k in range(depth):
+        node = {"value": k, "children": [node, {"value": -k, "children": []}]}
+    return node
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_random_walks_validate(name, smollm2_vocab):
+    schema = SCHEMAS[name]
+    grammar = compile_json_schema_cfg(schema, smollm2_vocab)
+    rng = random.Random(1)
+    num_finished = 0
+    for _ in range(5):
+        matcher, text = grammar.matcher(), b""
+        for step in range(150):
+            allowed = matcher.allowed_token_ids().tolist()
+            assert allowed
+            if 2 in allowed and (step > 10 or rng.random() < 0.3):
+                break
+            short = [t for t in allowed if len(smollm2_vocab.token_bytes[t]) == 1]
+            token_id = rng.choice(short if short and rng.random() < 0.8 else allowed)
+            if token_id == 2:
+                break
+            assert matcher.accept_token(token_id)
+            text += smollm2_vocab.token_bytes[token_id]
+        if matcher.accept_token(2):
+            num_finished += 1
+            jsonschema.validate(json.loads(text), schema)
+    assert num_finished >= 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "valid"),
+    [
+        ("tree", deep_tree(12), True),
+        ("tree", {"value": 1, "children": [{"value": 2}]}, False),
+        (
+            "linked_list",
+            {"head": "a", "next": {"head": "bb", "next": {"head": "c", "next": None}}},
+            True,
+        ),
+        ("linked_list", {"head": "toolong", "next": None}, False),
+        ("nested_list", [1, [2, [3, [4, [5, [6, [7, [8, [9, []]]]]]]]]], True),
+        ("nested_list", [], False),
+        ("nested_list", [1, ["x"]], False),
+    ],
+)
+def test_instances_accepted_iff_valid(name, value, valid, smollm2_vocab, smollm2_tokenizer):
+    schema = SCHEMAS[name]
+    assert jsonschema.Draft202012Validator(schema).is_valid(value) == valid
+    grammar = compile_json_schema_cfg(schema, smollm2_vocab)
+    text = json.dumps(value, separators=(",", ":"))
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    matcher = grammar.matcher()
+    got = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+    assert got == valid
+
+
+def test_recursive_ref_with_sibling_assertions_is_refused(smollm2_vocab):
+    schema = {"type": "object", "properties": {"x": {"$ref": "#", "minProperties": 1}}}
+    with pytest.raises(SchemaError, match="minProperties"):
+        compile_json_schema_cfg(schema, smollm2_vocab)
+
+
+def test_compile_json_schema_routes_recursive_schemas_to_the_cfg_path(smollm2_vocab):
+    from formcast.grammar.cfg_compiled import CompiledCFG
+    from formcast.grammar.compiled_grammar import CompiledGrammar
+    from formcast.grammar.json_schema import compile_json_schema
+
+    recursive = compile_json_schema(TREE, smollm2_vocab)
+    assert isinstance(recursive, CompiledCFG)
+    matcher = recursive.matcher()
+    assert matcher.accept_bytes(json.dumps(deep_tree(20), separators=(",", ":")).encode())
+    assert matcher.is_accepting()
+    flat = compile_json_schema(
+        {"type": "object", "properties": {"a": {"type": "integer"}}}, smollm2_vocab
+    )
+    assert isinstance(flat, CompiledGrammar)
