@@ -8,7 +8,13 @@ A token at position ``p`` of a sequence with block table ``bt`` lives in slot
 One step is a ragged batch: sequence ``i`` brings ``query_len[i]`` new tokens (positions
 ``context_len[i] - query_len[i] .. context_len[i] - 1``) that attend causally to all
 ``context_len[i]`` tokens in its cache (cached prefix + the new ones, written first).
-Sequences with one new token (decodes) come first in the batch.
+Sequences with one new token (decodes) come first in the batch, then short spans on top of a
+cached prefix (jump-forward spans, speculative drafts), then the rest.
+
+Torch path: every token of a decode or of a short span with a prefix is a "decode row": its
+query attends to the first ``position + 1`` keys of its sequence, so all such rows of the
+step run as a few padded batched attentions (`DecodeGroup`) instead of one call per span.
+Longer spans (prompts, prefill chunks) run one attention per span (`PrefillSegment`).
 """
 
 from __future__ import annotations
@@ -19,10 +25,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+MAX_SPAN_AS_DECODE_ROWS = 16  # spans up to this long (with a cached prefix) run as decode rows
+
+
+def is_decode_like(query_len: int, context_len: int) -> bool:
+    """True for a span the torch path runs as decode rows: short, on top of a cached prefix."""
+    return query_len == 1 or (query_len <= MAX_SPAN_AS_DECODE_ROWS and context_len > query_len)
+
 
 @dataclass
 class DecodeGroup:
-    """Decode sequences ``[seq_start, seq_end)`` padded to one context length (torch path)."""
+    """Decode rows ``[seq_start, seq_end)`` (query rows of the step) padded to one context
+    length (torch path); each row attends to its sequence's first ``position + 1`` keys."""
 
     seq_start: int
     seq_end: int
@@ -94,11 +108,16 @@ class AttentionMetadata:
             block_size=block_size,
         )
         if for_torch_path:
+            num_like = num_decode
+            while num_like < num_seqs and is_decode_like(int(qlen[num_like]), int(ctx[num_like])):
+                num_like += 1
+            num_rows = int(qstart[num_like])  # rows of decodes and short spans, one per token
+            row_seq = seq_of_token[:num_rows]
             meta.decode_groups = _decode_groups(
-                tables[:num_decode], ctx[:num_decode], block_size, device
+                tables[row_seq], positions[:num_rows] + 1, block_size, device
             )
             meta.prefill_segments = _prefill_segments(
-                tables, ctx, qlen, qstart, num_decode, block_size, device
+                tables, ctx, qlen, qstart, num_like, block_size, device
             )
         return meta
 

@@ -349,8 +349,8 @@ class LLM:
 
         When nothing can run but grammars are compiling, waits for the first to finish.
         """
-        deltas, self._pending_deltas = self._pending_deltas, []
         self._admit_compiled()
+        deltas, self._pending_deltas = self._pending_deltas, []
         plan = self.scheduler.schedule()
         if plan.is_empty:
             if self.scheduler.waiting and not self.scheduler.running and not plan.preempted:

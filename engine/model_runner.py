@@ -1,7 +1,8 @@
 """ModelRunner: owns the model and the KV cache; turns scheduled spans into one forward pass.
 
 Step tensors: the spans' token ids and positions concatenated ``(T,)`` (decodes first, longest
-context first, so the attention can batch them), the slot of each new token, block tables.
+context first, then short spans on a cached prefix, so the attention can batch them), the slot
+of each new token, block tables.
 The runner returns float32 logits only for the positions asked for, in the scheduled order:
 ``num_logits`` rows per span, for the span's last ``num_logits`` positions.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from formcast.engine.attention import AttentionMetadata, TorchAttention
+from formcast.engine.attention import AttentionMetadata, TorchAttention, is_decode_like
 from formcast.engine.config import EngineConfig
 from formcast.engine.model_config import ModelConfig
 from formcast.engine.scheduler import ScheduledSeq
@@ -118,14 +119,15 @@ class ModelRunner:
     ) -> torch.Tensor:
         """Run one step; return float32 logits ``(sum num_logits, V)`` in scheduled order."""
         self.copy_blocks(list(copies))
-        # decodes first (longest context first), then multi-token spans
-        order = sorted(
-            range(len(scheduled)),
-            key=lambda i: (
-                scheduled[i].num_new_tokens != 1,
-                -(scheduled[i].seq.num_cached_tokens + scheduled[i].num_new_tokens),
-            ),
-        )
+        # decodes first (longest context first), then short spans on a cached prefix
+        # (jump-forward), then the other multi-token spans
+        def sort_key(i: int) -> tuple[int, int]:
+            n = scheduled[i].num_new_tokens
+            context = scheduled[i].seq.num_cached_tokens + n
+            kind = 0 if n == 1 else 1 if is_decode_like(n, context) else 2
+            return kind, -context
+
+        order = sorted(range(len(scheduled)), key=sort_key)
         input_ids: list[int] = []
         query_lens: list[int] = []
         context_lens: list[int] = []

@@ -7,6 +7,8 @@ from formcast.grammar.bitmask import (
     apply_token_bitmask_inplace_triton,
 )
 from formcast.grammar.byte_dfa import ByteDFA
+from formcast.grammar.cfg_compiled import CompiledCFG
+from formcast.grammar.cfg_matcher import CfgMatcher
 from formcast.grammar.compile import (
     compile_choice,
     compile_dfa,
@@ -15,11 +17,22 @@ from formcast.grammar.compile import (
     regex_to_python,
 )
 from formcast.grammar.compiled_grammar import CompiledGrammar
+from formcast.grammar.gbnf_grammar import compile_gbnf
+from formcast.grammar.json_schema import (
+    compile_json_schema,
+    compile_type,
+    json_schema_to_regex,
+    parse_as,
+    schema_of,
+)
+from formcast.grammar.lark_grammar import compile_lark
 from formcast.grammar.matcher import Matcher
 from formcast.grammar.vocabulary import Vocabulary
 
 __all__ = [
     "ByteDFA",
+    "CfgMatcher",
+    "CompiledCFG",
     "CompiledGrammar",
     "Matcher",
     "Vocabulary",
@@ -28,6 +41,13 @@ __all__ = [
     "apply_token_bitmask_inplace_torch",
     "apply_token_bitmask_inplace_triton",
     "compile_choice",
+    "compile_gbnf",
+    "compile_json_schema",
+    "compile_lark",
+    "compile_type",
+    "json_schema_to_regex",
+    "parse_as",
+    "schema_of",
     "compile_dfa",
     "compile_regex",
     "regex_to_dfa",
