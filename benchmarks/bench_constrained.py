@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -95,14 +96,17 @@ class StepTimer:
         result = filler.result
 
         def timed_result():
-            fill_before, wait_before = filler.fill_seconds, filler.wait_seconds
             bitmask = result()
             if bitmask is not None:
-                self.waits.append(filler.wait_seconds - wait_before)
-                self.fills.append(filler.fill_seconds - fill_before)
+                self.waits.append(filler.last_wait_seconds)
+                self.fills.append(filler.last_fill_seconds)
             return bitmask
 
         filler.result = timed_result
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def run(llm: LLM, prompts, params, grammars, jump_forward):
@@ -111,6 +115,8 @@ def run(llm: LLM, prompts, params, grammars, jump_forward):
     outputs = llm.generate(prompts, params, grammar=grammars, jump_forward=jump_forward)
     wall = time.perf_counter() - wall
     cpu = time.process_time() - cpu
+    kind = "free" if grammars is None else f"constrained jf={jump_forward}"
+    log(f"  {kind}: {wall:.1f} s wall, {cpu:.1f} s CPU")
     return outputs, wall, cpu, llm.stats.since(before)
 
 
@@ -149,6 +155,7 @@ def main() -> None:
             continue
         schemas.append(row["schema"])
     compile_seconds = time.perf_counter() - compile_start
+    log(f"compiled {len(schemas)} schemas in {compile_seconds:.1f} s ({refused} refused)")
     prompts = [prompt_for(s) for s in schemas]
     greedy = SamplingParams(temperature=0, max_tokens=args.max_tokens)
     timer = StepTimer(llm)

@@ -14,6 +14,8 @@ _EXPORTS = {
     "RequestOutput": "formcast.engine.outputs",
     "CompletionOutput": "formcast.engine.outputs",
     "StreamDelta": "formcast.engine.outputs",
+    "GrammarSpec": "formcast.engine.grammar_spec",
+    "EngineStats": "formcast.engine.engine_stats",
 }
 
 __all__ = sorted(_EXPORTS)

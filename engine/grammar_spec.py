@@ -77,12 +77,11 @@ class GrammarSpec:
 
     @classmethod
     def lark(cls, grammar_text: str, **options: Any) -> GrammarSpec:
-        """Output is parsed by the Lark grammar ``grammar_text`` (needs ``compile_lark``)."""
-        import formcast.grammar as grammar_package
-
-        compile_lark = getattr(grammar_package, "compile_lark", None)
-        if compile_lark is None:
-            raise RequestError("Lark grammars need formcast.grammar.compile_lark (not available)")
+        """Output is parsed by the Lark grammar ``grammar_text`` (options go to ``compile_lark``)."""
+        try:
+            from formcast.grammar.lark_grammar import compile_lark
+        except ImportError as exc:  # pragma: no cover - the CFG path ships with formcast
+            raise RequestError("Lark grammars need formcast.grammar.lark_grammar") from exc
         return cls(
             ("lark", grammar_text, _options_key(options)),
             lambda vocab: compile_lark(grammar_text, vocab, **options),

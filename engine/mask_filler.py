@@ -46,6 +46,8 @@ class MaskFiller:
         self._matchers: list[Any] = []
         self.fill_seconds = 0.0
         self.wait_seconds = 0.0
+        self.last_fill_seconds = 0.0  # the latest step's fill / wait (for per-step statistics)
+        self.last_wait_seconds = 0.0
         self.num_rows_filled = 0
         self.num_fills = 0
 
@@ -79,7 +81,8 @@ class MaskFiller:
             future.result()
         else:
             self._fill(matchers)
-        self.wait_seconds += time.perf_counter() - begin
+        self.last_wait_seconds = time.perf_counter() - begin
+        self.wait_seconds += self.last_wait_seconds
         return self._buffer[: len(matchers)]
 
     def _fill(self, matchers: list[Any]) -> None:
@@ -91,7 +94,8 @@ class MaskFiller:
                 rows[row] = -1
             else:
                 matcher.fill_bitmask(buffer, row)
-        self.fill_seconds += time.perf_counter() - begin
+        self.last_fill_seconds = time.perf_counter() - begin
+        self.fill_seconds += self.last_fill_seconds
         self.num_rows_filled += len(matchers)
         self.num_fills += 1
 

@@ -119,6 +119,7 @@ class ModelRunner:
     ) -> torch.Tensor:
         """Run one step; return float32 logits ``(sum num_logits, V)`` in scheduled order."""
         self.copy_blocks(list(copies))
+
         # decodes first (longest context first), then short spans on a cached prefix
         # (jump-forward), then the other multi-token spans
         def sort_key(i: int) -> tuple[int, int]:

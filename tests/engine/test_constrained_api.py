@@ -85,6 +85,62 @@ def test_engine_equals_reference_with_and_without_jump_forward(llm, tiny_logits_
     _assert_idle(llm)
 
 
+LARK_LIST = r"""
+start: "[" item ("," item)* "]"
+item: NUMBER | "[" item ("," item)* "]"
+NUMBER: /[1-9][0-9]?/
+"""
+RECURSIVE_SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"enum": ["leaf", "node"]}, "child": {"$ref": "#"}},
+    "required": ["label"],
+}
+
+
+def _lark_parses(text: str) -> bool:
+    import lark
+
+    try:
+        lark.Lark(LARK_LIST, start="start").parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
+
+
+def test_context_free_grammars_equal_reference(llm, tiny_logits_fn):
+    """Lark and recursive-schema grammars (CFG matchers) through the engine == reference loop."""
+    import json
+
+    from formcast.grammar.json_schema import compile_json_schema
+    from formcast.grammar.lark_grammar import compile_lark
+
+    vocab = llm.structured_output.vocab
+    grammars = [compile_lark(LARK_LIST, vocab), compile_json_schema(RECURSIVE_SCHEMA, vocab)]
+    params = SamplingParams(temperature=0, max_tokens=24)
+    for jump_forward in (False, True):
+        outs = llm.generate(["List:", "Tree:"], params, grammar=grammars, jump_forward=jump_forward)
+        for out, grammar in zip(outs, grammars, strict=True):
+            ref = generate_reference(
+                tiny_logits_fn,
+                out.prompt_token_ids,
+                params,
+                vocab_size=llm.vocab_size,
+                eos_token_ids=set(llm.eos_token_ids),
+                grammar=grammar,
+                jump_forward=jump_forward,
+                encode=llm.structured_output.encode,
+            )
+            assert out.token_ids == ref.token_ids
+            assert out.outputs[0].num_forced_tokens == len(ref.forced_positions)
+        lark_out, tree_out = outs
+        assert lark_out.is_grammar_complete == _lark_parses(lark_out.text)
+        if tree_out.is_grammar_complete:
+            assert json.loads(tree_out.text)["label"] in ("leaf", "node")
+        else:
+            assert tree_out.finish_reason == "length"
+    _assert_idle(llm)
+
+
 def test_slow_grammar_does_not_delay_unconstrained_request(llm):
     release = threading.Event()
     vocab = llm.structured_output.vocab
@@ -129,12 +185,11 @@ def test_requests_with_the_same_grammar_share_one_compilation(llm):
 
 
 def test_grammar_compile_error_is_raised_and_the_call_cleaned_up(llm):
-    recursive = {
-        "type": "object",
-        "properties": {"child": {"$ref": "#"}},
-    }
+    unsatisfiable = {"type": "integer", "minimum": 5, "maximum": 1}
     with pytest.raises(SchemaError) as info:
-        llm.generate(["x", "y"], SamplingParams(max_tokens=4), grammar={"json_schema": recursive})
+        llm.generate(
+            ["x", "y"], SamplingParams(max_tokens=4), grammar={"json_schema": unsatisfiable}
+        )
     assert any("request" in note for note in getattr(info.value, "__notes__", []))
     _assert_idle(llm)
     with pytest.raises(RequestError, match="grammar must be"):
@@ -230,3 +285,36 @@ def test_grammar_for_another_vocabulary_is_refused(llm, smollm2_tokenizer):
     with pytest.raises(RequestError, match="vocab_size"):
         llm.add_request("x", grammar=grammar)
     _assert_idle(llm)
+
+
+class _RecordingMatcher:
+    """Wraps a real matcher; records which thread fills its mask rows."""
+
+    def __init__(self, inner, threads: list[str]) -> None:
+        self.inner, self.threads = inner, threads
+
+    def fill_bitmask(self, bitmask, row):
+        self.threads.append(threading.current_thread().name)
+        self.inner.fill_bitmask(bitmask, row)
+
+    def accept_token(self, token_id):
+        return self.inner.accept_token(token_id)
+
+    def is_terminated(self):
+        return self.inner.is_terminated()
+
+    def fork(self):
+        return _RecordingMatcher(self.inner.fork(), self.threads)
+
+
+def test_masks_are_filled_by_the_worker_thread(llm):
+    threads: list[str] = []
+    grammar = compile_regex(r"[a-z]{3,8}", llm.structured_output.vocab)
+    matcher = _RecordingMatcher(grammar.matcher(), threads)
+    request_id = llm.add_request("w", SamplingParams(temperature=0, max_tokens=5), matcher=matcher)
+    while llm.has_unfinished_requests():
+        llm.step()
+    out = llm.take_output(request_id)
+    assert re.fullmatch(r"[a-z]{1,8}", out.text)
+    assert threads and all(name.startswith("formcast-mask") for name in threads)
+    assert threading.current_thread().name not in threads
