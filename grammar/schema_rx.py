@@ -8,7 +8,7 @@ part is empty and ``alt`` drops empty branches. Only non-capturing groups are em
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 # Characters that need no grouping to be quantified: a single literal or escape or class.
 _ATOM = re.compile(r"^(?:[^\\\[\]()|*+?{}^$.]|\\.|\\u[0-9a-fA-F]{4}|\[(?:[^\]\\]|\\.)*\])$")
@@ -21,8 +21,12 @@ def group(rx: str) -> str:
     return f"(?:{rx})"
 
 
-def _balanced_group(rx: str) -> bool:
-    """True if ``rx`` is one group ``(?:...)`` spanning the whole text."""
+def _structure(rx: str) -> Iterator[tuple[int, str, int]]:
+    """(index, char, depth) of every character of ``rx`` outside classes and escapes.
+
+    ``depth`` counts the groups open *before* the character, so a ``)`` closing a top-level
+    group is reported with depth 1.
+    """
     depth = 0
     in_class = False
     i = 0
@@ -35,14 +39,15 @@ def _balanced_group(rx: str) -> bool:
             in_class = c != "]"
         elif c == "[":
             in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0 and i != len(rx) - 1:
-                return False
+        else:
+            yield i, c, depth
+            depth += (c == "(") - (c == ")")
         i += 1
-    return True
+
+
+def _balanced_group(rx: str) -> bool:
+    """True if ``rx`` is one group ``(?:...)`` spanning the whole text."""
+    return all(not (c == ")" and depth == 1 and i != len(rx) - 1) for i, c, depth in _structure(rx))
 
 
 def seq(*parts: str | None) -> str | None:
@@ -54,27 +59,7 @@ def seq(*parts: str | None) -> str | None:
 
 def _top_level(rx: str) -> str:
     """The characters of ``rx`` outside every group and class (to spot top-level ``|``)."""
-    out = []
-    depth = 0
-    in_class = False
-    i = 0
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif depth == 0:
-            out.append(c)
-        i += 1
-    return "".join(out)
+    return "".join(c for _, c, depth in _structure(rx) if depth == 0 and c not in "()")
 
 
 def alt(branches: Iterable[str | None]) -> str | None:
