@@ -1,0 +1,1 @@
+"""Speculative decoding: proposers (n-gram, draft model, Medusa) and the lossless verifier."""
