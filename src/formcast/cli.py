@@ -8,6 +8,7 @@
     formcast generate --grammar arith.lark "Write a sum."
     formcast compile --schema person.json [--text '{"name":"Jo"}'] [--json]
     formcast bench [--dry-run] [benchmark args ...]
+    formcast serve --model smollm2-135m --port 8000         # OpenAI-compatible HTTP server
 
 Errors print ``formcast: error: ...`` on stderr and exit with status 1 (2 for bad usage).
 """
@@ -70,6 +71,25 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="run benchmarks/run_all.py")
     bench.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="passed to run_all.py")
+
+    serve = commands.add_parser("serve", help="run the OpenAI-compatible HTTP server")
+    serve.add_argument(
+        "--model", default="smollm2-135m", help="alias, HF folder or .gguf (default: %(default)s)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    serve.add_argument("--served-model-name", help="model name clients use (default: --model)")
+    serve.add_argument("--max-num-seqs", type=int, help="most sequences per engine step")
+    serve.add_argument("--max-num-batched-tokens", type=int, help="token budget per step")
+    serve.add_argument("--max-model-len", type=int, help="longest prompt + output")
+    serve.add_argument("--num-kv-blocks", type=int, help="KV cache size in blocks")
+    serve.add_argument("--block-size", type=int, help="tokens per KV block")
+    serve.add_argument("--dtype", help="float32 or bfloat16")
+    serve.add_argument("--device", help="cpu, cuda, ...")
+    serve.add_argument(
+        "--no-jump-forward", action="store_true", help="sample grammar-forced tokens too"
+    )
+    serve.add_argument("--log-level", default="info", help="uvicorn log level")
     return parser
 
 
@@ -250,12 +270,47 @@ def run_bench(args: argparse.Namespace) -> int:
     return subprocess.call(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
+_SERVE_ENGINE_OPTIONS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "num_kv_blocks",
+    "block_size",
+    "dtype",
+    "device",
+)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from formcast.server import serve
+
+    engine_config = {
+        name: getattr(args, name) for name in _SERVE_ENGINE_OPTIONS if getattr(args, name)
+    }
+    if args.no_jump_forward:
+        engine_config["jump_forward"] = False
+    serve(
+        args.model,
+        host=args.host,
+        port=args.port,
+        served_model_name=args.served_model_name,
+        log_level=args.log_level,
+        **engine_config,
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``formcast`` console script; returns the exit status."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
-    commands = {"generate": run_generate, "compile": run_compile, "bench": run_bench}
+    commands = {
+        "generate": run_generate,
+        "compile": run_compile,
+        "bench": run_bench,
+        "serve": run_serve,
+    }
     try:
         return commands[args.command](args)
     except FormcastError as exc:

@@ -1,0 +1,222 @@
+"""The FastAPI application: routes, OpenAI-style error handlers, request counting, disconnects.
+
+Endpoints: ``GET /health``, ``GET /metrics``, ``GET /v1/models``, ``GET /v1/models/{id}``,
+``POST /v1/completions``, ``POST /v1/chat/completions``.
+
+Errors: every error body is ``{"error": {"message", "type", "param", "code"}}``. FastAPI's
+422 for invalid bodies becomes OpenAI's 400 (malformed JSON, wrong types, unknown fields);
+unknown paths are 404s, unexpected exceptions 500s ``server_error``.
+
+Disconnects: a streaming response aborts its unfinished engine requests when it stops for
+any reason (client gone, server shutting down); a non-streaming request watches its
+connection (``http.disconnect``) while it waits and aborts on disconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message, Receive, Scope, Send
+
+from formcast.errors import FormcastError
+from formcast.server.async_engine import AsyncEngine
+from formcast.server.chat_completion import ChatCompletion
+from formcast.server.errors import (
+    INVALID_REQUEST,
+    NOT_FOUND,
+    SERVER_ERROR,
+    APIError,
+    api_error_from,
+)
+from formcast.server.generation import Generation
+from formcast.server.metrics import CONTENT_TYPE, ServerMetrics
+from formcast.server.protocol import ChatCompletionRequest, CompletionRequest
+from formcast.server.responses import now
+from formcast.server.serving_context import ServingContext
+from formcast.server.text_completion import TextCompletion
+
+logger = logging.getLogger("formcast.server")
+
+
+def error_response(error: APIError) -> JSONResponse:
+    """The JSON response of an `APIError`."""
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def _validation_error(exc: RequestValidationError) -> APIError:
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid" or (
+        first.get("type") == "model_attributes_type" and tuple(first.get("loc", ())) == ("body",)
+    ):
+        return APIError(
+            400,
+            "We could not parse the JSON body of your request. (HINT: This likely means you "
+            "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)",
+            INVALID_REQUEST,
+        )
+    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(location) or None
+    if first.get("type") == "missing" and param:
+        return APIError(400, f"Missing required parameter: '{param}'.", INVALID_REQUEST, param)
+    if first.get("type") == "extra_forbidden" and param:
+        return APIError(
+            400, f"Unrecognized request argument supplied: {param}", INVALID_REQUEST, param
+        )
+    message = f"Invalid value for '{param}': {first.get('msg', 'invalid')}"
+    return APIError(400, message, INVALID_REQUEST, param, "invalid_value")
+
+
+class CountRequests:
+    """ASGI middleware: count answered HTTP requests by route and status."""
+
+    def __init__(self, app: Any, metrics: ServerMetrics, paths: set[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"] if scope["path"] in self.paths else "other"
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.metrics.http_requests.inc(path=path, status=str(message["status"]))
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+
+class EventStreamResponse(StreamingResponse):
+    """Server-sent events whose generation is aborted when the response stops early."""
+
+    def __init__(self, content: AsyncIterator[str], generation: Generation) -> None:
+        super().__init__(content, media_type="text/event-stream")
+        self.generation = generation
+        self.headers["Cache-Control"] = "no-cache"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.generation.abort_unfinished()
+            with contextlib.suppress(Exception):
+                await self.body_iterator.aclose()
+
+
+async def _respond(http_request: Request, run: ChatCompletion | TextCompletion) -> Response:
+    generation = await run.start()
+    if run.body.stream:
+        return EventStreamResponse(run.stream(), generation)
+    answer = asyncio.ensure_future(run.response())
+    disconnect = asyncio.ensure_future(_wait_for_disconnect(http_request))
+    try:
+        await asyncio.wait({answer, disconnect}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        disconnect.cancel()
+        if not answer.done():
+            answer.cancel()
+            generation.abort_unfinished()
+    if answer.cancelled():
+        return Response(status_code=499)  # the client is gone; nobody reads this
+    return JSONResponse(answer.result())
+
+
+async def _wait_for_disconnect(http_request: Request) -> None:
+    while True:
+        message = await http_request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def create_app(engine: AsyncEngine, model_name: str) -> FastAPI:
+    """The FastAPI app serving ``engine`` as model ``model_name``.
+
+    The engine thread starts with the app (lifespan) and stops with it.
+    """
+    context = ServingContext.of(engine, model_name)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not engine.is_alive:
+            engine.start()
+        yield
+        engine.shutdown()
+
+    app = FastAPI(title="formcast", lifespan=lifespan)
+    app.state.engine = engine
+    app.state.context = context
+
+    @app.exception_handler(APIError)
+    async def on_api_error(request: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(FormcastError)
+    async def on_formcast_error(request: Request, exc: FormcastError) -> JSONResponse:
+        return error_response(api_error_from(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(_validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = NOT_FOUND if exc.status_code == 404 else INVALID_REQUEST
+        return error_response(APIError(exc.status_code, str(exc.detail), kind))
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error serving %s", request.url.path)
+        return error_response(APIError(500, f"{type(exc).__name__}: {exc}", SERVER_ERROR))
+
+    def model_card() -> dict[str, Any]:
+        return {
+            "id": model_name,
+            "object": "model",
+            "created": created,
+            "owned_by": "formcast",
+            "max_model_len": engine.llm.config.max_model_len,
+        }
+
+    created = now()
+
+    @app.get("/health")
+    async def health() -> Response:
+        if not engine.is_alive:
+            return error_response(APIError(503, "the engine thread is not running", SERVER_ERROR))
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(engine.metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def get_model(model_id: str) -> dict[str, Any]:
+        context.check_model(model_id)
+        return model_card()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+        return await _respond(request, ChatCompletion(context, body))
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request) -> Response:
+        return await _respond(request, TextCompletion(context, body))
+
+    paths = {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"}
+    app.add_middleware(CountRequests, metrics=engine.metrics, paths=paths)
+    return app

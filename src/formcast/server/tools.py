@@ -1,0 +1,160 @@
+"""Tool calling: tool schemas -> one grammar, and generated text -> OpenAI ``tool_calls``.
+
+A tool call is written as one JSON object ``{"name": <tool name>, "arguments": {...}}``.
+Its schema is the ``anyOf`` over the tools of ``{"name": {"const": name}, "arguments":
+<that tool's parameters>}``, so a call can never name a missing tool and its arguments
+always validate against that tool's ``parameters`` schema.
+
+``tool_choice``:
+
+- ``"required"``: the output is exactly one tool call (the schema above);
+- a named function: the same with only that tool;
+- ``"auto"`` (default when tools are given): a regular grammar with two branches, the tool
+  call (the schema above compiled to its regex) or free text that does not start with ``{``.
+  The model chooses with its first character: ``{`` commits to a tool call. (Tool parameter
+  schemas must therefore be regular, i.e. without recursive ``$ref``; ``"required"`` and named
+  choices also accept recursive schemas through the context-free path.)
+- ``"none"``: plain text, and the tools are not described in the prompt.
+
+One call per turn: ``parallel_tool_calls`` is accepted but a turn holds at most one call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from formcast.engine.grammar_spec import GrammarSpec
+from formcast.server.errors import bad_request
+from formcast.server.protocol import NamedToolChoice, ToolDefinition
+
+_NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+# free text for tool_choice="auto": at least one character, the first is not "{"
+_FREE_TEXT_REGEX = r"[^{][\s\S]*"
+
+
+def tool_parameters(tool: ToolDefinition) -> dict[str, Any]:
+    """The JSON Schema of a tool's arguments (no parameters: the empty object)."""
+    return tool.function.parameters if tool.function.parameters is not None else _NO_PARAMETERS
+
+
+def tool_call_schema(tools: list[ToolDefinition]) -> dict[str, Any]:
+    """JSON Schema of one call of any of ``tools`` (``anyOf`` over the tools)."""
+    branches = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": tool.function.name},
+                "arguments": tool_parameters(tool),
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for tool in tools
+    ]
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def selected_tools(
+    tools: list[ToolDefinition] | None, tool_choice: str | NamedToolChoice | None
+) -> tuple[str, list[ToolDefinition]]:
+    """``(mode, tools)``: mode ``"none"``, ``"auto"`` or ``"required"`` and the callable tools.
+
+    Raises
+    ------
+    APIError
+        ``tool_choice`` without tools, a named function that is not among the tools,
+        duplicate tool names.
+    """
+    if not tools:
+        if tool_choice not in (None, "none"):
+            raise bad_request("tool_choice is set but no tools are given", param="tool_choice")
+        return "none", []
+    names = [tool.function.name for tool in tools]
+    if len(set(names)) != len(names):
+        raise bad_request(f"tool names must be unique, got {names}", param="tools")
+    if tool_choice is None:
+        tool_choice = "auto"
+    if isinstance(tool_choice, NamedToolChoice):
+        name = tool_choice.function.get("name")
+        chosen = [tool for tool in tools if tool.function.name == name]
+        if not chosen:
+            raise bad_request(
+                f"tool_choice names function {name!r}, which is not among the tools {names}",
+                param="tool_choice",
+            )
+        return "required", chosen
+    if tool_choice == "none":
+        return "none", []
+    return tool_choice, list(tools)
+
+
+def tool_grammar(mode: str, tools: list[ToolDefinition]) -> GrammarSpec | None:
+    """The grammar of the output for ``mode`` (None for ``"none"``)."""
+    if mode == "none":
+        return None
+    schema = tool_call_schema(tools)
+    if mode == "required":
+        return GrammarSpec.json_schema(schema)
+    text = json.dumps(schema, ensure_ascii=False)
+
+    def compile_auto(vocab: Any) -> Any:
+        from formcast.errors import SchemaError
+        from formcast.grammar import compile_regex
+        from formcast.grammar.json_schema import json_schema_to_regex
+
+        try:
+            call_regex = json_schema_to_regex(schema)
+        except SchemaError as exc:
+            if exc.keyword == "$ref":
+                exc.add_note("tool_choice='auto' needs regular tool schemas; use 'required'")
+            raise
+        return compile_regex(f"(?:{call_regex})|{_FREE_TEXT_REGEX}", vocab, dialect="python")
+
+    return GrammarSpec(("tools-auto", text), compile_auto, f"tool calls (auto) {text[:40]!r}")
+
+
+def parse_tool_call(text: str, tools: list[ToolDefinition]) -> dict[str, Any] | None:
+    """``{"name", "arguments"}`` if ``text`` is a complete call of one of ``tools``, else None."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    names = {tool.function.name for tool in tools}
+    if not isinstance(value, dict) or value.get("name") not in names:
+        return None
+    if not isinstance(value.get("arguments"), dict):
+        return None
+    return value
+
+
+def openai_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI ``tool_calls`` entry (``arguments`` as a JSON string, id ``call_...``)."""
+    return {
+        "id": "call_" + uuid.uuid4().hex[:24],
+        "type": "function",
+        "function": {
+            "name": call["name"],
+            "arguments": json.dumps(call["arguments"], ensure_ascii=False),
+        },
+    }
+
+
+def describe_tools(tools: list[ToolDefinition], mode: str) -> str:
+    """System-prompt text describing ``tools`` and how to call them."""
+    lines = [
+        "You can call functions. To call one, reply with only a JSON object "
+        '{"name": <function name>, "arguments": <arguments object>}.'
+    ]
+    if mode == "auto":
+        lines.append("If no function is needed, reply in plain text instead.")
+    lines.append("Functions:")
+    for tool in tools:
+        params = json.dumps(tool_parameters(tool), ensure_ascii=False)
+        description = re.sub(r"\s+", " ", tool.function.description or "").strip()
+        lines.append(f"- {tool.function.name}: {description} Arguments schema: {params}")
+    return "\n".join(lines)

@@ -1,0 +1,262 @@
+"""Error bodies and statuses, disconnects, a bounded load test, /health and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+
+import openai
+import pytest
+from server_helpers import MODEL, get, metric, parse_metrics, post, wait_until
+
+CHAT = "/v1/chat/completions"
+MESSAGES = [{"role": "user", "content": "Count from one to ten."}]
+
+
+def _chat(**fields):
+    return {"model": MODEL, "messages": MESSAGES, "max_tokens": 4, **fields}
+
+
+def _assert_error(status, body, expected_status, param=None, code=None, error_type=None):
+    assert status == expected_status, body
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    if param is not None:
+        assert error["param"] == param
+    if code is not None:
+        assert error["code"] == code
+    if error_type is not None:
+        assert error["type"] == error_type
+    return error
+
+
+def _is_idle(server) -> bool:
+    engine = server.engine
+    return (
+        engine.num_unfinished == 0 and engine.num_free_blocks == engine.llm.block_manager.num_blocks
+    )
+
+
+def test_malformed_json_is_400(server):
+    status, body = post(server, CHAT, b'{"model": "smollm2-135m", "messages": [')
+    error = _assert_error(status, body, 400, error_type="invalid_request_error")
+    assert "parse the JSON body" in error["message"]
+
+
+def test_unknown_model_is_404(server):
+    status, body = post(server, CHAT, _chat(model="gpt-17"))
+    _assert_error(status, body, 404, param="model", code="model_not_found")
+    status, body = post(server, "/v1/completions", {"model": "gpt-17", "prompt": "hi"})
+    _assert_error(status, body, 404, code="model_not_found")
+
+
+def test_unsupported_schema_keyword_names_pointer(server):
+    schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+    }
+    fmt = {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}
+    for stream in (False, True):  # a stream is refused before any event is sent
+        status, body = post(server, CHAT, _chat(response_format=fmt, stream=stream))
+        error = _assert_error(status, body, 400, param="response_format", code="invalid_schema")
+        assert "uniqueItems" in error["message"] and "/properties/tags" in error["message"]
+
+
+def test_prompt_too_long(server):
+    long_messages = [{"role": "user", "content": "word " * 1200}]
+    status, body = post(server, CHAT, _chat(messages=long_messages))
+    _assert_error(status, body, 400, code="context_length_exceeded")
+    status, body = post(server, CHAT, _chat(max_tokens=5000))
+    _assert_error(status, body, 400, code="context_length_exceeded")
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"temperature": -1}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"n": 0}, "n"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"presence_penalty": 3}, "presence_penalty"),
+        ({"logit_bias": {"5": 500}}, "logit_bias"),
+        ({"logprobs": True, "top_logprobs": 50}, "top_logprobs"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"audio": {"voice": "x"}}, "audio"),
+        ({"regex": "(unclosed"}, "regex"),
+        ({"tool_choice": "required"}, "tool_choice"),
+    ],
+)
+def test_invalid_values_are_400(server, fields, param):
+    status, body = post(server, CHAT, _chat(**fields))
+    _assert_error(status, body, 400, param=param, error_type="invalid_request_error")
+
+
+def test_openai_client_sees_status_errors(client):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=MESSAGES, max_tokens=2)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2, top_p=7)
+    assert info.value.body["param"] == "top_p"
+
+
+def test_unknown_path_and_health(server):
+    status, body = post(server, "/v1/nothing", {})
+    _assert_error(status, body, 404)
+    status, content_type, text = get(server, "/health")
+    assert status == 200 and json.loads(text) == {"status": "ok"}
+
+
+def _open_stream(server, body: dict) -> socket.socket:
+    """Send a request on a raw socket and read its response headers; return the socket."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection((server.host, server.port), timeout=60)
+    head = (
+        f"POST {CHAT} HTTP/1.1\r\nHost: {server.host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + data)
+    return sock
+
+
+def test_client_disconnect_aborts_and_frees_blocks(server):
+    before = parse_metrics(get(server, "/metrics")[2])
+    # streaming: read the first events, then hang up
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    conn.request(
+        "POST",
+        CHAT,
+        json.dumps(_chat(max_tokens=400, stream=True, ignore_eos=True)),
+        {"Content-Type": "application/json"},
+    )
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.readline().startswith(b"data: ")
+    response.close()
+    conn.close()
+    # non-streaming: send, then hang up while it generates
+    sock = _open_stream(server, _chat(max_tokens=400, ignore_eos=True))
+    assert wait_until(lambda: server.engine.num_unfinished == 1)
+    sock.close()
+    assert wait_until(lambda: _is_idle(server))
+    after = parse_metrics(get(server, "/metrics")[2])
+    name = "formcast_requests_finished_total"
+    assert (
+        metric(after, name, finish_reason="abort") - metric(before, name, finish_reason="abort")
+        == 2
+    )
+    # far fewer than the 2 * 400 tokens asked for were generated
+    generated = metric(after, "formcast_generation_tokens_total") - metric(
+        before, "formcast_generation_tokens_total"
+    )
+    assert generated < 400
+
+
+def test_load_then_every_block_free_and_metrics_add_up(server):
+    client = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    num_requests, num_rounds = 64, 2
+    before = parse_metrics(get(server, "/metrics")[2])
+
+    async def one(i: int):
+        extra = {"choice": ["yes", "no", "maybe"]} if i % 4 == 0 else {}
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": f"Request {i}: say something."}],
+            max_tokens=8,
+            temperature=1.0,
+            seed=i,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=extra,
+        )
+        reasons, usage, text = [], None, ""
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                if choice.finish_reason:
+                    reasons.append(choice.finish_reason)
+        if extra:
+            assert text in extra["choice"]
+        return reasons, usage
+
+    async def rounds():
+        results = []
+        for _ in range(num_rounds):
+            results += await asyncio.gather(*(one(i) for i in range(num_requests)))
+        await client.close()
+        return results
+
+    results = asyncio.run(rounds())
+    total = num_requests * num_rounds
+    assert len(results) == total
+    assert all(reasons in (["stop"], ["length"]) for reasons, _ in results)
+    assert wait_until(lambda: _is_idle(server))
+    after = parse_metrics(get(server, "/metrics")[2])
+
+    def grew(name, **labels):
+        return metric(after, name, **labels) - metric(before, name, **labels)
+
+    assert grew("formcast_http_requests_total", path=CHAT, status="200") == total
+    assert grew("formcast_generation_tokens_total") == sum(u.completion_tokens for _, u in results)
+    assert grew("formcast_prompt_tokens_total") == sum(u.prompt_tokens for _, u in results)
+    assert grew("formcast_time_to_first_token_seconds_count") == total
+    assert grew("formcast_e2e_request_latency_seconds_count") == total
+    finished = sum(
+        grew("formcast_requests_finished_total", finish_reason=r) for r in ("stop", "length")
+    )
+    assert finished == total
+    for gauge in (
+        "formcast_kv_blocks_in_use",
+        "formcast_num_requests_running",
+        "formcast_num_requests_waiting",
+    ):
+        assert metric(after, gauge) == 0
+    assert metric(after, "formcast_kv_blocks_total") == server.engine.llm.block_manager.num_blocks
+
+
+def test_metrics_exposition(server):
+    status, content_type, text = get(server, "/metrics")
+    assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
+    samples = parse_metrics(text)
+    names = {name for name, _ in samples}
+    for expected in (
+        "formcast_http_requests_total",
+        "formcast_prompt_tokens_total",
+        "formcast_generation_tokens_total",
+        "formcast_time_to_first_token_seconds_count",
+        "formcast_inter_token_latency_seconds_bucket",
+        "formcast_grammar_compile_seconds_sum",
+        "formcast_num_requests_waiting",
+        "formcast_kv_blocks_in_use",
+    ):
+        assert expected in names
+    assert metric(samples, "formcast_grammar_compiles_total") >= 1
+    assert metric(samples, "formcast_grammar_compile_seconds_count") == metric(
+        samples, "formcast_grammar_compiles_total"
+    )
+
+
+def test_engine_failure_is_500_and_server_keeps_serving(server):
+    llm = server.engine.llm
+    real_step = llm.step
+
+    def failing_step():
+        del llm.step  # fail once, then the real method again
+        raise RuntimeError("injected engine failure")
+
+    llm.step = failing_step
+    try:
+        status, body = post(server, CHAT, _chat())
+    finally:
+        llm.__dict__.pop("step", None)
+    error = _assert_error(status, body, 500, error_type="server_error")
+    assert "injected engine failure" in error["message"]
+    assert llm.step == real_step
+    status, body = post(server, CHAT, _chat())
+    assert status == 200 and body["choices"][0]["message"]["content"]
+    assert wait_until(lambda: _is_idle(server))

@@ -1,0 +1,151 @@
+"""Server parts without a server: chat conversion, tool grammars, metrics text, sampling mapping."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from server_helpers import parse_metrics
+
+from formcast.errors import SamplingParamsError
+from formcast.server.chat import chat_messages
+from formcast.server.errors import APIError
+from formcast.server.metrics import ServerMetrics
+from formcast.server.protocol import ChatCompletionRequest, ToolDefinition
+from formcast.server.sampling import sampling_params_from
+from formcast.server.tools import parse_tool_call, tool_call_schema, tool_grammar
+
+TOOLS = [
+    ToolDefinition.model_validate(
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"key": {"enum": ["a", "b"]}},
+                    "required": ["key"],
+                },
+            },
+        }
+    ),
+    ToolDefinition.model_validate({"type": "function", "function": {"name": "ping"}}),
+]
+
+
+def test_chat_messages_conversion():
+    messages = [
+        {
+            "role": "developer",
+            "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}],
+        },
+        {"role": "user", "content": "Look up a."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": '{"key": "a"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    ]
+    out = chat_messages(messages, TOOLS, "auto")
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "tool"]
+    assert out[0]["content"].startswith("Be brief.\n\n") and "lookup" in out[0]["content"]
+    assert json.loads(out[2]["content"]) == {"name": "lookup", "arguments": {"key": "a"}}
+    assert chat_messages(messages[1:2], TOOLS, "none") == [
+        {"role": "user", "content": "Look up a."}
+    ]
+    with pytest.raises(APIError) as info:
+        chat_messages([{"role": "user", "content": [{"type": "image_url"}]}], [], "none")
+    assert info.value.param == "messages[0].content[0]"
+    with pytest.raises(APIError):
+        chat_messages([{"role": "wizard", "content": "x"}], [], "none")
+
+
+def test_tool_call_schema_and_parsing():
+    schema = tool_call_schema(TOOLS)
+    jsonschema.validate({"name": "lookup", "arguments": {"key": "b"}}, schema)
+    jsonschema.validate({"name": "ping", "arguments": {}}, schema)
+    for bad in ({"name": "lookup", "arguments": {"key": "c"}}, {"name": "nope", "arguments": {}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert parse_tool_call('{"name":"ping","arguments":{}}', TOOLS) == {
+        "name": "ping",
+        "arguments": {},
+    }
+    assert parse_tool_call('{"name":"ping"', TOOLS) is None
+    assert parse_tool_call("hello", TOOLS) is None
+
+
+def test_auto_tool_grammar_language(smollm2_vocab):
+    grammar = tool_grammar("auto", TOOLS).compile_fn(smollm2_vocab)
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
+
+    assert accepts('{"name":"lookup","arguments":{"key":"a"}}')
+    assert accepts('{"name":"ping","arguments":{}}')
+    assert accepts("Hello there {not a call}")
+    assert not accepts('{"name":"lookup","arguments":{"key":"z"}}')
+    assert not accepts('{"hello": 1}')
+    assert not accepts("")
+
+
+def test_sampling_mapping():
+    def request(**fields):
+        return ChatCompletionRequest(
+            model="m", messages=[{"role": "user", "content": "x"}], **fields
+        )
+
+    params = sampling_params_from(request(max_completion_tokens=7, stop="END", top_k=5))
+    assert (params.max_tokens, params.stop, params.top_k, params.temperature) == (
+        7,
+        ("END",),
+        5,
+        1.0,
+    )
+    assert sampling_params_from(request()).max_tokens is None
+    assert sampling_params_from(request(logprobs=True, top_logprobs=4)).logprobs == 4
+    with pytest.raises(SamplingParamsError):
+        sampling_params_from(request(min_p=2.0))
+    with pytest.raises(APIError):
+        sampling_params_from(request(max_tokens=3, max_completion_tokens=4))
+
+
+def test_metrics_text_format():
+    metrics = ServerMetrics()
+    metrics.http_requests.inc(path='/a"b\\c', status="200")
+    for value in (0.0005, 0.2, 0.2, 100.0):
+        metrics.time_to_first_token.observe(value)
+    samples = parse_metrics(metrics.render())
+    assert (
+        samples[("formcast_http_requests_total", (("path", '/a\\"b\\\\c'), ("status", "200")))] == 1
+    )
+    assert samples[("formcast_time_to_first_token_seconds_count", ())] == 4
+    assert samples[("formcast_time_to_first_token_seconds_bucket", (("le", "0.001"),))] == 1
+    assert samples[("formcast_time_to_first_token_seconds_bucket", (("le", "0.2"),))] == 3
+    assert samples[("formcast_time_to_first_token_seconds_bucket", (("le", "60"),))] == 3
+    assert samples[("formcast_time_to_first_token_seconds_sum", ())] == pytest.approx(100.4005)
+    assert samples[("formcast_prompt_tokens_total", ())] == 0
+
+
+def test_serve_command_passes_engine_options(monkeypatch):
+    import formcast.server
+    from formcast.cli import main
+
+    calls = []
+    monkeypatch.setattr(formcast.server, "serve", lambda model, **kw: calls.append((model, kw)))
+    argv = ["serve", "--model", "smollm2-135m", "--port", "8123", "--max-num-seqs", "4"]
+    assert main([*argv, "--host", "0.0.0.0", "--no-jump-forward"]) == 0
+    model, options = calls[0]
+    assert model == "smollm2-135m"
+    assert options["port"] == 8123 and options["host"] == "0.0.0.0"
+    assert options["max_num_seqs"] == 4 and options["jump_forward"] is False
+    assert "max_model_len" not in options  # unset knobs keep the engine defaults
