@@ -1,10 +1,16 @@
 """CompiledCFG: a context-free grammar compiled against a vocabulary, and ``compile_cfg``.
 
 Like :class:`~formcast.grammar.compiled_grammar.CompiledGrammar` it is shared by all sequences
-and hands out cheap per-sequence cursors through ``matcher()``. What is independent of the
-parser (terminal automata, per-lexer-state token walks) is built once and memoised; masks are
-memoised per parse configuration (see :mod:`formcast.grammar.cfg_runtime`). Pickling keeps only
-the grammar and the vocabulary; the automata are rebuilt on load.
+(and threads) and hands out cheap per-sequence cursors through ``matcher()``. What is
+independent of the parser (terminal automata, per-lexer-state token walks) is built once and
+memoised; masks are memoised per parse configuration (see :mod:`formcast.grammar.cfg_runtime`).
+
+Caching: ``compile_cfg`` keeps compiled grammars in memory (LRU) and on disk (one pickle per
+key in the directory of :mod:`formcast.grammar.grammar_cache`): the prepared grammar (terminal
+automata) and the lexer with every token walk computed at compile time, without the
+vocabulary, which is re-attached on load. A disk hit skips grammar parsing, automaton
+construction and the first vocabulary walks. Plain pickling keeps only the grammar and the
+vocabulary; the automata are rebuilt on load.
 """
 
 from __future__ import annotations
@@ -15,18 +21,41 @@ from collections.abc import Callable
 
 import numpy as np
 
+from formcast.errors import GrammarError
 from formcast.grammar.cfg_grammar import CfgGrammar, PreparedGrammar, prepare_grammar
 from formcast.grammar.cfg_lexer import CfgLexer, pack_ids
 from formcast.grammar.cfg_matcher import CfgMatcher
 from formcast.grammar.cfg_runtime import CfgRuntime
 from formcast.grammar.earley_parser import EarleyParser
-from formcast.grammar.grammar_cache import cache_key
-from formcast.grammar.token_index import vocab_table
+from formcast.grammar.grammar_cache import cache_key, load_payload, store_payload
+from formcast.grammar.token_index import VocabTable, vocab_table
 from formcast.grammar.vocabulary import Vocabulary
 
 _MAX_CACHED = 64
 _CACHE: OrderedDict[str, CompiledCFG] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+_DISK_VERSION = 2  # bump when the pickled layout of PreparedGrammar / CfgLexer changes
+# vocabulary tables are cached weakly by the regex side; keep the last few alive here so
+# compiling grammar after grammar does not rebuild them
+_RECENT_TABLES: OrderedDict[str, VocabTable] = OrderedDict()
+
+
+def _table(vocab: Vocabulary) -> VocabTable:
+    table = vocab_table(vocab)
+    with _CACHE_LOCK:
+        _RECENT_TABLES[vocab.hash] = table
+        _RECENT_TABLES.move_to_end(vocab.hash)
+        while len(_RECENT_TABLES) > 4:
+            _RECENT_TABLES.popitem(last=False)
+    return table
+
+
+def check_max_depth(max_depth: int | None) -> None:
+    """Raise ``GrammarError`` unless ``max_depth`` is ``None`` or a positive int."""
+    if max_depth is not None and (
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
+    ):
+        raise GrammarError(f"max_depth must be a positive int or None, got {max_depth!r}")
 
 
 class CompiledCFG:
@@ -40,25 +69,42 @@ class CompiledCFG:
         The grammar text.
     cfg:
         The :class:`~formcast.grammar.cfg_grammar.CfgGrammar` it was built from.
+    max_depth:
+        Nesting depth beyond which matchers raise ``GrammarError`` (``None``: unbounded).
     """
 
     def __init__(
-        self, kind: str, source: str, cfg: CfgGrammar, vocab: Vocabulary, **options
+        self,
+        kind: str,
+        source: str,
+        cfg: CfgGrammar,
+        vocab: Vocabulary,
+        *,
+        lenient: bool = False,
+        max_depth: int | None = None,
+        prepared: PreparedGrammar | None = None,
+        lexer_state: dict | None = None,
     ) -> None:
+        check_max_depth(max_depth)
         self.kind = kind
         self.source = source
         self.cfg = cfg
         self.vocab = vocab
-        self.options = options
-        self._build()
+        self.lenient = lenient
+        self.max_depth = max_depth
+        self._build(prepared, lexer_state)
 
-    def _build(self) -> None:
-        self.prepared: PreparedGrammar = prepare_grammar(self.cfg, **self.options)
-        table = vocab_table(self.vocab)
-        self.parser = EarleyParser(self.prepared)
-        self.lexer = CfgLexer(self.prepared, table)
+    def _build(self, prepared: PreparedGrammar | None, lexer_state: dict | None) -> None:
+        if prepared is None:
+            prepared = prepare_grammar(self.cfg, lenient=self.lenient)
+        self.prepared: PreparedGrammar = prepared
+        table = _table(self.vocab)
+        self.parser = EarleyParser(prepared)
+        self.lexer = CfgLexer(prepared, table)
+        if lexer_state is not None:
+            self.lexer.load_state(lexer_state)
         eos_row = pack_ids(table.eos_token_ids.astype(np.int64), table.num_words)
-        self.runtime = CfgRuntime(self.parser, self.lexer, eos_row)
+        self.runtime = CfgRuntime(self.parser, self.lexer, eos_row, self.max_depth)
         self.initial_heads = self.runtime.initial_heads()
         self.runtime.mask(self.initial_heads)  # the first mask is always needed
 
@@ -71,18 +117,48 @@ class CompiledCFG:
         """A fresh per-sequence cursor at the start."""
         return CfgMatcher(self)
 
+    def cache_payload(self) -> dict:
+        """What the disk cache stores: everything built so far except the vocabulary."""
+        with self.runtime.lock:
+            lexer_state = self.lexer.export_state()
+        return {
+            "cfg_version": _DISK_VERSION,
+            "kind": self.kind,
+            "source": self.source,
+            "cfg": self.cfg,
+            "lenient": self.lenient,
+            "max_depth": self.max_depth,
+            "prepared": self.prepared,
+            "lexer": lexer_state,
+        }
+
+    @classmethod
+    def from_cache_payload(cls, payload: dict, vocab: Vocabulary) -> CompiledCFG:
+        """Rebuild from :meth:`cache_payload` output and the same vocabulary."""
+        return cls(
+            payload["kind"],
+            payload["source"],
+            payload["cfg"],
+            vocab,
+            lenient=payload["lenient"],
+            max_depth=payload["max_depth"],
+            prepared=payload["prepared"],
+            lexer_state=payload["lexer"],
+        )
+
     def __getstate__(self) -> dict:
         return {
             "kind": self.kind,
             "source": self.source,
             "cfg": self.cfg,
             "vocab": self.vocab,
-            "options": self.options,
+            "lenient": self.lenient,
+            "max_depth": self.max_depth,
         }
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._build()
+        self._build(None, None)
 
     def __repr__(self) -> str:
         text = self.source if len(self.source) <= 60 else self.source[:57] + "..."
@@ -90,6 +166,16 @@ class CompiledCFG:
             f"CompiledCFG({self.kind}={text!r}, terminals={self.prepared.num_terminals}, "
             f"rules={len(self.prepared.rules) - 1}, vocab_size={self.vocab_size})"
         )
+
+
+def _from_disk(key: str, vocab: Vocabulary) -> CompiledCFG | None:
+    payload = load_payload(key)
+    if payload is None or payload.get("cfg_version") != _DISK_VERSION:
+        return None
+    try:
+        return CompiledCFG.from_cache_payload(payload, vocab)
+    except Exception:  # noqa: BLE001 - a stale or corrupt entry is a miss, not a failure
+        return None
 
 
 def compile_cfg(
@@ -100,23 +186,39 @@ def compile_cfg(
     make_cfg: Callable[[], CfgGrammar],
     *,
     lenient: bool = False,
+    max_depth: int | None = None,
     cache: bool = True,
 ) -> CompiledCFG:
-    """Build (or fetch from the in-memory cache) the :class:`CompiledCFG` of ``make_cfg()``.
+    """Build (or fetch from the memory / disk cache) the :class:`CompiledCFG` of ``make_cfg()``.
 
-    The key covers ``kind``, ``source``, ``options``, ``lenient`` and the vocabulary hash.
+    The key covers ``kind``, ``source``, ``options``, ``lenient``, ``max_depth`` and the
+    vocabulary hash. ``cache=False`` neither reads nor writes either cache.
     """
+    check_max_depth(max_depth)
     if not cache:
-        return CompiledCFG(kind, source, make_cfg(), vocab, lenient=lenient)
-    key = cache_key("cfg-" + kind, source, {**options, "lenient": lenient}, vocab)
+        return CompiledCFG(kind, source, make_cfg(), vocab, lenient=lenient, max_depth=max_depth)
+    key = cache_key(
+        "cfg-" + kind, source, {**options, "lenient": lenient, "max_depth": max_depth}, vocab
+    )
     with _CACHE_LOCK:
         found = _CACHE.get(key)
         if found is not None:
             _CACHE.move_to_end(key)
             return found
-    compiled = CompiledCFG(kind, source, make_cfg(), vocab, lenient=lenient)
+    compiled = _from_disk(key, vocab)
+    if compiled is None:
+        compiled = CompiledCFG(
+            kind, source, make_cfg(), vocab, lenient=lenient, max_depth=max_depth
+        )
+        store_payload(key, compiled.cache_payload())
     with _CACHE_LOCK:
         _CACHE[key] = compiled
         while len(_CACHE) > _MAX_CACHED:
             _CACHE.popitem(last=False)
     return compiled
+
+
+def clear_memory_cache() -> None:
+    """Forget the in-memory compiled grammars (disk entries stay)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()

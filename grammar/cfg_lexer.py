@@ -10,8 +10,12 @@ successor row (``-1`` = dead), the set of expected terminals it completes (``acc
 
 Per state, :meth:`CfgLexer.token_walk` computes what is independent of the parser: the tokens
 whose bytes stay inside the lexeme (a packed mask row) and, for tokens that complete a terminal
-strictly inside their bytes, the split points (completed terminals, remaining suffix). Both
-are found by a vectorised walk of the whole vocabulary, memoised per state.
+strictly inside their bytes, the split points grouped by the set of completed terminals
+(:class:`SplitGroup`). Both are found by a vectorised walk of the whole vocabulary, memoised
+per state. The same walk (:meth:`CfgLexer.walk_records`) reads a group's remaining suffixes
+from the lexer state the next lexeme starts in, memoised per (group, state), so the parser is
+only asked which terminals it takes, never to read token bytes. Walks over a handful of records
+run byte by byte (cheaper than setting up arrays).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from formcast.grammar.cfg_grammar import PreparedGrammar
 from formcast.grammar.token_index import VocabTable
 
 DEAD = -1
+_NUM_SCALAR_RECORDS = 48  # walks of at most this many records run byte by byte in Python
 
 
 @dataclass
@@ -60,7 +65,23 @@ class CfgLexer:
         self.rows: list[list[int] | None] = []
         self._initial: dict[frozenset[int], int] = {}
         self._np_rows = np.zeros((0, 256), dtype=np.int32)
+        self._accepts_any = np.zeros(0, dtype=bool)
+        self._materialised: set[int] = set()
         self._walks: dict[int, TokenWalk] = {}
+
+    _STATE_FIELDS = (
+        "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
+        "_np_rows", "_accepts_any", "_materialised", "_walks",
+    )  # fmt: skip
+
+    def export_state(self) -> dict:
+        """Every state, row and token walk built so far (no vocabulary), for the disk cache."""
+        return {name: getattr(self, name) for name in self._STATE_FIELDS}
+
+    def load_state(self, state: dict) -> None:
+        """Adopt :meth:`export_state` output of a lexer of the same grammar and vocabulary."""
+        for name in self._STATE_FIELDS:
+            setattr(self, name, state[name])
 
     @property
     def num_states(self) -> int:
@@ -137,6 +158,8 @@ class CfgLexer:
 
     def _materialise_from(self, sid: int) -> np.ndarray:
         """Rows of every state reachable from ``sid``, as an ``(N, 256)`` int32 table."""
+        if sid in self._materialised:
+            return self._np_rows
         stack = [sid]
         seen = {sid}
         while stack:
@@ -152,134 +175,208 @@ class CfgLexer:
                 for s in range(known, self.num_states)
             ]
             self._np_rows = np.vstack([self._np_rows, np.asarray(fresh, dtype=np.int32)])
+            accepts = self.accepts[known:]
+            self._accepts_any = np.concatenate(
+                [self._accepts_any, np.fromiter(map(bool, accepts), dtype=bool, count=len(accepts))]
+            )
         # rows interned but not yet expanded were stored as dead; refresh the ones we expanded
-        stale = [s for s in seen if s < known and not (self._np_rows[s] >= 0).any()]
-        for s in stale:
-            self._np_rows[s] = self.rows[s]
+        for s in seen:
+            if s < known and s not in self._materialised:
+                self._np_rows[s] = self.rows[s]
+        self._materialised.update(seen)
         return self._np_rows
 
     def token_walk(self, sid: int) -> TokenWalk:
         """Within-lexeme mask and split points of every vocabulary token from state ``sid``."""
         found = self._walks.get(sid)
-        if found is not None:
-            return found
-        table_np = self._materialise_from(sid)
-        accepts_any = np.fromiter(
-            (bool(a) for a in self.accepts), dtype=bool, count=self.num_states
-        )
+        if found is None:
+            vt = self.table
+            walk = self.walk_records(
+                sid, np.arange(len(vt.token_ids), dtype=np.int32), vt.first_byte_bounds, 0
+            )
+            found = self._walks[sid] = walk
+        return found
+
+    def walk_records(
+        self, sid: int, rows: np.ndarray, first_byte_bounds: np.ndarray, steps
+    ) -> TokenWalk:
+        """Read token suffixes from lexer state ``sid``, vectorised.
+
+        A record is ``(rows[k], steps[k])``: the bytes of table row ``rows[k]`` from offset
+        ``steps[k]`` on (never empty). Records are sorted by their first byte
+        (``first_byte_bounds``, ``(257,)``), so bytes dead in ``sid`` are skipped whole.
+        ``steps`` is an array parallel to ``rows`` or one int for all.
+        Returns the tokens of the records that end inside the lexeme (``within_row``) and the
+        records that complete a terminal strictly inside their bytes, grouped by the set of
+        completed terminals (``splits``; offsets are where the next lexeme starts).
+        """
         vt = self.table
+        first_next = np.asarray(self.row(sid), dtype=np.int64)
+        first_bytes = np.flatnonzero((first_next >= 0) & (np.diff(first_byte_bounds[:257]) > 0))
+        lo, hi = first_byte_bounds[first_bytes], first_byte_bounds[first_bytes + 1]
+        counts = hi - lo
+        total = int(counts.sum())
+        idx = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts - lo, counts)
+        if isinstance(steps, np.ndarray):
+            steps = steps[idx]
+        if total <= _NUM_SCALAR_RECORDS:
+            return self._walk_records_scalar(sid, rows[idx], steps)
+        table_np = self._materialise_from(sid)
+        flat_table = table_np.reshape(-1)  # state s, byte b -> flat_table[s * 256 + b]
+        accepts_any = self._accepts_any
         by_step = vt.bytes_by_step  # (max_len, T) uint16, 256 past the end
-        bounds = vt.first_byte_bounds
-        first_next = table_np[sid]
-        first_bytes = np.flatnonzero(first_next >= 0)
-        counts = bounds[first_bytes + 1] - bounds[first_bytes]
-        rows = np.concatenate(
-            [np.arange(bounds[b], bounds[b + 1], dtype=np.int64) for b in first_bytes]
-            or [np.zeros(0, dtype=np.int64)]
-        )
-        cur = np.repeat(first_next[first_bytes], counts).astype(np.int64)
-        within_rows: list[np.ndarray] = []
+        max_len, num_rows = by_step.shape
+        flat_bytes = by_step.reshape(-1)
+        cur_rows = rows[idx].astype(np.int64)
+        uniform = not isinstance(steps, np.ndarray)  # every record starts at the same offset
+        pos = steps + 1 if uniform else steps.astype(np.int64) + 1
+        cur = np.repeat(first_next[first_bytes], counts)
+        within: list[np.ndarray] = []
         split_rows: list[np.ndarray] = []
-        split_steps: list[np.ndarray] = []
+        split_pos: list[np.ndarray] = []
         split_states: list[np.ndarray] = []
-        max_len = by_step.shape[0]
-        for j in range(1, max_len + 1):
-            if not len(rows):
+        while len(cur_rows):
+            # pos: offset of the next byte to read (>= 1 byte read from the record already)
+            if len(cur_rows) <= _NUM_SCALAR_RECORDS:  # a few long tokens left: finish by hand
+                positions = np.full(len(cur_rows), pos) if uniform else pos
+                found = (within, split_rows, split_pos, split_states)
+                self._finish_scalar(cur_rows, positions, cur, *found)
                 break
-            byte = by_step[j][rows] if j < max_len else np.full(len(rows), 256, dtype=np.uint16)
+            if uniform:
+                if pos >= max_len:
+                    within.append(cur_rows)
+                    break
+                byte = by_step[pos][cur_rows]
+            else:
+                byte = flat_bytes[np.minimum(pos, max_len - 1) * num_rows + cur_rows]
+                byte[pos >= max_len] = 256
             is_end = byte == 256
             if is_end.any():
-                within_rows.append(rows[is_end])
-            go = ~is_end
-            rows, cur, byte = rows[go], cur[go], byte[go]
+                within.append(cur_rows[is_end])
+                go = ~is_end
+                cur_rows, cur, byte = cur_rows[go], cur[go], byte[go]
+                if not uniform:
+                    pos = pos[go]
             is_split = accepts_any[cur]
             if is_split.any():
-                split_rows.append(rows[is_split])
-                split_steps.append(np.full(int(is_split.sum()), j, dtype=np.int64))
+                split_rows.append(cur_rows[is_split])
+                split_pos.append(
+                    np.full(int(is_split.sum()), pos, dtype=np.int64) if uniform else pos[is_split]
+                )
                 split_states.append(cur[is_split])
-            nxt = table_np[cur, byte.astype(np.int64)]
+            nxt = flat_table[cur * 256 + byte]
             alive = nxt >= 0
-            rows, cur = rows[alive], nxt[alive].astype(np.int64)
-        within_ids = (
-            vt.token_ids[np.concatenate(within_rows)] if within_rows else np.zeros(0, np.int32)
-        )
-        walk = TokenWalk(
+            cur_rows, cur = cur_rows[alive], nxt[alive]
+            pos = pos + 1 if uniform else pos[alive] + 1
+        within_ids = vt.token_ids[np.concatenate(within)] if within else np.zeros(0, np.int32)
+        return TokenWalk(
             within_row=pack_ids(within_ids, vt.num_words),
-            splits=self._group_splits(within_ids, split_rows, split_steps, split_states),
+            splits=self._group_splits(within_ids, split_rows, split_pos, split_states),
         )
-        self._walks[sid] = walk
-        return walk
 
-    def _group_splits(self, within_ids, split_rows, split_steps, split_states):
+    def _finish_scalar(self, rows, positions, states, within, split_rows, split_pos, split_states):
+        """Continue records (at least one byte read) byte by byte; append to the result lists."""
+        vt = self.table
+        matrix, lengths, accepts, step = vt.matrix, vt.lengths, self.accepts, self.step
+        out_within: list[int] = []
+        out_split: list[tuple[int, int, int]] = []
+        for row, start, state in zip(
+            rows.tolist(), positions.tolist(), states.tolist(), strict=True
+        ):
+            for k, byte in enumerate(matrix[row, start : lengths[row]].tobytes()):
+                if accepts[state]:
+                    out_split.append((row, start + k, state))
+                state = step(state, byte)
+                if state < 0:
+                    break
+            else:
+                out_within.append(row)
+        if out_within:
+            within.append(np.asarray(out_within, dtype=np.int64))
+        if out_split:
+            found = np.asarray(out_split, dtype=np.int64)
+            split_rows.append(found[:, 0])
+            split_pos.append(found[:, 1])
+            split_states.append(found[:, 2])
+
+    def _walk_records_scalar(self, sid: int, rows: np.ndarray, steps) -> TokenWalk:
+        """:meth:`walk_records` for a few records: byte by byte, no array set-up."""
+        vt = self.table
+        matrix, lengths, accepts, step = vt.matrix, vt.lengths, self.accepts, self.step
+        starts = steps.tolist() if isinstance(steps, np.ndarray) else [steps] * len(rows)
+        within: list[int] = []
+        split_rows: list[int] = []
+        split_pos: list[int] = []
+        split_states: list[int] = []
+        for row, start in zip(rows.tolist(), starts, strict=True):
+            state = sid
+            for k, byte in enumerate(matrix[row, start : lengths[row]].tobytes()):
+                if k and accepts[state]:
+                    split_rows.append(row)
+                    split_pos.append(start + k)
+                    split_states.append(state)
+                state = step(state, byte)
+                if state < 0:
+                    break
+            else:
+                within.append(row)
+        within_ids = vt.token_ids[np.asarray(within, dtype=np.int64)]
+        as_arrays = [np.asarray(x, dtype=np.int64) for x in (split_rows, split_pos, split_states)]
+        return TokenWalk(
+            within_row=pack_ids(within_ids, vt.num_words),
+            splits=self._group_splits(within_ids, *([x] if len(x) else [] for x in as_arrays)),
+        )
+
+    def _group_splits(self, within_ids, split_rows, split_pos, split_states):
         if not split_rows:
             return []
         rows = np.concatenate(split_rows)
-        steps = np.concatenate(split_steps)
+        steps = np.concatenate(split_pos)
         states = np.concatenate(split_states)
-        keep = ~np.isin(self.table.token_ids[rows], within_ids)
-        rows, steps, states = rows[keep], steps[keep], states[keep]
+        if len(within_ids):
+            keep = ~np.isin(self.table.token_ids[rows], within_ids)
+            rows, steps, states = rows[keep], steps[keep], states[keep]
         # group by the set of completed terminals (few distinct sets)
-        accept_ids: dict[frozenset[int], int] = {}
-        state_group = np.array(
-            [
-                accept_ids.setdefault(self.accepts[s], len(accept_ids))
-                for s in range(self.num_states)
-            ]
-        )
-        groups = state_group[states]
+        groups: dict[frozenset[int], list[int]] = {}
+        for s in np.unique(states).tolist():
+            groups.setdefault(self.accepts[s], []).append(s)
         out = []
-        for accepts, g in accept_ids.items():
-            sel = groups == g
-            if sel.any():
-                out.append(SplitGroup.build(accepts, rows[sel], steps[sel], self.table))
+        for accepts, members in groups.items():
+            sel = np.isin(states, members) if len(groups) > 1 else slice(None)
+            out.append(SplitGroup.build(accepts, rows[sel], steps[sel], self.table))
         return out
 
 
 class SplitGroup:
     """Tokens that complete one of ``accepts`` after a proper prefix of their bytes.
 
-    Records ``(token row, split offset j)`` are kept as arrays sorted by the first suffix byte
-    (``token[j]``); the sorted distinct suffixes starting with a given byte are built on first
-    use (:meth:`suffixes_from`), so bytes the parser never allows cost nothing.
+    Records ``(token row, split offset j)`` are kept as int32 arrays sorted by the first
+    suffix byte (``token[j]``). What the suffixes do from a fresh lexeme depends only on the
+    lexer state the next lexeme starts in, so :meth:`walk_from` is memoised per state: only
+    the completed terminal's parse (which lexer state follows, whether the parser takes the
+    terminal at all) is looked up at mask time.
     """
 
-    def __init__(self, accepts, rows, steps, first_byte_bounds, table: VocabTable) -> None:
+    def __init__(self, accepts, rows, steps, first_byte_bounds) -> None:
         self.accepts: frozenset[int] = accepts
         self.rows = rows
         self.steps = steps
         self.first_byte_bounds = first_byte_bounds
-        self.table = table
-        self._by_first: dict[int, tuple[list[bytes], np.ndarray, np.ndarray]] = {}
+        self._walks: dict[int, TokenWalk] = {}
 
     @classmethod
     def build(cls, accepts, rows, steps, table: VocabTable) -> SplitGroup:
         firsts = table.matrix[rows, steps]
         order = np.argsort(firsts, kind="stable")
         bounds = np.searchsorted(firsts[order], np.arange(257))
-        return cls(accepts, rows[order], steps[order], bounds, table)
+        return cls(accepts, rows[order].astype(np.int32), steps[order].astype(np.int32), bounds)
 
-    def has_first_byte(self, byte: int) -> bool:
-        return self.first_byte_bounds[byte] < self.first_byte_bounds[byte + 1]
-
-    def suffixes_from(self, byte: int) -> tuple[list[bytes], np.ndarray, np.ndarray]:
-        """``(suffixes, token_ids, offsets)``: sorted distinct suffixes starting with ``byte``;
-        the tokens of ``suffixes[k]`` are ``token_ids[offsets[k]:offsets[k + 1]]``."""
-        found = self._by_first.get(byte)
-        if found is not None:
-            return found
-        lo, hi = self.first_byte_bounds[byte], self.first_byte_bounds[byte + 1]
-        matrix, lengths, token_ids = self.table.matrix, self.table.lengths, self.table.token_ids
-        by_suffix: dict[bytes, list[int]] = {}
-        for row, j in zip(self.rows[lo:hi].tolist(), self.steps[lo:hi].tolist(), strict=True):
-            by_suffix.setdefault(matrix[row, j : lengths[row]].tobytes(), []).append(
-                int(token_ids[row])
-            )
-        suffixes = sorted(by_suffix)
-        counts = [len(by_suffix[x]) for x in suffixes]
-        flat = np.asarray([t for x in suffixes for t in by_suffix[x]], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-        found = (suffixes, flat, offsets)
-        self._by_first[byte] = found
+    def walk_from(self, lexer: CfgLexer, sid: int) -> TokenWalk:
+        """The suffixes read from lexer state ``sid`` (memoised; see :meth:`CfgLexer.walk_records`)."""
+        found = self._walks.get(sid)
+        if found is None:
+            found = lexer.walk_records(sid, self.rows, self.first_byte_bounds, self.steps)
+            self._walks[sid] = found
         return found
 
 

@@ -3,6 +3,8 @@
 The state is the head set of :mod:`formcast.grammar.cfg_runtime`; the full history of head
 sets is kept (one entry per accepted token or byte string), so ``rollback`` can go back any
 number of steps and ``fork`` is a list copy. Masks come from the runtime's memo tables.
+A matcher belongs to one sequence (one thread at a time); matchers of the same compiled
+grammar may run on different threads concurrently (the shared runtime is locked).
 """
 
 from __future__ import annotations
@@ -28,12 +30,21 @@ class CfgMatcher:
     is a sentence; special and padding ids are never allowed.
     """
 
-    __slots__ = ("grammar", "_runtime", "_history", "_is_eos_accepted", "_eos_ids", "_token_bytes")
+    __slots__ = (
+        "grammar",
+        "_runtime",
+        "_history",
+        "_offsets",
+        "_is_eos_accepted",
+        "_eos_ids",
+        "_token_bytes",
+    )
 
     def __init__(self, grammar: CompiledCFG) -> None:
         self.grammar = grammar
         self._runtime = grammar.runtime
         self._history = [grammar.initial_heads]
+        self._offsets = [0]  # output length in bytes after each history entry
         self._is_eos_accepted = False
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
@@ -55,7 +66,14 @@ class CfgMatcher:
         return self._runtime.is_accepting(heads) and not self._runtime.next_bytes(heads)
 
     def accept_token(self, token_id: int) -> bool:
-        """Advance by one token; return False (and change nothing) if it is not allowed."""
+        """Advance by one token; return False (and change nothing) if it is not allowed.
+
+        Raises
+        ------
+        GrammarError
+            If the grammar was compiled with ``max_depth`` and the token nests deeper (the
+            message names the depth and the output byte offset; the matcher is unchanged).
+        """
         if self._is_eos_accepted:
             return False
         heads = self._history[-1]
@@ -63,6 +81,7 @@ class CfgMatcher:
             if not self._runtime.is_accepting(heads):
                 return False
             self._history.append(heads)
+            self._offsets.append(self._offsets[-1])
             self._is_eos_accepted = True
             return True
         if not 0 <= token_id < len(self._token_bytes):
@@ -70,10 +89,16 @@ class CfgMatcher:
         data = self._token_bytes[token_id]
         if not data:
             return False  # special or padding id
-        return self._push(self._runtime.advance(heads, data))
+        return self._push(self._runtime.advance(heads, data, self._offsets[-1]), len(data))
 
     def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
-        """Accept tokens in order until one is rejected; return how many were accepted."""
+        """Accept tokens in order until one is rejected; return how many were accepted.
+
+        Raises
+        ------
+        GrammarError
+            As :meth:`accept_token`.
+        """
         count = 0
         for token_id in token_ids:
             if not self.accept_token(int(token_id)):
@@ -82,15 +107,23 @@ class CfgMatcher:
         return count
 
     def accept_bytes(self, data: bytes) -> bool:
-        """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback."""
+        """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback.
+
+        Raises
+        ------
+        GrammarError
+            As :meth:`accept_token`.
+        """
         if self._is_eos_accepted:
             return False
-        return self._push(self._runtime.advance(self._history[-1], data))
+        heads = self._runtime.advance(self._history[-1], data, self._offsets[-1])
+        return self._push(heads, len(data))
 
-    def _push(self, heads: frozenset) -> bool:
+    def _push(self, heads: frozenset, num_bytes: int) -> bool:
         if not heads:
             return False
         self._history.append(heads)
+        self._offsets.append(self._offsets[-1] + num_bytes)
         return True
 
     def rollback(self, num_tokens: int) -> None:
@@ -109,16 +142,19 @@ class CfgMatcher:
             return
         self._is_eos_accepted = False
         del self._history[-num_tokens:]
+        del self._offsets[-num_tokens:]
 
     def reset(self) -> None:
         """Back to the start."""
         del self._history[1:]
+        del self._offsets[1:]
         self._is_eos_accepted = False
 
     def fork(self) -> CfgMatcher:
         """An independent copy at the same position (and with the same history)."""
         other = CfgMatcher(self.grammar)
         other._history = list(self._history)
+        other._offsets = list(self._offsets)
         other._is_eos_accepted = self._is_eos_accepted
         return other
 

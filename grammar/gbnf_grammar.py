@@ -409,6 +409,7 @@ def compile_gbnf(
     *,
     lenient: bool = False,
     cache: bool = True,
+    max_depth: int | None = None,
 ) -> CompiledCFG:
     """Compile a llama.cpp GBNF grammar to a :class:`CompiledCFG` with exact token masks.
 
@@ -423,7 +424,11 @@ def compile_gbnf(
     lenient:
         Unreachable rules only warn instead of raising.
     cache:
-        Reuse a grammar compiled before with the same text, options and vocabulary.
+        Reuse a grammar compiled before with the same text, options and vocabulary (memory
+        and disk).
+    max_depth:
+        Bound on the output's nesting depth (``None``: unbounded); a matcher raises
+        ``GrammarError`` naming the depth and output byte offset beyond it.
 
     Raises
     ------
@@ -437,5 +442,6 @@ def compile_gbnf(
         vocab,
         lambda: gbnf_to_cfg(text, start, lenient=lenient),
         lenient=lenient,
+        max_depth=max_depth,
         cache=cache,
     )

@@ -3,7 +3,9 @@
 Key = sha256(kind, grammar text, options, vocabulary hash). On disk a grammar is one pickle
 under ``$FORMCAST_CACHE/grammars`` (default ``~/.cache/formcast/grammars``), written atomically
 (temp file + rename) without the vocabulary, which is re-attached on load. A corrupt or
-unreadable file is treated as a miss and recompiled.
+unreadable file is treated as a miss and recompiled. ``load_payload`` / ``store_payload`` are the
+disk layer alone; context-free grammars (``cfg_compiled``) use it with their own payloads
+(keys prefixed ``cfg-`` before hashing, so they never collide with regex entries).
 """
 
 from __future__ import annotations
@@ -77,27 +79,19 @@ class GrammarCache:
         with self._lock:
             self._memory.clear()
 
-    def _path(self, key: str) -> Path:
-        return default_cache_dir() / f"{key}.pkl"
-
     def _load(self, key: str, vocab: Vocabulary) -> CompiledGrammar | None:
-        path = self._path(key)
+        payload = load_payload(key)
+        if payload is None or payload.get("version") != _FORMAT_VERSION:
+            return None
         try:
-            with open(path, "rb") as handle:
-                payload = pickle.load(handle)
-            if payload.get("version") != _FORMAT_VERSION:
-                return None
             dfa = payload["dfa"]
             index = TokenIndex.from_state(dfa, vocab, payload["index"])
             return CompiledGrammar(payload["kind"], payload["source"], dfa, vocab, index)
-        except FileNotFoundError:
-            return None
         except Exception as exc:  # noqa: BLE001 - a bad cache file is a miss, not a failure
-            logger.warning("ignoring unreadable grammar cache file %s: %s", path, exc)
+            logger.warning("ignoring unreadable grammar cache entry %s: %s", key, exc)
             return None
 
     def _store(self, key: str, grammar: CompiledGrammar) -> None:
-        directory = default_cache_dir()
         payload = {
             "version": _FORMAT_VERSION,
             "kind": grammar.kind,
@@ -105,13 +99,40 @@ class GrammarCache:
             "dfa": grammar.dfa,
             "index": grammar.index.export_state(),
         }
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as tmp:
-                pickle.dump(payload, tmp, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp.name, self._path(key))
-        except OSError as exc:
-            logger.warning("could not write grammar cache in %s: %s", directory, exc)
+        store_payload(key, payload)
+
+
+def _payload_path(key: str) -> Path:
+    return default_cache_dir() / f"{key}.pkl"
+
+
+def load_payload(key: str) -> dict | None:
+    """The pickled dict stored under ``key`` on disk, or ``None`` (missing or unreadable).
+
+    Shared by the regex cache above and the context-free grammar cache (``cfg_compiled``).
+    """
+    path = _payload_path(key)
+    try:
+        with open(path, "rb") as handle:
+            payload = pickle.load(handle)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a bad cache file is a miss, not a failure
+        logger.warning("ignoring unreadable grammar cache file %s: %s", path, exc)
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def store_payload(key: str, payload: dict) -> None:
+    """Write ``payload`` under ``key`` atomically (temp file + rename); errors only warn."""
+    directory = default_cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as tmp:
+            pickle.dump(payload, tmp, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp.name, _payload_path(key))
+    except OSError as exc:
+        logger.warning("could not write grammar cache in %s: %s", directory, exc)
 
 
 GRAMMAR_CACHE = GrammarCache()

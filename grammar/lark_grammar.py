@@ -54,12 +54,17 @@ def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> Cf
         missing start rule, or unreachable rules (a warning with ``lenient=True``).
     """
     lark = _lark()
+    from lark.load_grammar import load_grammar
+
+    # one pass of lark's grammar loader (no parser construction: the parser is ours)
     try:
-        parser = lark.Lark(text, parser="earley", lexer="dynamic", start=start)
+        loaded, _ = load_grammar(text, "<grammar>", [], False)
+        if start not in {str(name) for name, *_ in loaded.rule_defs}:
+            raise GrammarError(f"start rule {start!r} is not defined")
+        terminals, lark_rules, ignore_tokens = loaded.compile([start], set())
     except lark.exceptions.LarkError as exc:
         raise _lark_error(exc, text) from exc
-    _report_unreachable(text, start, lenient)
-    terminals = list(parser.terminals)
+    _report_unreachable(loaded, start, lenient)
     index = {t.name: k for k, t in enumerate(terminals)}
     regexes = []
     for t in terminals:
@@ -70,14 +75,12 @@ def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> Cf
     def nt(name: str) -> int:
         return nonterminals.setdefault(name, len(nonterminals))
 
-    if start not in {r.origin.name for r in parser.rules}:
-        raise GrammarError(f"start rule {start!r} is not defined")
     nt(start)
     rules = []
-    for rule in parser.rules:
+    for rule in lark_rules:
         rhs = tuple(index[s.name] if s.is_term else ~nt(s.name) for s in rule.expansion)
         rules.append((nt(rule.origin.name), rhs))
-    missing = [name for name in parser.ignore_tokens if name not in index]
+    missing = [name for name in ignore_tokens if name not in index]
     if missing:
         raise GrammarError(f"%ignore names undefined terminals: {', '.join(missing)}")
     return CfgGrammar(
@@ -86,20 +89,15 @@ def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> Cf
         nonterminal_names=list(nonterminals),
         rules=rules,
         start=nonterminals[start],
-        ignore=[index[name] for name in parser.ignore_tokens],
+        ignore=[index[name] for name in ignore_tokens],
     )
 
 
-def _report_unreachable(text: str, start: str, lenient: bool) -> None:
+def _report_unreachable(grammar, start: str, lenient: bool) -> None:
     """Lark silently drops rules the start rule never reaches; we report them."""
     from lark.grammar import NonTerminal
     from lark.lexer import Token
-    from lark.load_grammar import load_grammar
 
-    try:
-        grammar, _ = load_grammar(text, "<grammar>", [], False)
-    except Exception:  # noqa: BLE001 - already validated by lark.Lark; skip the check
-        return
     edges: dict[str, set[str]] = {}
     for name, _params, tree, _options in grammar.rule_defs:
         refs = tree.scan_values(
@@ -128,6 +126,7 @@ def compile_lark(
     *,
     lenient: bool = False,
     cache: bool = True,
+    max_depth: int | None = None,
 ) -> CompiledCFG:
     """Compile a grammar in Lark syntax to a :class:`CompiledCFG` with exact token masks.
 
@@ -142,7 +141,12 @@ def compile_lark(
     lenient:
         Unreachable rules only warn instead of raising.
     cache:
-        Reuse a grammar compiled before with the same text, options and vocabulary.
+        Reuse a grammar compiled before with the same text, options and vocabulary (kept in
+        memory and on disk, see :mod:`formcast.grammar.cfg_compiled`).
+    max_depth:
+        Bound on the nesting depth of the output (``None``: unbounded). A matcher raises
+        ``GrammarError`` naming the depth and the output byte offset when a token would nest
+        deeper; see :class:`~formcast.grammar.earley_parser.EarleyNode` for how depth counts.
 
     Raises
     ------
@@ -157,5 +161,6 @@ def compile_lark(
         vocab,
         lambda: lark_to_cfg(text, start, lenient=lenient),
         lenient=lenient,
+        max_depth=max_depth,
         cache=cache,
     )
