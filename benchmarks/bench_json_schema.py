@@ -4,7 +4,8 @@ Per split: coverage (compiled within the budget vs refused, by reason), false re
 (valid instance rejected) and false accepts (invalid instance accepted) walking the SmolLM2
 tokens of each instance, schema->regex time, compile time p50/p90/p99, per-mask time
 p50/p99/p99.9 while walking valid instances. All engines: strict=False semantics, compact
-separators. Run by hand:
+separators. outlines-core runs in a forked child per schema, killed when over budget (its
+``Index`` build has no timeout). Run by hand:
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_json_schema.py --per-split 40
 """
@@ -15,7 +16,6 @@ import argparse
 import collections
 import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,16 +39,16 @@ class Formcast:
 
         self.tok, self.vocab = tok, vocab
         self.bitmask = allocate_token_bitmask(1, vocab.vocab_size)
-        self.regex_times: list[float] = []
+        self.routes: collections.Counter = collections.Counter()
 
     def compile(self, schema):
-        from formcast.grammar.compile import compile_regex
-        from formcast.grammar.json_schema import json_schema_to_regex
+        from formcast.grammar.json_schema import compile_json_schema
 
-        t = time.perf_counter()
-        rx = json_schema_to_regex(schema, strict=False, max_any_depth=1)
-        self.regex_times.append(time.perf_counter() - t)
-        return compile_regex(rx, self.vocab, timeout_s=BUDGET_S, cache=False)
+        g = compile_json_schema(
+            schema, self.vocab, strict=False, max_any_depth=1, timeout_s=BUDGET_S, cache=False
+        )
+        self.routes[type(g).__name__] += 1
+        return g
 
     def walk(self, grammar, ids, mask_times):
         m = grammar.matcher()
@@ -160,7 +160,55 @@ class OutlinesCore:
         return self.eos in g.get_tokens()
 
 
-def run(per_split: int, engines_wanted: list[str]) -> dict:
+def evaluate(eng, schema, items) -> dict:
+    """Compile ``schema`` and walk every ``(token_ids, is_valid)`` item; times in seconds."""
+    out: dict = {"reason": None, "compile": None, "accepted": [], "masks": [], "route": None}
+    t = time.perf_counter()
+    try:
+        g = eng.compile(schema)
+    except Exception as exc:
+        out["reason"] = str(getattr(exc, "keyword", None) or type(exc).__name__)
+        print(f"  {eng.name} refused: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+        return out
+    out["compile"] = time.perf_counter() - t
+    out["route"] = type(g).__name__
+    if out["compile"] > BUDGET_S:
+        return out
+    for ids, is_valid in items:
+        masks: list[float] = []
+        try:
+            accepted = eng.walk(g, ids, masks)
+        except Exception:
+            accepted = False
+        out["accepted"].append(accepted)
+        if is_valid:
+            out["masks"] += masks
+    return out
+
+
+def evaluate_isolated(eng, schema, items) -> dict:
+    """``evaluate`` in a forked child, killed after the compile budget plus walking time
+    (outlines-core's ``Index`` build has no timeout of its own)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+
+    def work() -> None:
+        child.send(evaluate(eng, schema, items))
+
+    proc = ctx.Process(target=work)
+    proc.start()
+    has_result = parent.poll(BUDGET_S + 60.0)
+    out = parent.recv() if has_result else None
+    proc.kill()
+    proc.join()
+    if out is None:
+        return {"reason": "over 10 s (killed)", "compile": None, "accepted": [], "masks": []}
+    return out
+
+
+def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -> dict:
     import jsonschema
     from jsonschema import validators
 
@@ -179,55 +227,57 @@ def run(per_split: int, engines_wanted: list[str]) -> dict:
         except Exception as exc:  # a peer not installed / incompatible: reported, not fatal
             print(f"skip {cls.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     results: dict = {}
-    for split in SPLITS:
+    for split in splits:
         rows = [json.loads(x) for x in open(DATA / f"{split}.jsonl", encoding="utf-8")]
         rows = rows[:: max(1, len(rows) // per_split)][:per_split]
+        prepared = []
+        for row in rows:
+            schema = row["schema"]
+            cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            oracle = cls(schema, format_checker=cls.FORMAT_CHECKER)
+            items = []
+            for test in row["tests"]:
+                text = serialize(test["data"], schema, schema)
+                is_valid = oracle.is_valid(json.loads(text))
+                items.append((tok.encode(text, add_special_tokens=False), is_valid))
+            prepared.append((row["id"], schema, items))
         for eng in engines:
             r = results.setdefault(split, {}).setdefault(
                 eng.name,
                 {"n": 0, "ok": 0, "refused": collections.Counter(), "fr": 0, "fa": 0,
-                 "valid": 0, "invalid": 0, "compile": [], "mask": [], "fr_ids": []},
+                 "valid": 0, "invalid": 0, "compile": [], "mask": [], "fr_ids": [],
+                 "routes": collections.Counter(), "mask_by_route": {}},
             )  # fmt: skip
-            for row in rows:
-                schema = row["schema"]
+            for row_id, schema, items in prepared:
                 r["n"] += 1
-                t = time.perf_counter()
-                try:
-                    g = eng.compile(schema)
-                except Exception as exc:
-                    reason = getattr(exc, "keyword", None) or type(exc).__name__
-                    r["refused"][str(reason)] += 1
+                if eng.name == "outlines-core":
+                    ev = evaluate_isolated(eng, schema, items)
+                else:
+                    ev = evaluate(eng, schema, items)
+                if ev["reason"] is not None:
+                    r["refused"][ev["reason"]] += 1
                     continue
-                dt = time.perf_counter() - t
-                if dt > BUDGET_S:
+                if ev["compile"] > BUDGET_S:
                     r["refused"]["over 10 s"] += 1
                     continue
                 r["ok"] += 1
-                r["compile"].append(dt)
-                cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-                oracle = cls(schema, format_checker=cls.FORMAT_CHECKER)
-                for test in row["tests"]:
-                    text = serialize(test["data"], schema, schema)
-                    is_valid = oracle.is_valid(json.loads(text))
-                    ids = tok.encode(text, add_special_tokens=False)
-                    masks: list[float] = []
-                    try:
-                        accepted = eng.walk(g, ids, masks)
-                    except Exception:
-                        accepted = False
+                r["compile"].append(ev["compile"])
+                r["mask"] += ev["masks"]
+                if ev.get("route"):
+                    r["routes"][ev["route"]] += 1
+                    r["mask_by_route"].setdefault(ev["route"], []).extend(ev["masks"])
+                for (_, is_valid), accepted in zip(items, ev["accepted"], strict=True):
                     if is_valid:
                         r["valid"] += 1
-                        r["mask"] += masks
                         if not accepted:
                             r["fr"] += 1
-                            r["fr_ids"].append(row["id"])
+                            r["fr_ids"].append(row_id)
                     else:
                         r["invalid"] += 1
                         r["fa"] += int(accepted)
             print(split, eng.name, r["ok"], "/", r["n"], dict(r["refused"]), "FR", r["fr"],
-                  "FA", r["fa"], flush=True)  # fmt: skip
-    fc = next((e for e in engines if e.name == "formcast"), None)
-    return {"results": results, "regex_times": fc.regex_times if fc else []}
+                  "FA", r["fa"], r["fr_ids"], flush=True)  # fmt: skip
+    return {"results": results}
 
 
 def report(out: dict, per_split: int) -> str:
@@ -255,10 +305,19 @@ def report(out: dict, per_split: int) -> str:
                 f"| {r['fa']}/{r['invalid']} | {pct(c, 50):.1f} / {pct(c, 90):.1f} / "
                 f"{pct(c, 99):.1f} | {pct(m, 50):.1f} / {pct(m, 99):.1f} / {pct(m, 99.9):.1f} |"
             )
-    rt = [x * 1e3 for x in out["regex_times"]]
-    if rt:
-        lines += ["", f"formcast schema->regex time: p50 {statistics.median(rt):.2f} ms, "
-                      f"p99 {pct(rt, 99):.2f} ms over {len(rt)} schemas."]  # fmt: skip
+    fc = [(split, per["formcast"]) for split, per in res.items() if "formcast" in per]
+    if fc:
+        lines += ["", "formcast routes (regex DFA = `CompiledGrammar`, structural CFG = "
+                      "`CompiledCFG`) and mask time per route:", ""]  # fmt: skip
+        for split, r in fc:
+            parts = []
+            for route, masks in r["mask_by_route"].items():
+                m = [x * 1e6 for x in masks]
+                parts.append(
+                    f"{route} {r['routes'][route]} schemas, mask p50 {pct(m, 50):.1f} / "
+                    f"p99 {pct(m, 99):.1f} us"
+                )
+            lines.append(f"- {split}: " + "; ".join(parts) + f"; FR ids: {r['fr_ids']}")
     return "\n".join(lines)
 
 
@@ -266,9 +325,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--per-split", type=int, default=40)
     ap.add_argument("--engines", default="formcast,xgrammar,llguidance,outlines-core")
+    ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--out", default=None, help="write the markdown table here")
     args = ap.parse_args()
-    out = run(args.per_split, args.engines.split(","))
+    out = run(args.per_split, args.engines.split(","), args.splits.split(","))
     text = report(out, args.per_split)
     print(text)
     if args.out:

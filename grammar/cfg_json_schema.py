@@ -1,18 +1,32 @@
-"""Recursive JSON Schemas -> context-free grammar -> CompiledCFG (no depth cap).
+"""JSON Schemas -> context-free grammar -> CompiledCFG: recursion and very large schemas.
 
-The regex compiler (``schema_compiler``) already knows the output layout and every keyword;
-only recursion is out of its reach. So we run it with one change: a ``$ref`` met again while
-it is being expanded (a cycle) is *cut* — compiled to a placeholder code point (Plane 16
-private use, U+100000 + k) instead of raising — and each cut target is compiled on its own,
-its inner cut references again becoming placeholders. Every resulting regex is parsed into a
-regex syntax tree and turned into rules: subtrees without placeholders become terminals
-(maximal runs in a concatenation are merged, so e.g. ``{"name":"..."`` is one lexeme), a
-placeholder becomes the nonterminal of its target, alternations and repetitions around
-placeholders become rules (repetitions left-recursive). The language is exactly the regex
-path's language with recursion unrolled without bound.
+The regex compiler (``schema_compiler``) knows the output layout and every keyword; what it
+cannot do is recursion, and one giant regex determinised at once is the wrong shape for very
+large schemas. So we run it with one change, *cutting*: a sub-result is compiled to a
+placeholder code point (Plane 16 private use, U+100000 + k) that stands for nonterminal
+``k + 1`` instead of being inlined. Cut are:
+
+- every ``$ref`` (without sibling assertions): its target is compiled once (per nesting depth
+  under ``indent``) and shared by every use; a ``$ref`` met again while its target is being
+  compiled (a cycle) is simply its placeholder, so recursion costs nothing special;
+- every other sub-result longer than ``cut_chars`` regex characters, and every string value
+  whose regex has more than ``STRING_CUT_CHARS`` characters (so a string, with its Unicode
+  classes, is one shared lexeme; the terminals around it are short ASCII runs).
+
+Unconstrained values (``true``/``{}`` schemas) become one recursive "any JSON value"
+nonterminal, nested without bound (``max_any_depth`` only bounds the regex path), except under
+``indent`` where the whitespace depends on the depth.
+
+Each resulting regex is parsed into a regex syntax tree and turned into rules: subtrees without
+placeholders become terminals (maximal runs in a concatenation are merged, so e.g.
+``{"name":"..."`` is one lexeme), a placeholder becomes its nonterminal, alternations and
+repetitions around placeholders become rules (repetitions left-recursive). The language is
+exactly the regex path's language, with recursion unrolled without bound; automata stay per
+terminal (per leaf run), so their size never multiplies across the schema.
 
 Limits: ``allOf`` that merges a recursive ``$ref`` is refused by the regex compiler
-(``SchemaError``); so are sibling assertions next to a cut ``$ref``.
+(``SchemaError``); so are sibling assertions next to a recursive ``$ref``, and ``indent``
+layout with a recursive ``$ref`` (the indentation would grow without bound).
 """
 
 from __future__ import annotations
@@ -26,45 +40,186 @@ from formcast.grammar.cfg_grammar import CfgGrammar
 from formcast.grammar.json_schema import schema_of
 from formcast.grammar.regex_ast import Alternation, CharSet, Concat, Node, Repeat, to_python_regex
 from formcast.grammar.regex_parser import parse_regex
-from formcast.grammar.schema_compiler import SchemaCompiler
+from formcast.grammar.schema_charset import JSON_CHAR
+from formcast.grammar.schema_compiler import SchemaCompiler, has_assertions
+from formcast.grammar.schema_layout import Layout, make_layout
+from formcast.grammar.schema_numbers import NUMBER
+from formcast.grammar.schema_refs import resolve_ref
+from formcast.grammar.schema_rx import alt, group, repeat, seq
 from formcast.grammar.vocabulary import Vocabulary
 
 _PLACEHOLDER_BASE = 0x100000
+DEFAULT_CUT_CHARS = 2_000
+STRING_CHUNK = 64  # plain strings with a larger maxLength are chunked (see _chunked)
+STRING_CUT_CHARS = 24  # string regexes longer than this are nonterminals (module docstring)
+INLINE_REF_CHARS = 300  # $ref targets up to this many regex characters are inlined
 _ANNOTATIONS = {
     "$ref", "description", "title", "default", "examples", "$comment", "deprecated",
     "readOnly", "writeOnly",
 }  # fmt: skip
+_OLD_DRAFTS = ("draft4", "draft6", "draft7")
+
+
+def _placeholder(index: int) -> str:
+    return f"\\U{_PLACEHOLDER_BASE + index:08x}"
 
 
 class _CuttingCompiler(SchemaCompiler):
-    """SchemaCompiler whose recursive ``$ref``s compile to placeholders (module docstring)."""
+    """SchemaCompiler whose ``$ref``s and large sub-results compile to placeholders."""
 
-    def __init__(self, root: Any, **options: Any) -> None:
+    def __init__(self, root: Any, *, cut_chars: int | None = DEFAULT_CUT_CHARS, **options) -> None:
         super().__init__(root, **options)
-        self.cut_refs: dict[str, int] = {}  # ref -> placeholder index
-        self.targets: list[str] = []
+        self.cut_chars = cut_chars
+        self.regexes: list[str | None] = []  # placeholder k -> its regex (None: empty language)
+        self._ref_index: dict[tuple[str, int], int] = {}
+        self._text_index: dict[str, int] = {}
+        self._ref_text: dict[tuple[str, int], str | None] = {}
+        self._any_index: int | None = None
+        self._is_exact = 0  # > 0 while compiling text that will be fullmatched: no cutting
+
+    def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
+        self._is_exact += 1
+        try:
+            return super().compile_exact(schema, pointer)
+        finally:
+            self._is_exact -= 1
+
+    def compile(self, schema: Any, pointer: str = "") -> str | None:
+        rx = super().compile(schema, pointer)
+        if rx is None or self.cut_chars is None or len(rx) <= self.cut_chars:
+            return rx
+        return self._cut(rx)
+
+    def _string(self, s: dict, ptr: str) -> str | None:
+        max_len = s.get("maxLength")
+        if (
+            self.cut_chars is not None
+            and not self._is_exact
+            and max_len is not None
+            and int(max_len) > STRING_CHUNK
+            and "pattern" not in s
+            and "format" not in s
+        ):
+            min_len = int(s.get("minLength", 0))
+            return None if int(max_len) < min_len else self._chunked(min_len, int(max_len))
+        rx = super()._string(s, ptr)
+        return None if rx is None else self.lexeme(rx)
+
+    def _chunked(self, lo: int, hi: int) -> str:
+        """A JSON string of ``lo..hi`` characters as full chunks of ``STRING_CHUNK`` characters
+        then one shorter chunk: ``n = STRING_CHUNK * q + r`` with ``r < STRING_CHUNK`` is
+        unique, so the grammar is unambiguous, and each chunk automaton is small and shared
+        (one DFA for ``{0,6000}`` would need 14 states per character)."""
+        char = group(JSON_CHAR)  # type: ignore[arg-type]
+        size = STRING_CHUNK
+        full = self._cut(f"{char}{{{size}}}")
+
+        def part(a: int, b: int) -> str:
+            return "" if b == 0 else self._cut(repeat(char, a, b) or "")
+
+        q_lo, r_lo = divmod(lo, size)
+        q_hi, r_hi = divmod(hi, size)
+        if q_lo == q_hi:
+            branches = [seq(repeat(full, q_lo, q_lo), part(r_lo, r_hi))]
+        else:
+            branches = [seq(repeat(full, q_lo, q_lo), part(r_lo, size - 1))]
+            if q_hi - q_lo >= 2:
+                branches.append(seq(repeat(full, q_lo + 1, q_hi - 1), part(0, size - 1)))
+            branches.append(seq(repeat(full, q_hi, q_hi), part(0, r_hi)))
+        body = alt(branches) or ""
+        return f'"{group(body)}"' if "|" in body else f'"{body}"'
+
+    def lexeme(self, rx: str) -> str:
+        # strings and key sets are lexemes of their own, shared by equal texts: the keys and
+        # punctuation around them stay short ASCII terminals (cheap automata)
+        if self.cut_chars is None or len(rx) <= STRING_CUT_CHARS:
+            return rx
+        return self._cut(rx)
+
+    def any_value(self, depth: int | None = None) -> str:
+        # any JSON value, nested without bound: one recursive nonterminal (not under indent,
+        # whose whitespace depends on the depth; not for text that will be fullmatched)
+        if self._is_exact or self.layout.is_depth_dependent or self.cut_chars is None:
+            return super().any_value(depth)
+        if self._any_index is None:
+            self._any_index = len(self.regexes)
+            self.regexes.append(None)
+            value = _placeholder(self._any_index)
+            lay = self.layout
+            string = self.lexeme(self.string_rx)
+            sep = lay.item_sep(0)
+            member = f"{string}{lay.key_sep()}{value}"
+            self.regexes[self._any_index] = (
+                f"null|true|false|{NUMBER}|{string}"
+                f"|{lay.container('[]', f'{value}(?:{sep}{value})*', True, 0)}"
+                f"|{lay.container('{}', f'{member}(?:{sep}{member})*', True, 0)}"
+            )
+        return _placeholder(self._any_index)
+
+    def _cut(self, rx: str) -> str:
+        """The placeholder of ``rx`` (one nonterminal per distinct text), unless exact."""
+        if self._is_exact:
+            return rx
+        index = self._text_index.get(rx)
+        if index is None:
+            index = self._text_index[rx] = len(self.regexes)
+            self.regexes.append(rx)
+        return _placeholder(index)
 
     def _compile(self, schema: Any, pointer: str) -> str | None:
         ref = schema.get("$ref") if isinstance(schema, dict) else None
-        if isinstance(ref, str) and (ref in self.cut_refs or ref in self._ref_stack):
-            extra = sorted(set(schema) - _ANNOTATIONS)
-            if extra and self.draft not in ("draft4", "draft6", "draft7"):
-                raise SchemaError(
-                    f"keywords {extra} next to the recursive $ref {ref!r} are not supported",
-                    pointer=pointer,
-                    keyword=extra[0],
-                )
-            index = self.cut_refs.setdefault(ref, len(self.cut_refs))
-            if index == len(self.targets):
-                self.targets.append(ref)
-            return f"\\U{_PLACEHOLDER_BASE + index:08x}"
-        return super()._compile(schema, pointer)
+        if not isinstance(ref, str):
+            return super()._compile(schema, pointer)
+        extra = sorted(set(schema) - _ANNOTATIONS)
+        is_plain = self.draft in _OLD_DRAFTS or not has_assertions(
+            {k: v for k, v in schema.items() if k != "$ref"}
+        )
+        is_cycle = ref in self._ref_stack
+        if is_cycle and self.layout.is_depth_dependent:
+            raise SchemaError(
+                f"indent layout with the recursive $ref {ref!r}: the indentation would grow "
+                "without bound (use whitespace='compact' or 'flexible')",
+                pointer=pointer,
+                keyword="$ref",
+            )
+        if is_cycle and (not is_plain or self._is_exact):
+            where = "next to" if not is_plain else "used by propertyNames/enum checks with"
+            raise SchemaError(
+                f"keywords {extra} {where} the recursive $ref {ref!r} are not supported",
+                pointer=pointer,
+                keyword=extra[0] if extra else "$ref",
+            )
+        if not is_plain or self._is_exact:
+            return super()._compile(schema, pointer)  # inlined (merged with its siblings)
+        key = (ref, self.depth if self.layout.is_depth_dependent else 0)
+        if key in self._ref_text:
+            return self._ref_text[key]
+        index = self._ref_index.get(key)
+        if index is not None:  # a cycle: the target is being compiled right now
+            return _placeholder(index)
+        target, target_ptr = resolve_ref(self.root, ref, pointer)
+        index = self._ref_index[key] = len(self.regexes)
+        self.regexes.append(None)
+        self._ref_stack.append(ref)
+        try:
+            rx = self.compile(target, target_ptr)
+        finally:
+            self._ref_stack.pop()
+        self.regexes[index] = rx
+        own = _placeholder(index)
+        if rx is None or (len(rx) <= INLINE_REF_CHARS and own not in rx):
+            text = rx  # empty or small and not recursive: inline it (fewer nonterminals)
+        else:
+            text = own
+        self._ref_text[key] = text
+        return text
 
 
 class _RegexToRules:
     """Regex syntax trees with placeholders -> rules over merged regular terminals."""
 
     def __init__(self, num_placeholders: int) -> None:
+        self._referenced: set[int] = set()
         self.terminal_regexes: list[str] = []
         self._terminal_ids: dict[str, int] = {}
         self.nonterminal_names = ["json"] + [f"$ref#{k}" for k in range(num_placeholders)]
@@ -135,9 +290,15 @@ class _RegexToRules:
             out.append(self.terminal(Concat(tuple(run))))
         return tuple(out)
 
+    def take_referenced(self) -> set[int]:
+        """Placeholders met since the last call."""
+        found, self._referenced = self._referenced, set()
+        return found
+
     def symbols(self, node: Node) -> tuple[int, ...]:
         index = self.placeholder(node)
         if index is not None:
+            self._referenced.add(index)
             return (~(index + 1),)
         if isinstance(node, Concat):
             return self.sequence(node)
@@ -151,57 +312,80 @@ class _RegexToRules:
             star = self.fresh()
             self.rules += [(star, ()), (star, (~star, *item))]
             return (*(item * node.min_count), ~star)
-        opt = self.fresh()
-        self.rules += [(opt, ()), (opt, item)]
-        return (*(item * node.min_count), *([~opt] * (node.max_count - node.min_count)))
+        # up to k more items as a chain R_k -> "" | item R_{k-1} (unambiguous, unlike k
+        # independent optional items)
+        chain: int | None = None
+        for _ in range(node.max_count - node.min_count):
+            link = self.fresh()
+            more = item if chain is None else (*item, ~chain)
+            self.rules += [(link, ()), (link, more)]
+            chain = link
+        return (*(item * node.min_count), *(() if chain is None else (~chain,)))
 
 
 def json_schema_to_cfg(
     schema: Any,
     *,
-    whitespace: int | None = None,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int = 2,
+    cut_chars: int | None = DEFAULT_CUT_CHARS,
 ) -> CfgGrammar:
-    """The JSON texts (formcast layout) valid against a possibly recursive ``schema``, as a CFG.
+    """The JSON texts (formcast layout) valid against ``schema``, as a CFG (module docstring).
+
+    Options are those of ``compile_json_schema``; ``cut_chars`` is the regex size above which
+    a sub-result becomes a nonterminal of its own (``None``: only ``$ref`` targets are cut).
 
     Raises
     ------
     SchemaError
         As the regex path does for unsupported keywords; also for ``allOf`` over a recursive
-        ``$ref``, assertions next to a recursive ``$ref``, or a schema that uses Plane 16
-        private-use characters (they serve as placeholders here).
+        ``$ref``, assertions next to a recursive ``$ref``, ``indent`` with a recursive
+        ``$ref``, or a schema that uses Plane 16 private-use characters (they serve as
+        placeholders here).
     """
     root = schema_of(schema)
     if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
         raise SchemaError("schemas with Plane 16 private-use characters are not supported")
-    compiler = _CuttingCompiler(
-        root, whitespace=whitespace, strict=strict, lenient=lenient, max_any_depth=max_any_depth
-    )
-    from formcast.grammar.schema_refs import resolve_ref
+    layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
+    return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
 
-    regexes = [compiler.compile(root, "")]
-    k = 0
-    while k < len(compiler.targets):
-        ref = compiler.targets[k]
-        target, pointer = resolve_ref(root, ref, "")
-        compiler._ref_stack.append(ref)
-        try:
-            regexes.append(compiler.compile(target, pointer))
-        finally:
-            compiler._ref_stack.pop()
-        k += 1
-    if regexes[0] is None:
+
+def _cfg_from(
+    root: Any, layout: Layout, strict: bool, lenient: bool, max_any_depth: int, cut_chars
+) -> CfgGrammar:
+    compiler = _CuttingCompiler(
+        root,
+        layout=layout,
+        strict=strict,
+        lenient=lenient,
+        max_any_depth=max_any_depth,
+        cut_chars=cut_chars,
+    )
+    try:
+        top = compiler.compile(root, "")
+    except RecursionError as exc:
+        raise SchemaError("schema nesting too deep", pointer="") from exc
+    if top is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
-    rules = _RegexToRules(len(compiler.targets))
-    for n, rx in enumerate(regexes):
-        if rx is None:  # an unsatisfiable recursive target: no rules, never derivable
+    regexes = [top, *compiler.regexes]  # nonterminal n; placeholder k is nonterminal k + 1
+    rules = _RegexToRules(len(compiler.regexes))
+    pending, seen = [0], {0}
+    while pending:  # only the regexes reachable from the root are parsed
+        n = pending.pop()
+        if regexes[n] is None:
             continue
-        rules.define_root(n, parse_regex(rx, "python"))
-    # drop rules that mention a target without rules (its language is empty)
-    defined = {lhs for lhs, _ in rules.rules}
-    kept = [(lhs, rhs) for lhs, rhs in rules.rules if all(s >= 0 or ~s in defined for s in rhs)]
+        rules.define_root(n, parse_regex(regexes[n], "python"))
+        for k in rules.take_referenced():
+            if k + 1 not in seen:
+                seen.add(k + 1)
+                pending.append(k + 1)
+    kept = _productive_reachable(rules.rules, len(rules.nonterminal_names))
+    if not any(lhs == 0 for lhs, _ in kept):
+        raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     return CfgGrammar(
         terminal_names=[f"json#{t}" for t in range(len(rules.terminal_regexes))],
         terminal_regexes=rules.terminal_regexes,
@@ -211,34 +395,74 @@ def json_schema_to_cfg(
     )
 
 
+def _productive_reachable(rules: list, num_nonterminals: int) -> list:
+    """The rules whose symbols all derive some sentence, reachable from nonterminal 0.
+
+    (A placeholder whose sub-schema is unsatisfiable has no rules: every rule using it goes,
+    exactly as the regex path drops an empty alternative.)
+    """
+    is_productive = [False] * num_nonterminals
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if not is_productive[lhs] and all(s >= 0 or is_productive[~s] for s in rhs):
+                is_productive[lhs] = changed = True
+    kept = [(lhs, rhs) for lhs, rhs in rules if all(s >= 0 or is_productive[~s] for s in rhs)]
+    by_lhs: dict[int, list] = {}
+    for lhs, rhs in kept:
+        by_lhs.setdefault(lhs, []).append(rhs)
+    reached, stack = {0}, [0]
+    while stack:
+        for rhs in by_lhs.get(stack.pop(), []):
+            for s in rhs:
+                if s < 0 and ~s not in reached:
+                    reached.add(~s)
+                    stack.append(~s)
+    return [(lhs, rhs) for lhs, rhs in kept if lhs in reached]
+
+
 def compile_json_schema_cfg(
     schema: Any,
     vocab: Vocabulary,
     *,
-    whitespace: int | None = None,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int = 2,
+    cut_chars: int | None = DEFAULT_CUT_CHARS,
     cache: bool = True,
 ) -> CompiledCFG:
-    """Compile a (recursive) JSON Schema through the context-free path.
+    """Compile a JSON Schema through the context-free (structural) path.
 
     Same layout and options as ``compile_json_schema``; ``$ref`` cycles are unrolled without
-    a depth limit. Raises ``SchemaError`` like :func:`json_schema_to_cfg`.
+    a depth limit; ``$ref`` targets and sub-results over ``cut_chars`` regex characters become
+    nonterminals. Raises ``SchemaError`` like :func:`json_schema_to_cfg`.
     """
     root = schema_of(schema)
+    if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
+        raise SchemaError("schemas with Plane 16 private-use characters are not supported")
+    layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
     source = json.dumps(root, sort_keys=True)
-    options = {"whitespace": whitespace, "strict": strict, "max_any_depth": max_any_depth}
+    options = {
+        "layout": layout.key(),
+        "strict": strict,
+        "schema_lenient": lenient,
+        "max_any_depth": max_any_depth,
+        "cut_chars": cut_chars,
+    }
 
     def make() -> CfgGrammar:
-        return json_schema_to_cfg(root, lenient=lenient, **options)
+        return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
 
     try:
         return compile_cfg("json_schema", source, options, vocab, make, lenient=True, cache=cache)
     except SchemaError:
         raise
     except GrammarError as exc:
-        raise SchemaError(f"recursive schema cannot be compiled: {exc}", pointer="") from exc
+        raise SchemaError(f"schema cannot be compiled as a grammar: {exc}", pointer="") from exc
 
 
 def is_recursion_error(exc: SchemaError) -> bool:

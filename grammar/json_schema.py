@@ -12,9 +12,11 @@ Output layout (what a constrained generation writes):
   mode); ``strict=False`` follows the specification (absent = any extra property).
   Inside ``allOf`` branches, absent ``additionalProperties`` stays open (strict applies to the
   merged result). Duplicate keys among extra properties are not excluded.
-- Separators: compact (``,`` and ``:``, no spaces) with ``whitespace=None``; an int ``N``
-  allows up to ``N`` JSON whitespace characters at each structural position (after ``{ [``,
-  before ``} ]``, around ``,`` and ``:``), so whitespace can never run away.
+- Whitespace (``schema_layout``): ``whitespace="compact"`` (default) allows one optional space
+  after each ``,`` and ``:`` and nowhere else; ``"none"`` allows none; ``"flexible"`` allows up
+  to ``max_whitespace`` JSON whitespace characters at each structural position (after ``{ [``,
+  before ``} ]``, around ``,`` and ``:``); ``indent=N`` is exactly ``json.dumps(v, indent=N)``.
+  Whitespace can never run away.
 - Strings: exactly ``json.dumps(s, ensure_ascii=False)``: characters raw except ``\\"``,
   ``\\\\``, ``\\b \\f \\n \\r \\t`` and ``\\u00xx`` (lowercase) for other C0 controls; no
   surrogates. One spelling per string, so ``minLength``/``maxLength`` count characters.
@@ -22,13 +24,21 @@ Output layout (what a constrained generation writes):
   calls those integers). Numbers: the full JSON number grammar when unbounded; with bounds or
   ``multipleOf``, decimals without exponent (value comparison over exponents is not regular).
 - ``true`` / ``{}`` schemas (any JSON value) are limited to ``max_any_depth`` nested containers
-  (default 2): arbitrary nesting is not regular (the CFG path, issue 5, lifts this).
+  (default 2) on the regex path: arbitrary nesting is not regular. The structural path
+  (``cfg_json_schema``) nests them without bound.
+
+Routes (``compile_json_schema(route="auto")``): a schema whose regex has at most
+``REGEX_ROUTE_CHARS`` characters and whose automaton builds within the budget becomes one byte
+DFA (fastest masks); recursive or larger schemas take the structural context-free path, where
+every ``$ref`` target, every large sub-schema and every string value is a nonterminal of its
+own and automata are built per leaf, never for the whole document.
 
 Keywords: see ``schema_compiler`` / ``schema_objects`` / ``schema_arrays`` / ``formats`` for
 what is exact and what is refused. A refusal raises ``SchemaError`` naming the keyword and its
 JSON pointer; ``lenient=True`` turns each refusal into a ``UserWarning`` and drops that keyword
-(the language then is a superset: ``relaxed`` lists what was dropped). Recursive ``$ref``
-always raises ``SchemaError`` (it needs the context-free path, issue 5). ECMA-262 ``pattern``
+(the language then is a superset: ``relaxed`` lists what was dropped). A recursive ``$ref``
+raises ``SchemaError`` in ``json_schema_to_regex``; ``compile_json_schema`` routes it to the
+context-free path. ECMA-262 ``pattern``
 semantics are used (ASCII ``\\d``/``\\w``, ``.`` excludes all line terminators, unanchored =
 contains a match), translated to Python-dialect regex text.
 """
@@ -36,12 +46,25 @@ contains a match), translated to Python-dialect regex text.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.schema_compiler import SchemaCompiler
+from formcast.grammar.schema_layout import make_layout
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
+# "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench,
+# regexes of this size determinise and index in a few seconds on one core
+REGEX_ROUTE_CHARS = 150_000
+REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural path too
+DEFAULT_TIMEOUT_S = 20.0
+_COUNT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+
+
+def _largest_count(rx: str) -> int:
+    """The largest bound of a counted repetition ``{m}`` / ``{m,n}`` in regex text."""
+    return max((int(n or m) for m, n in _COUNT.findall(rx)), default=0)
 
 
 def schema_of(obj: Any) -> dict | bool:
@@ -73,7 +96,9 @@ def schema_of(obj: Any) -> dict | bool:
 def json_schema_to_regex(
     schema: Any,
     *,
-    whitespace: int | None = None,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int = 2,
@@ -85,9 +110,8 @@ def json_schema_to_regex(
     ----------
     schema:
         A JSON Schema (dict, bool or JSON string) or a Python type (see ``schema_of``).
-    whitespace:
-        ``None`` for compact separators, or ``N`` for up to ``N`` whitespace characters at
-        each structural position.
+    whitespace, max_whitespace, indent:
+        Output layout, see :func:`compile_json_schema`.
     strict:
         Absent ``additionalProperties`` means ``false`` (True) or ``true`` (False).
     lenient:
@@ -105,7 +129,7 @@ def json_schema_to_regex(
     """
     compiler = SchemaCompiler(
         schema_of(schema),
-        whitespace=whitespace,
+        layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
         strict=strict,
         lenient=lenient,
         max_any_depth=max_any_depth,
@@ -129,33 +153,129 @@ def compile_json_schema(
     schema: Any,
     vocab: Any,
     *,
-    whitespace: int | None = None,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
-    **options: Any,
+    route: str = "auto",
+    max_any_depth: int = 2,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    regex_route_chars: int = REGEX_ROUTE_CHARS,
+    cache: bool = True,
 ) -> Any:
-    """``CompiledGrammar`` for ``schema`` over ``vocab`` (regex path; see ``json_schema_to_regex``).
+    """Compile a JSON Schema (or Python type) into a grammar with exact token masks.
 
-    Extra ``options`` (``max_any_depth``, ``max_regex_chars``) go to ``json_schema_to_regex``.
+    Parameters
+    ----------
+    schema:
+        A dict/bool schema, a JSON string, a pydantic model or any type pydantic's
+        ``TypeAdapter`` understands (see :func:`schema_of`). Draft 2020-12 semantics;
+        draft-07 spellings (``definitions``, array-form ``items``, ``additionalItems``) too.
+    vocab:
+        The model's :class:`~formcast.grammar.vocabulary.Vocabulary`.
+    whitespace:
+        Output layout. ``"compact"`` (default; ``None`` means the same): one *optional* single
+        space after each ``,`` and ``:``, nowhere else, so both ``json.dumps(v)`` and
+        ``json.dumps(v, separators=(",", ":"))`` texts are accepted and the model cannot loop
+        on whitespace. ``"none"``: no whitespace at all. ``"flexible"``: up to
+        ``max_whitespace`` JSON whitespace characters (space, tab, LF, CR) after ``{``/``[``,
+        before ``}``/``]`` and around ``,``/``:``. An int ``N`` is the older spelling of
+        ``"flexible"`` with ``max_whitespace=N`` (``0`` = ``"none"``).
+    max_whitespace:
+        The bound of ``"flexible"`` (an int >= 1, default 8); only valid with ``"flexible"``.
+    indent:
+        ``N`` (0..16) selects the pretty layout, exactly ``json.dumps(v, indent=N)``: newline
+        plus ``N`` spaces per nesting level before every member and before the closing
+        bracket, ``": "`` after keys, empty containers as ``{}``/``[]``. Combine only with the
+        default ``whitespace``; refused (``SchemaError``) for recursive schemas.
+    strict:
+        ``True`` (default, as OpenAI's strict mode): an absent ``additionalProperties`` on an
+        object schema means ``false``. ``False``: the specification's meaning (any extra
+        property allowed).
+    lenient:
+        Downgrade refusals to ``UserWarning`` s (the keyword is dropped; the language grows).
+    route:
+        ``"auto"`` (default): one byte DFA (regex path: fastest masks) when the schema is not
+        recursive, its regex has at most ``regex_route_chars`` characters and no counted
+        repetition over ``REGEX_ROUTE_MAX_COUNT`` (e.g. ``maxLength``), and its automaton
+        builds within half of ``timeout_s``; otherwise the structural context-free path
+        (``cfg_json_schema``: one nonterminal per ``$ref`` target and per large sub-schema,
+        automata per leaf). ``"regex"`` / ``"cfg"`` force one path.
+    max_any_depth:
+        Nesting bound for unconstrained values (``true``/``{}`` schemas) on the regex path
+        (the structural path nests them without bound, except under ``indent``).
+    timeout_s:
+        Compile budget of the regex path's automaton (``CompileBudgetError`` beyond it).
+    regex_route_chars:
+        Regex size above which ``"auto"`` takes the structural path.
+    cache:
+        Reuse compiled grammars (keyed by schema, options and vocabulary).
+
+    Returns
+    -------
+    CompiledGrammar or CompiledCFG
+        Both offer ``matcher()`` with the same cursor API.
+
+    Raises
+    ------
+    SchemaError
+        An unsupported keyword (naming it and its JSON pointer), an unsatisfiable schema, or a
+        bad layout option.
+    CompileBudgetError
+        ``route="regex"`` and the budget is exceeded.
     """
     from formcast.grammar.compile import compile_regex  # lazy: keeps this module light
 
+    if route not in ("auto", "regex", "cfg"):
+        raise SchemaError(f"route must be 'auto', 'regex' or 'cfg', got {route!r}")
+    root = schema_of(schema)
+    layout_options = {"whitespace": whitespace, "max_whitespace": max_whitespace, "indent": indent}
+    make_layout(**layout_options)  # validate the layout before any work
+
+    def structural() -> Any:
+        from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
+
+        return compile_json_schema_cfg(
+            root,
+            vocab,
+            strict=strict,
+            lenient=lenient,
+            max_any_depth=max_any_depth,
+            cache=cache,
+            **layout_options,
+        )
+
+    if route == "cfg":
+        return structural()
     try:
         rx = json_schema_to_regex(
-            schema, whitespace=whitespace, strict=strict, lenient=lenient, **options
+            root,
+            strict=strict,
+            lenient=lenient,
+            max_any_depth=max_any_depth,
+            max_regex_chars=regex_route_chars if route == "auto" else DEFAULT_MAX_REGEX_CHARS,
+            **layout_options,
         )
-    except SchemaError as exc:
-        # issue 5 hook: a recursive $ref is not regular; compile through the context-free
-        # path instead (same layout and options, recursion unrolled without a depth cap).
-        from formcast.grammar.cfg_json_schema import compile_json_schema_cfg, is_recursion_error
-
-        if not is_recursion_error(exc):
+    except CompileBudgetError:
+        if route == "regex":
             raise
-        depth = {k: v for k, v in options.items() if k == "max_any_depth"}
-        return compile_json_schema_cfg(
-            schema, vocab, whitespace=whitespace, strict=strict, lenient=lenient, **depth
-        )
-    return compile_regex(rx, vocab, dialect="python")
+        return structural()
+    except SchemaError as exc:
+        # a recursive $ref is not regular: the context-free path unrolls it without bound
+        from formcast.grammar.cfg_json_schema import is_recursion_error
+
+        if route == "regex" or not is_recursion_error(exc):
+            raise
+        return structural()
+    if route == "regex":
+        return compile_regex(rx, vocab, dialect="python", timeout_s=timeout_s, cache=cache)
+    if _largest_count(rx) > REGEX_ROUTE_MAX_COUNT:
+        return structural()  # e.g. maxLength 4096: ~14 DFA states per counted character
+    try:
+        return compile_regex(rx, vocab, dialect="python", timeout_s=timeout_s / 2, cache=cache)
+    except CompileBudgetError:
+        return structural()
 
 
 def compile_type(tp: Any, vocab: Any, **kwargs: Any) -> Any:

@@ -24,8 +24,8 @@ MAX_UNIQUE_ARRAYS = 400
 
 def array_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     """Regex for the array instances of schema ``s`` (already merged, refs resolved)."""
-    ws = c.ws
-    sep = f"{ws},{ws}"
+    lay = c.layout
+    sep = lay.item_sep(c.depth)
     items = s.get("items", True)
     if isinstance(items, list):
         prefix, rest, rest_key = items, s.get("additionalItems", True), "additionalItems"
@@ -35,8 +35,9 @@ def array_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     max_n = None if s.get("maxItems") is None else int(s["maxItems"])
     if max_n is not None and max_n < min_n:
         return None
-    prefix_rx = [c.compile(p, f"{ptr}/prefixItems/{i}") for i, p in enumerate(prefix)]
-    rest_rx = c.compile(rest, f"{ptr}/{rest_key}")
+    with c.child():
+        prefix_rx = [c.compile(p, f"{ptr}/prefixItems/{i}") for i, p in enumerate(prefix)]
+        rest_rx = c.compile(rest, f"{ptr}/{rest_key}")
     contains = s.get("contains")
     min_contains = int(s.get("minContains", 1)) if contains is not None else 0
     if contains is not None and "maxContains" in s:
@@ -45,7 +46,8 @@ def array_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
         if prefix or min_n > min_contains or max_n is not None:
             c.refuse("contains together with prefixItems or item counts", ptr, "contains")
         else:
-            hit = c.compile({"allOf": [rest, contains]}, ptr + "/contains")
+            with c.child():
+                hit = c.compile({"allOf": [rest, contains]}, ptr + "/contains")
             if hit is None or rest_rx is None:
                 return None
             r, h = group(rest_rx), group(hit)
@@ -53,7 +55,7 @@ def array_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
                 f"{{{min_contains - 1}}}" if min_contains > 2 else ""
             )
             body = f"(?:{r}{sep})*{h}" + (more if min_contains > 1 else "") + f"(?:{sep}{r})*"
-            return f"\\[{ws}{body}{ws}\\]"
+            return lay.container("[]", body, False, c.depth)
     if s.get("uniqueItems") and (max_n is None or max_n > 1):
         return _unique(c, s, ptr, prefix, rest, min_n, max_n, sep)
 
@@ -63,19 +65,22 @@ def array_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     rest_hi = None if max_n is None else max_n - k
     if rest_hi is not None and rest_hi < 0:
         rest_hi = 0
+    is_optional = False
     if k == 0:
         if rest_rx is None or rest_hi == 0:
-            content = "" if min_n == 0 else None
+            if min_n > 0:
+                return None
+            content = ""
         else:
             r = group(rest_rx)
             more = repeat(
                 f"{sep}{r}", max(0, rest_lo - 1), None if rest_hi is None else rest_hi - 1
             )
             content = seq(r, more)
-            if rest_lo == 0:
-                content = opt(content)
+            is_optional = rest_lo == 0
     else:
         tail: str | None = repeat(f"{sep}{group(rest_rx)}" if rest_rx else None, rest_lo, rest_hi)
+        content = ""
         for i in range(k - 1, -1, -1):
             if max_n is not None and i >= max_n:
                 tail = ""
@@ -83,11 +88,13 @@ def array_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
             p = prefix_rx[i]
             lead = "" if i == 0 else sep
             here = seq(lead, group(p), tail) if p is not None else None
-            tail = here if i < min_n else opt(here)
-        content = tail
-    if content is None:
+            if i == 0:
+                content, is_optional = here, min_n == 0
+            else:
+                tail = here if i < min_n else opt(here)
+    if content is None and not is_optional:
         return None
-    return f"\\[{ws}{content}{ws}\\]"
+    return lay.container("[]", content, is_optional, c.depth)
 
 
 def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> str | None:
@@ -106,8 +113,10 @@ def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> str | None:
         if len(arrays) > MAX_UNIQUE_ARRAYS:
             c.refuse("uniqueItems over too many distinct arrays", ptr, "uniqueItems")
             return array_regex(c, {k: v for k, v in s.items() if k != "uniqueItems"}, ptr)
-    texts = [sep.join(c.literal_regex(v, rest) for v in arr) for arr in arrays]
+    with c.child():
+        texts = [sep.join(c.literal_regex(v, rest) for v in arr) for arr in arrays if arr]
+    is_optional = min_n == 0
     body = alt(texts)
-    if body is None:
+    if body is None and not is_optional:
         return None
-    return f"\\[{c.ws}{group(body)}{c.ws}\\]"
+    return c.layout.container("[]", group(body) if body else None, is_optional, c.depth)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from formcast.errors import CompileBudgetError, SchemaError
@@ -19,6 +21,7 @@ from formcast.grammar import schema_pattern as pat
 from formcast.grammar.formats import format_regex
 from formcast.grammar.schema_arrays import array_regex
 from formcast.grammar.schema_charset import JSON_CHAR
+from formcast.grammar.schema_layout import Layout
 from formcast.grammar.schema_merge import VALIDATION_KEYWORDS, is_impossible, merge
 from formcast.grammar.schema_objects import object_regex
 from formcast.grammar.schema_refs import detect_draft, escape_pointer_token, resolve_ref
@@ -32,6 +35,7 @@ _REFUSED = {
     "divisibleBy",
 }  # fmt: skip
 _NOT_DRAFT7_REF_SIBLINGS = ("draft4", "draft6", "draft7")
+_ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
 
 
 class SchemaCompiler:
@@ -41,17 +45,16 @@ class SchemaCompiler:
         self,
         root: Any,
         *,
-        whitespace: int | None = None,
+        layout: Layout | None = None,
         strict: bool = True,
         lenient: bool = False,
         max_any_depth: int = 2,
         max_regex_chars: int = 4_000_000,
     ) -> None:
-        if whitespace is not None and (not isinstance(whitespace, int) or whitespace < 0):
-            raise SchemaError(f"whitespace must be None or an int >= 0, got {whitespace!r}")
         self.root = root
         self.draft = detect_draft(root)
-        self.ws = "" if not whitespace else f"[ \\t\\n\\r]{{0,{whitespace}}}"
+        self.layout = Layout() if layout is None else layout
+        self.depth = 0  # nesting depth of the value being compiled (0 = the whole output)
         self.strict = strict
         self.lenient = lenient
         self.max_any_depth = max_any_depth
@@ -60,7 +63,16 @@ class SchemaCompiler:
         self._ref_stack: list[str] = []
         self._pattern_cache: dict[str, str] = {}
         self.string_rx = '"' + group(JSON_CHAR) + '*"'  # type: ignore[arg-type]
-        self._any_cache: dict[int, str] = {}
+        self._any_cache: dict[tuple[int, int], str] = {}
+
+    @contextmanager
+    def child(self) -> Iterator[None]:
+        """Compile the members of the current container (one level deeper)."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     # ---- errors ------------------------------------------------------------------------------
 
@@ -99,20 +111,22 @@ class SchemaCompiler:
         )
 
     def literal_regex(self, value: Any, schema: Any = None) -> str:
-        """Regex for exactly the formcast text of ``value`` (whitespace option included)."""
+        """Regex for exactly the formcast text of ``value`` (layout included, current depth)."""
         v = ordered(value, schema if schema is not None else {}, self.root)
-        return self._literal(v)
+        return self._literal(v, self.depth)
 
-    def _literal(self, v: Any) -> str:
-        ws = self.ws
+    def _literal(self, v: Any, depth: int) -> str:
+        lay = self.layout
         if isinstance(v, dict):
-            inner = f"{ws},{ws}".join(
-                f"{literal(json.dumps(k, ensure_ascii=False))}{ws}:{ws}{self._literal(x)}"
+            inner = lay.item_sep(depth).join(
+                f"{literal(json.dumps(k, ensure_ascii=False))}{lay.key_sep()}"
+                f"{self._literal(x, depth + 1)}"
                 for k, x in v.items()
             )
-            return f"\\{{{ws}{inner}{ws}\\}}"
+            return lay.container("{}", inner, False, depth)
         if isinstance(v, list):
-            return f"\\[{ws}" + f"{ws},{ws}".join(self._literal(x) for x in v) + f"{ws}\\]"
+            inner = lay.item_sep(depth).join(self._literal(x, depth + 1) for x in v)
+            return lay.container("[]", inner, False, depth)
         return literal(json.dumps(v, ensure_ascii=False))
 
     def finite_values(self, schema: Any, pointer: str) -> list | None:
@@ -133,22 +147,26 @@ class SchemaCompiler:
 
     def any_value(self, depth: int | None = None) -> str:
         """Any JSON value nested at most ``depth`` containers deep (formcast's bound)."""
-        depth = self.max_any_depth if depth is None else depth
-        if depth in self._any_cache:
-            return self._any_cache[depth]
-        ws = self.ws
+        limit = self.max_any_depth if depth is None else depth
+        return self._any(limit, self.depth if self.layout.is_depth_dependent else 0)
+
+    def _any(self, limit: int, at: int) -> str:
+        key = (limit, at)
+        if key in self._any_cache:
+            return self._any_cache[key]
+        lay = self.layout
         scalar = f"null|true|false|{num.NUMBER}|{self.string_rx}"
-        if depth == 0:
-            rx = f"{scalar}|\\[{ws}\\]|\\{{{ws}\\}}"
+        if limit == 0:
+            rx = f"{scalar}|{lay.container('[]', '', True, at)}|{lay.container('{}', '', True, at)}"
         else:
-            inner = group(self.any_value(depth - 1))
-            sep = f"{ws},{ws}"
-            member = f"{self.string_rx}{ws}:{ws}{inner}"
+            inner = group(self._any(limit - 1, at + 1 if lay.is_depth_dependent else 0))
+            sep = lay.item_sep(at)
+            member = f"{self.string_rx}{lay.key_sep()}{inner}"
             rx = (
-                f"{scalar}|\\[{ws}(?:{inner}(?:{sep}{inner})*)?{ws}\\]"
-                f"|\\{{{ws}(?:{member}(?:{sep}{member})*)?{ws}\\}}"
+                f"{scalar}|{lay.container('[]', f'{inner}(?:{sep}{inner})*', True, at)}"
+                f"|{lay.container('{}', f'{member}(?:{sep}{member})*', True, at)}"
             )
-        self._any_cache[depth] = rx
+        self._any_cache[key] = rx
         return rx
 
     # ---- main entry ----------------------------------------------------------------------------
@@ -165,7 +183,7 @@ class SchemaCompiler:
                 schema = target
             else:
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
-                schema = {"allOf": [target, rest]} if _has_assertions(rest) else target
+                schema = {"allOf": [target, rest]} if has_assertions(rest) else target
         return schema
 
     def compile(self, schema: Any, pointer: str = "") -> str | None:
@@ -179,6 +197,19 @@ class SchemaCompiler:
                 f"regex for the subschema at '{pointer or '#'}' has {len(rx)} characters "
                 f"(budget {self.max_regex_chars}); very large schemas need the structural path"
             )
+        return rx
+
+    def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
+        """Like :meth:`compile`, for regex text that will be matched against sample texts.
+
+        (The structural compiler in ``cfg_json_schema`` cuts sub-results into nonterminal
+        placeholders; here it must not.)
+        """
+        return self.compile(schema, pointer)
+
+    def lexeme(self, rx: str) -> str:
+        """Hook for a self-contained piece of text (a string value, a key set): the regex
+        path inlines it; the structural path (``cfg_json_schema``) shares it as one lexeme."""
         return rx
 
     def _compile(self, schema: Any, pointer: str) -> str | None:
@@ -205,7 +236,7 @@ class SchemaCompiler:
                 if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
                     return self.compile(target, target_ptr)
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
-                if not _has_assertions(rest):
+                if not has_assertions(rest):
                     return self.compile(target, target_ptr)
                 return self.compile({"allOf": [target, rest]}, pointer)
             finally:
@@ -288,12 +319,18 @@ class SchemaCompiler:
         branches = schema[key]
         if not isinstance(branches, list) or not branches:
             raise SchemaError(f"{key} must be a non-empty array", pointer=pointer, keyword=key)
-        has_base = _has_assertions(base)
+        has_base = has_assertions(base)
         merged = [
             ({"allOf": [base, b]} if has_base else b, f"{pointer}/{key}/{i}")
             for i, b in enumerate(branches)
         ]
-        if key == "oneOf" and len(merged) > 1:
+        exclusive = self._exclusive_required(branches, pointer) if key == "oneOf" else None
+        if exclusive is not None:
+            merged = [
+                ({"allOf": [base, b]} if has_base else b, f"{pointer}/{key}/{i}")
+                for i, b in enumerate(exclusive)
+            ]
+        elif key == "oneOf" and len(merged) > 1:
             flat = []
             for b, p in merged:
                 try:
@@ -314,6 +351,32 @@ class SchemaCompiler:
                     continue
                 break
         return alt(self.compile(b, p) for b, p in merged)
+
+    def _exclusive_required(self, branches: list, pointer: str) -> list | None:
+        """``oneOf`` of bare ``required`` lists, made disjoint exactly, or ``None``.
+
+        Branch ``i`` becomes "``R_i`` present and, for every other branch ``j``, ``R_j`` not
+        all present"; with one-name ``R_j`` that is ``properties: {r: false}``. (An instance
+        with several such keys satisfies several branches and so no ``oneOf``.)
+        """
+        required = []
+        for i, b in enumerate(branches):
+            b = self._resolve(b, f"{pointer}/oneOf/{i}")
+            if not isinstance(b, dict) or set(b) - _ANNOTATION_KEYS != {"required"}:
+                return None
+            names = b["required"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return None
+            required.append(list(dict.fromkeys(names)))
+        if len(required) < 2 or any(len(names) != 1 for names in required):
+            return None
+        return [
+            {
+                "required": names,
+                "properties": {r[0]: False for j, r in enumerate(required) if j != i},
+            }
+            for i, names in enumerate(required)
+        ]
 
     def _disjoint(self, a: Any, b: Any) -> bool:
         """Sound (incomplete) test that no instance satisfies both ``a`` and ``b``."""
@@ -411,8 +474,8 @@ class SchemaCompiler:
             )
         siblings = {k: v for k, v in s.items() if k not in ("enum", "const")}
         check = None
-        if _has_assertions(siblings):
-            check = self.compile(siblings, ptr)
+        if has_assertions(siblings):
+            check = self.compile_exact(siblings, ptr)
         out = []
         seen = set()
         for v in values:
@@ -422,12 +485,10 @@ class SchemaCompiler:
             seen.add(key)
             text_rx = self.literal_regex(v, siblings)
             if check is not None:
-                sample = json.dumps(
-                    ordered(v, siblings, self.root), ensure_ascii=False, separators=(",", ":")
-                )
-                if not self.fullmatch(check, sample if self.ws == "" else sample):
+                sample = self.layout.dumps(ordered(v, siblings, self.root), self.depth)
+                if not self.fullmatch(check, sample):
                     continue
-            elif check is None and _has_assertions(siblings):
+            elif check is None and has_assertions(siblings):
                 continue
             out.append(text_rx)
         return alt(out)
@@ -557,7 +618,7 @@ class SchemaCompiler:
         return None if body is None else f'"{group(body) if "|" in body else body}"'
 
 
-def _has_assertions(s: dict) -> bool:
+def has_assertions(s: dict) -> bool:
     return any(k in VALIDATION_KEYWORDS for k in s) if isinstance(s, dict) else True
 
 

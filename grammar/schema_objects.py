@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from formcast.grammar.schema_rx import alt, group, literal, opt, repeat, seq
+from formcast.grammar.schema_rx import alt, group, literal, repeat, seq
 
 if TYPE_CHECKING:
     from formcast.grammar.schema_compiler import SchemaCompiler
@@ -39,33 +39,66 @@ def key_complement(names: list[str], string_rx: str) -> str:
 
 
 def _complement(words: list[str], char_rx: str) -> str:
-    """JSON string contents (encoded) other than the encoded ``words`` (a finite set)."""
+    """JSON string contents (encoded) other than the encoded ``words`` (a finite set).
+
+    ``E | L (char)*``: ``E`` = the trie prefixes that are not words (a finite set), ``L`` =
+    a trie prefix followed by one character no word continues it with. Both are trie-shaped
+    regexes; the unbounded tail is written once, so the regex (and its NFA) stays linear in
+    the trie size instead of carrying one tail per trie node. When every word is plain ASCII
+    (no escapes), the characters no word uses at all (non-ASCII, escaped) are factored out
+    too: ``L = L_ascii | P X`` with ``P`` any trie prefix and ``X`` those characters, so each
+    trie node carries only a small ASCII class.
+    """
     from formcast.grammar.schema_charset import complement, encode_charset, normalize
 
-    any_tail = group(char_rx) + "*"
+    is_plain_ascii = all(all(0x20 <= ord(ch) < 0x7F and ch not in '"\\' for ch in w) for w in words)
+    if is_plain_ascii:
+        ascii_raw = normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
+        others = encode_charset(complement(ascii_raw))
+    else:
+        ascii_raw = others = None
 
-    def node(rests: list[str]) -> str:
+    def node(rests: list[str]) -> tuple[str | None, str | None, str | None]:
+        """(stays not at a word, leaves by one character, every trie prefix)."""
         children: dict[str, list[str]] = {}
         for w in rests:
             if w:
                 n = 6 if w.startswith("\\u") else 2 if w.startswith("\\") else 1
                 children.setdefault(w[:n], []).append(w[n:])
-        branches: list[str | None] = [] if "" in rests else [""]
-        cps = [ord(json.loads(f'"{u}"')) for u in children]
-        leave = encode_charset(complement(normalize([(cp, cp) for cp in cps])))
-        if leave is not None:
-            branches.append(group(leave) + any_tail)
+        stays: list[str | None] = [] if "" in rests else [""]
+        prefixes: list[str | None] = [""]
+        cps = normalize([(ord(json.loads(f'"{u}"')),) * 2 for u in children])
+        if ascii_raw is None:
+            leave = encode_charset(complement(cps))
+        else:
+            leave = encode_charset(_minus(ascii_raw, cps))
+        leaves: list[str | None] = [] if leave is None else [group(leave)]
         for unit, tails in children.items():
-            rest = node(tails)
-            branches.append(literal(unit) + (group(rest) if rest else ""))
-        return alt(branches) or ""
+            stay, left, prefix = node(tails)
+            if stay is not None:
+                stays.append(literal(unit) + (group(stay) if stay else ""))
+            if left is not None:
+                leaves.append(literal(unit) + group(left))
+            prefixes.append(literal(unit) + (group(prefix) if prefix else ""))
+        return alt(stays), alt(leaves), alt(prefixes)
 
-    return node(words)
+    stay, left, prefix = node(words)
+    if others is not None:
+        left = alt([left, (group(prefix) if prefix else "") + group(others)])
+    tail = None if left is None else group(left) + group(char_rx) + "*"
+    return alt([stay, tail]) or ""
+
+
+def _minus(a, b):
+    from formcast.grammar.schema_charset import complement, intersect
+
+    return intersect(a, complement(b))
 
 
 def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     """Regex for the object instances of schema ``s`` (already merged, refs resolved)."""
-    ws = c.ws
+    lay = c.layout
+    key_sep = lay.key_sep()
     props: dict[str, Any] = s.get("properties") or {}
     required = [r for r in s.get("required", []) if isinstance(r, str)]
     pattern_props: dict[str, Any] = s.get("patternProperties") or {}
@@ -75,7 +108,9 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
         additional = False if c.strict and not pattern_props else True
     names_schema = s.get("propertyNames", True)
     names_rx = (
-        None if names_schema in (True, {}) else c.compile(names_schema, ptr + "/propertyNames")
+        None
+        if names_schema in (True, {})
+        else c.compile_exact(names_schema, ptr + "/propertyNames")
     )
 
     declared: list[tuple[str, Any, bool]] = [(n, sub, n in required) for n, sub in props.items()]
@@ -94,7 +129,8 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]
             if matched:
                 sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
-        value = c.compile(sub, sub_ptr)
+        with c.child():
+            value = c.compile(sub, sub_ptr)
         if names_rx is not None and not c.fullmatch(names_rx, _esc_json(name)):
             value = None
         if value is None:
@@ -102,7 +138,7 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
                 return None
             continue
         key = literal(_esc_json(name))
-        pairs.append((f"{key}{ws}:{ws}{group(value) if '|' in value else value}", is_req))
+        pairs.append((f"{key}{key_sep}{group(value) if '|' in value else value}", is_req))
 
     # extra properties
     extra: str | None = None
@@ -121,12 +157,14 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
                 )
             else:
                 key_rx = c.compile({"type": "string", "pattern": pat}, ptr + "/patternProperties")
-                val = c.compile(sub, f"{ptr}/patternProperties/{c.pointer_token(pat)}")
+                with c.child():
+                    val = c.compile(sub, f"{ptr}/patternProperties/{c.pointer_token(pat)}")
                 if names_rx is not None:
                     c.refuse("propertyNames with patternProperties", ptr, "propertyNames")
-                extra = seq(key_rx, f"{ws}:{ws}", group(val) if val else None) if val else None
+                extra = seq(key_rx, key_sep, group(val) if val else None) if val else None
     elif additional is not False:
-        val = c.compile(additional, ptr + "/additionalProperties")
+        with c.child():
+            val = c.compile(additional, ptr + "/additionalProperties")
         if val is not None:
             names = [n for n, _, _ in declared]
             if names_rx is not None:
@@ -138,8 +176,8 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
                     )
                 key_rx = names_rx
             else:
-                key_rx = key_complement(names, c.string_rx)
-            extra = f"{group(key_rx)}{ws}:{ws}{group(val)}"
+                key_rx = c.lexeme(key_complement(names, c.string_rx))
+            extra = f"{group(key_rx)}{key_sep}{group(val)}"
 
     n_req = sum(1 for _, r in pairs if r)
     n_all = len(pairs)
@@ -163,7 +201,7 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
         else:
             c.refuse("minProperties/maxProperties with optional properties", ptr, "minProperties")
 
-    sep = f"{ws},{ws}"
+    sep = lay.item_sep(c.depth)
     body: str | None = None  # B_k: nonempty valid sequences so far
     empty_ok = True  # E_k
     for pair, is_req in pairs:
@@ -181,37 +219,31 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
                 body = f"(?:{body}(?:{sep}{pair})?|{pair})"
             else:
                 body = f"{group(body)}(?:{sep}{pair})?"
+    # content: the non-empty member sequences; is_optional: the empty object is valid too
+    is_optional = False
     if extra is not None:
-        tail_lo = extra_lo
-        tail = repeat(f"{sep}{extra}", tail_lo, extra_hi)
+        tail = repeat(f"{sep}{extra}", extra_lo, extra_hi)
+        first = seq(
+            extra,
+            repeat(
+                f"{sep}{extra}", max(0, extra_lo - 1), None if extra_hi is None else extra_hi - 1
+            ),
+        )
         if body is None:
-            first = seq(
-                extra,
-                repeat(
-                    f"{sep}{extra}",
-                    max(0, extra_lo - 1),
-                    None if extra_hi is None else extra_hi - 1,
-                ),
-            )
-            content = opt(first) if extra_lo == 0 else first
+            content = first
+            is_optional = extra_lo == 0
         else:
             with_decl = f"{group(body)}{tail}"
             if empty_ok:
-                first = seq(
-                    extra,
-                    repeat(
-                        f"{sep}{extra}",
-                        max(0, extra_lo - 1),
-                        None if extra_hi is None else extra_hi - 1,
-                    ),
-                )
-                content = opt(alt([with_decl, first])) if extra_lo == 0 else alt([with_decl, first])
+                content = alt([with_decl, first])
+                is_optional = extra_lo == 0
             else:
                 content = with_decl
+        if content is None and not is_optional:
+            return None
     elif body is None:
         content = ""
     else:
-        content = body if (not empty_ok or need_nonempty) else opt(body)
-    if content is None:
-        return None
-    return f"\\{{{ws}{content}{ws}\\}}"
+        content = body
+        is_optional = empty_ok and not need_nonempty
+    return lay.container("{}", content, is_optional, c.depth)

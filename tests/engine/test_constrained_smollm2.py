@@ -22,7 +22,7 @@ from formcast.grammar.json_schema import compile_json_schema
 from formcast.samplers import SamplingParams
 
 try:  # the grammar tests' oracle: exact multipleOf, OpenAPI nullable
-    from tests.grammar.test_schema_oracle import validator
+    from tests.grammar.schema_oracle import validator
 except ImportError:  # pragma: no cover - plain jsonschema with format checking
 
     def validator(schema):

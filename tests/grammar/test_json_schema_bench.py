@@ -16,7 +16,7 @@ import pytest
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.json_schema import json_schema_to_regex
 from formcast.grammar.schema_values import serialize
-from tests.grammar.test_schema_oracle import validator
+from tests.grammar.schema_oracle import validator
 
 DATA = Path("/work/shared/data/jsonschemabench")
 if not DATA.exists():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from formcast.errors import SchemaError
 from formcast.grammar.json_schema import json_schema_to_regex
 from formcast.grammar.schema_values import serialize
-from tests.grammar.test_schema_oracle import validator
+from tests.grammar.schema_oracle import validator
 
 small_int = st.integers(-50, 50)
 string_schema = st.fixed_dictionaries(

@@ -11,7 +11,7 @@ import pytest
 from formcast.errors import SchemaError
 from formcast.grammar.json_schema import json_schema_to_regex
 from formcast.grammar.schema_values import serialize
-from tests.grammar.test_schema_oracle import validator
+from tests.grammar.schema_oracle import validator
 
 
 def check(schema, values, *, strict=False, whitespace=None):
@@ -191,6 +191,26 @@ def test_any_of_and_one_of():
     assert "overlap" in str(err)
 
 
+def test_one_of_required_keys_is_exactly_one_of_them():
+    """oneOf of bare ``required`` lists (overlapping branches) is made disjoint exactly."""
+    import itertools
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}},
+        "oneOf": [
+            {"required": ["a"]},
+            {"required": ["b"], "description": "b"},
+            {"required": ["c"]},
+        ],
+    }
+    full = {"a": 1, "b": "s", "c": None}
+    subsets = itertools.chain.from_iterable(itertools.combinations("abc", k) for k in range(4))
+    values = [{k: full[k] for k in keys} for keys in subsets]
+    check(schema, values + [{"a": "x"}, {"b": 1, "z": 2}, {"z": 2}])
+    check({**schema, "additionalProperties": False}, values + [{"a": 1, "z": 2}], strict=True)
+
+
 def test_not():
     check({"not": {"type": "string"}}, SCALARS)
     check({"enum": [1, 2, 3], "not": {"const": 2}}, [1, 2, 3])
@@ -246,7 +266,10 @@ def test_whitespace_option_bounded():
     assert rx.fullmatch('{ "a" : [ 1 ,  2 ] }')
     assert rx.fullmatch('{"a":[1,2]}')
     assert not rx.fullmatch('{   "a":[1]}')
-    assert not json_schema_to_regex(schema).count(" ")
+    assert not json_schema_to_regex(schema, whitespace="none").count(" ")
+    compact = re.compile(json_schema_to_regex(schema))  # default: one optional space after , :
+    assert compact.fullmatch('{"a": [1, 2]}') and compact.fullmatch('{"a":[1,2]}')
+    assert not compact.fullmatch('{"a":  [1]}') and not compact.fullmatch('{ "a":[1]}')
 
 
 def test_unsatisfiable_schema_errors():

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, conint, constr
 from typing_extensions import TypedDict
 
 from formcast.grammar.json_schema import json_schema_to_regex, parse_as, schema_of
-from tests.grammar.test_schema_oracle import validator
+from tests.grammar.schema_oracle import validator
 
 
 class Color(enum.Enum):

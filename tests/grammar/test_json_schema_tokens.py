@@ -14,7 +14,7 @@ from formcast.grammar.json_schema import (
     json_schema_to_regex,  # noqa: E402
 )
 from formcast.grammar.schema_values import serialize
-from tests.grammar.test_schema_oracle import validator
+from tests.grammar.schema_oracle import validator
 
 SCHEMAS = [
     {"type": "object", "properties": {
