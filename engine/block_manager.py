@@ -228,6 +228,33 @@ class BlockManager:
         seq.block_hashes = []
         seq.num_cached_tokens = 0
 
+    def truncate_inplace(self, seq: Sequence, num_tokens: int) -> None:
+        """Roll ``seq``'s cache back to its first ``num_tokens`` tokens (rejected drafts).
+
+        Blocks past ``ceil(num_tokens / block_size)`` are released (tail first). A kept block
+        that is no longer full loses its prefix-cache entry when only ``seq`` holds it (its
+        free slots are about to be overwritten by other tokens), so rejected tokens never
+        serve a hit for different content. ``seq.token_ids`` is the caller's to shorten.
+        """
+        if not 0 <= num_tokens <= seq.num_cached_tokens:
+            raise EngineError(
+                f"sequence {seq.seq_id}: cannot truncate its cache to {num_tokens} tokens "
+                f"(it holds {seq.num_cached_tokens})"
+            )
+        num_full = num_tokens // self.block_size
+        for i in range(num_full, len(seq.block_hashes)):
+            block = self.blocks[seq.block_table[i]]
+            if block.ref_count == 1 and block.hash == seq.block_hashes[i]:
+                if self.hash_to_block_id.get(block.hash) == block.block_id:
+                    del self.hash_to_block_id[block.hash]
+                block.hash, block.parent_hash, block.token_ids = None, None, ()
+        del seq.block_hashes[num_full:]
+        num_kept = self.blocks_for(num_tokens)
+        for block_id in reversed(seq.block_table[num_kept:]):
+            self._decref(block_id)
+        del seq.block_table[num_kept:]
+        seq.num_cached_tokens = num_tokens
+
     def take_pending_copies(self) -> list[tuple[int, int]]:
         """Return and clear the queued copy-on-write block copies."""
         copies, self.pending_copies = self.pending_copies, []

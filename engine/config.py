@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from formcast.decoding.speculative.spec_config import SpeculativeConfig
 from formcast.errors import EngineConfigError
 
 _DTYPES = {
@@ -74,6 +75,8 @@ class EngineConfig:
         after the forward, for measurements).
     num_grammar_threads : int
         Threads compiling grammar specs asynchronously.
+    speculative : SpeculativeConfig, dict or None
+        Speculative decoding (n-gram, self-draft, draft model); None = off.
     """
 
     max_num_seqs: int = 64
@@ -91,6 +94,7 @@ class EngineConfig:
     jump_forward: bool = True
     overlap_masks: bool = True
     num_grammar_threads: int = 2
+    speculative: SpeculativeConfig | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_grammar_threads"):
@@ -115,6 +119,7 @@ class EngineConfig:
                 f"EngineConfig.attention_backend={self.attention_backend!r}: "
                 "use None, 'torch' or 'triton'"
             )
+        self.speculative = SpeculativeConfig.coerce(self.speculative)
         self.torch_dtype = resolve_dtype(self.dtype)
         if self.device is None:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from formcast.decoding.beam_search import BeamSearchParams
+from formcast.engine.beam_group import BeamSearchManager, beam_sampling_params
 from formcast.engine.block_manager import BlockManager
 from formcast.engine.config import EngineConfig
 from formcast.engine.detokenizer import IncrementalDetokenizer
@@ -43,6 +45,7 @@ from formcast.engine.outputs import RequestOutput, StreamDelta
 from formcast.engine.request import Request
 from formcast.engine.scheduler import Scheduler, SchedulerOutput
 from formcast.engine.sequence import Sequence, SequenceStatus
+from formcast.engine.speculator import Speculator
 from formcast.engine.structured_output import StructuredOutputManager
 from formcast.errors import DeadEndError, EngineConfigError, EngineError, RequestError
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams
@@ -126,6 +129,12 @@ class LLM:
         self._stats = EngineStats()
         self._compiling: list[Sequence] = []  # sequences whose grammar is still compiling
         self._pending_deltas: list[StreamDelta] = []  # finished outside a step (jump-forward)
+        self.beams = BeamSearchManager(
+            self.scheduler, self.block_manager, tokenizer, self.eos_token_ids
+        )
+        self.speculator = (
+            None if self.config.speculative is None else Speculator(self, self.config.speculative)
+        )
 
     @property
     def stats(self) -> EngineStats:
@@ -166,6 +175,7 @@ class LLM:
         matcher: Any = None,
         grammar: Any = None,
         jump_forward: bool | None = None,
+        beam_search: BeamSearchParams | None = None,
     ) -> str:
         """Queue a request; return its id.
 
@@ -189,6 +199,10 @@ class LLM:
             / ``{"lark": ...}``. One matcher per sequence (forked for ``n > 1``).
         jump_forward : bool, optional
             Append grammar-forced text without sampling; default ``EngineConfig.jump_forward``.
+        beam_search : BeamSearchParams, optional
+            Run beam search instead of sampling (see `formcast.engine.beam_group`); the
+            output holds ``num_return_sequences`` completions, best first, with their
+            ``cumulative_logprob`` and ``beam_score``. Not with ``sampling_params``.
 
         Raises
         ------
@@ -197,6 +211,10 @@ class LLM:
             ``max_model_len``, a request that cannot fit in the KV cache, a duplicate id,
             both ``matcher`` and ``grammar``, an unusable grammar value.
         """
+        if beam_search is not None:
+            sampling_params = beam_sampling_params(
+                sampling_params, beam_search, jump_forward, self.speculator is not None
+            )
         params = sampling_params if sampling_params is not None else SamplingParams()
         text, token_ids = self.encode_prompt(prompt)
         request_id = str(next(self._request_ids)) if request_id is None else request_id
@@ -238,6 +256,8 @@ class LLM:
         if grammar is not None:
             request.grammar_name = grammar_name
             seq.jump_forward = self.config.jump_forward if jump_forward is None else jump_forward
+        if beam_search is not None:
+            self.beams.add(request, seq, beam_search)
         self._attach(request, seq)
         self.requests[request_id] = request
         if future is not None:
@@ -314,6 +334,8 @@ class LLM:
         request = self.requests.get(request_id)
         if request is None:
             raise RequestError(f"abort: unknown request id {request_id!r}")
+        if request.beam_group is not None:
+            self.beams.abort(request)  # parked beams; the loop retires the others
         for seq in request.seqs:
             if seq in self._compiling:
                 self._compiling.remove(seq)
@@ -351,7 +373,11 @@ class LLM:
         """
         self._admit_compiled()
         deltas, self._pending_deltas = self._pending_deltas, []
+        if self.speculator is not None:
+            self.speculator.propose()  # drafts join the running sequences' next spans
         plan = self.scheduler.schedule()
+        if self.speculator is not None:
+            self.speculator.fit_plan(plan)
         if plan.is_empty:
             if self.scheduler.waiting and not self.scheduler.running and not plan.preempted:
                 raise EngineError(
@@ -373,6 +399,9 @@ class LLM:
         row = 0
         for item in plan.scheduled:
             seq = item.seq
+            if item.is_verification:  # a speculative span: the speculator samples it
+                row += item.num_logits
+                continue
             seq.num_cached_tokens += item.num_new_tokens
             seq.num_steps += 1
             self.block_manager.commit_inplace(seq)
@@ -386,6 +415,8 @@ class LLM:
                 for child in self._fork(seq):
                     seqs.append(child)
                     rows.append(row - 1)
+        if self.speculator is not None:
+            deltas += self.speculator.verify(plan, logits)
         if not seqs:
             return deltas
         if rows != list(range(logits.shape[0])):
@@ -394,6 +425,11 @@ class LLM:
             raise EngineError(
                 f"the mask worker filled {bitmask.shape[0]} rows for {len(seqs)} sampled sequences"
             )
+        if self.beams.has_groups:  # beam search takes its rows; the rest are sampled
+            seqs, logits, bitmask, beam_deltas = self.beams.take_rows(seqs, logits, bitmask)
+            deltas += beam_deltas
+            if not seqs:
+                return deltas
         return deltas + self._sample_and_update(seqs, logits, bitmask)
 
     @staticmethod
@@ -406,6 +442,8 @@ class LLM:
         matchers: list[Any] = []
         for item in plan.scheduled:
             seq = item.seq
+            if item.is_verification:
+                continue  # the speculator fills its own mask rows
             if item.num_logits and seq.num_cached_tokens + item.num_new_tokens == seq.num_tokens:
                 matchers.extend([seq.matcher] * (1 + seq.num_pending_forks))
         return matchers

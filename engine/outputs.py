@@ -23,6 +23,10 @@ class CompletionOutput:
     # unfinished structure, e.g. cut by max_tokens); None without a grammar
     is_grammar_complete: bool | None = None
     num_forced_tokens: int = 0  # tokens appended by jump-forward (not sampled)
+    # beam search: sum of the tokens' log-probs, and that sum / length ** length_penalty
+    # (transformers' ``sequences_scores``); None for sampled completions
+    cumulative_logprob: float | None = None
+    beam_score: float | None = None
 
 
 @dataclass

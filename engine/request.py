@@ -32,6 +32,7 @@ class Request:
     finish_time: float | None = None
     grammar_name: str | None = None  # what the request's grammar is, for messages
     grammar_future: Future | None = None  # set while the grammar compiles
+    beam_group: Any = None  # a beam search request's BeamGroup (its seqs are the live beams)
 
     @property
     def is_finished(self) -> bool:
@@ -40,6 +41,8 @@ class Request:
 
     def output(self) -> RequestOutput:
         """Snapshot of the request as a `RequestOutput`."""
+        if self.beam_group is not None:
+            return self.beam_group.output()
         completions = []
         want_logprobs = self.sampling_params.logprobs is not None
         for seq in sorted(self.seqs, key=lambda s: s.index):

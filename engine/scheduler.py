@@ -26,6 +26,7 @@ class ScheduledSeq:
     seq: Sequence
     num_new_tokens: int
     num_logits: int  # logits wanted for the span's last num_logits positions (0: mid-prefill)
+    is_verification: bool = False  # a speculative span: the engine's speculator samples it
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Scheduler:
             index += 1
         while self.waiting and budget > 0 and not preempted:
             seq = self.waiting[0]
-            num_seqs = 1 + seq.num_pending_forks
+            num_seqs = 1 + seq.num_pending_forks + seq.num_reserved_seqs
             if len(self.running) + num_seqs > self.config.max_num_seqs:
                 break
             hit_ids = bm.match_prefix(seq)

@@ -62,6 +62,7 @@ class Sequence:
     finish_reason: str | None = None
     logprobs: list[dict[int, float]] = field(default_factory=list)
     num_pending_forks: int = 0  # n - 1 siblings to fork once the prompt is prefilled
+    num_reserved_seqs: int = 0  # num_beams - 1 beams a beam search will fork (admission counts)
     num_preemptions: int = 0
     num_prompt_hit_tokens: int = 0  # prompt tokens served by the prefix cache on admission
     first_token_time: float | None = None
