@@ -47,12 +47,29 @@ TOPICS = [
 ]
 
 
-def chat_prompts(tokenizer, num_prompts: int) -> list[list[int]]:
-    """``num_prompts`` chat-templated prompts (token ids) asking for short texts."""
+PASSAGE = (
+    "The harbour town woke slowly. Fishing boats came in with the tide, gulls circled the "
+    "market, and the baker on the corner opened his shutters to the smell of bread. Children "
+    "ran along the sea wall while their grandparents argued about the weather, the price of "
+    "coffee and the new train line that would, they said, change everything or nothing. In the "
+    "afternoon the wind turned, the clouds came low over the hills, and the first drops of rain "
+    "sent the tourists back to their hotels. By evening the lamps were lit along the quay. "
+)
+
+
+def chat_prompts(tokenizer, num_prompts: int, context_words: int = 0) -> list[list[int]]:
+    """``num_prompts`` chat-templated prompts (token ids) asking for short texts, each after a
+    shared-style context passage of ``context_words`` words (0: no passage)."""
+    words = (PASSAGE * (1 + context_words // 80)).split()[:context_words]
     prompts = []
     for i in range(num_prompts):
+        # every prompt's passage starts at a different word, so prompts share no prefix
+        shift = (7 * i) % max(1, len(words))
+        context = " ".join(words[shift:] + words[:shift])
+        ask = f"Write two sentences about {TOPICS[i % len(TOPICS)]}."
+        content = f"{context}\n\n{ask}" if context else ask
         text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": f"Write two sentences about {TOPICS[i % len(TOPICS)]}."}],
+            [{"role": "user", "content": content}],
             add_generation_prompt=True,
             tokenize=False,
         )
@@ -121,12 +138,15 @@ def main() -> None:
     parser.add_argument("--num-prompts", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--context-words", type=int, default=0, help="words of context before each request"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer("smollm2-135m")
     hf = load_hf_model("smollm2-135m")
-    prompts = chat_prompts(tokenizer, args.num_prompts)
+    prompts = chat_prompts(tokenizer, args.num_prompts, args.context_words)
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads"

@@ -73,6 +73,10 @@ class BeamSearchParams:
         Maximum new tokens, ``>= 1``.
     stop_token_ids : tuple[int, ...]
         Extra token ids that finish a hypothesis (like EOS).
+    stop : tuple[str, ...]
+        Strings that finish a hypothesis as soon as its text contains one (the candidate is
+        ranked like an EOS candidate); its text ends before the stop string, its token ids
+        keep the token that completed it.
     ignore_eos : bool
         EOS does not finish a hypothesis.
     renormalize_logprobs : bool
@@ -86,6 +90,7 @@ class BeamSearchParams:
     num_return_sequences: int = 1
     max_tokens: int = 16
     stop_token_ids: tuple[int, ...] = ()
+    stop: tuple[str, ...] = ()
     ignore_eos: bool = False
     renormalize_logprobs: bool = False
 
@@ -111,6 +116,10 @@ class BeamSearchParams:
         if not all(_is_int(t) and t >= 0 for t in stop_ids):
             raise _invalid("stop_token_ids", self.stop_token_ids, "must be ints >= 0")
         object.__setattr__(self, "stop_token_ids", stop_ids)
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        if not all(isinstance(x, str) and x for x in stop):
+            raise _invalid("stop", self.stop, "must be non-empty strings")
+        object.__setattr__(self, "stop", stop)
         for name in ("ignore_eos", "renormalize_logprobs"):
             if not isinstance(getattr(self, name), bool):
                 raise _invalid(name, getattr(self, name), "must be a bool")

@@ -240,9 +240,14 @@ class BeamSearchManager:
         )
 
         def is_stop(rank: int) -> bool:
-            return candidates.token_ids[rank] in group.finishing_token_ids or forks.is_terminated(
-                rank
-            )
+            token_id = candidates.token_ids[rank]
+            if token_id in group.finishing_token_ids or forks.is_terminated(rank):
+                return True
+            if not group.params.stop:
+                return False
+            parent = beams[candidates.beam_indices[rank]]
+            text = self.tokenizer.decode(parent.output_token_ids + [token_id])
+            return any(stop in text for stop in group.params.stop)
 
         def payload(rank: int, reason: str) -> _Finished:
             parent = beams[candidates.beam_indices[rank]]
@@ -345,11 +350,13 @@ class BeamSearchManager:
     # -- outputs -------------------------------------------------------------------------------
 
     def _text(self, request: Request, token_ids: list[int]) -> str:
-        detokenizer = IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids)
+        stop = request.beam_group.params.stop
+        detokenizer = IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids, stop)
         for token_id in token_ids:
             if token_id in self.eos_token_ids or token_id in request.sampling_params.stop_token_ids:
                 break
-            detokenizer.append(token_id, False)
+            if detokenizer.append(token_id, bool(stop)) is not None:
+                return detokenizer.text  # cut before the stop string
         detokenizer.flush()
         return detokenizer.text
 

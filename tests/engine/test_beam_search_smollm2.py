@@ -19,6 +19,7 @@ import torch
 from formcast.decoding.beam_search import BeamSearchParams, beam_search_reference
 from formcast.engine.grammar_spec import GrammarSpec
 from formcast.engine.llm_engine import LLM
+from formcast.errors import SamplingParamsError
 from formcast.samplers import SamplingParams
 
 MESSAGES = [
@@ -284,3 +285,30 @@ def test_beams_and_sampling_share_the_engine_under_preemption(
     assert [small.take_output(r).token_ids for r in greedy_ids] == greedy_alone
     small.block_manager.check_invariants([])
     assert small.block_manager.num_free_blocks == small.block_manager.num_blocks
+
+
+def test_stop_strings_finish_hypotheses(llm, smol_tokenizer, prompts):
+    with pytest.raises(SamplingParamsError, match="stop"):
+        BeamSearchParams(stop=("",))
+    base = {"num_beams": 4, "num_return_sequences": 3, "max_tokens": 12}
+    plain = _run(llm, prompts, BeamSearchParams(**base))
+    stopped = _run(llm, prompts, BeamSearchParams(**base, stop=(".", ",")))
+    num_cut = 0
+    for after in stopped:
+        for c in after.outputs:
+            assert "." not in c.text and "," not in c.text
+            full = smol_tokenizer.decode(c.token_ids)
+            if c.token_ids[-1] in llm.eos_token_ids or not any(s in full for s in ".,"):
+                continue
+            # finished by the string: at its first occurrence, text cut right before it
+            num_cut += 1
+            assert c.finish_reason == "stop"
+            assert not any(s in smol_tokenizer.decode(c.token_ids[:-1]) for s in ".,")
+            assert c.text == full[: min(full.find(s) for s in ".," if s in full)]
+    assert num_cut > 0
+    # stopping early changes which hypotheses win somewhere
+    assert any(
+        [c.token_ids for c in a.outputs] != [c.token_ids for c in b.outputs]
+        for a, b in zip(stopped, plain, strict=True)
+    )
+    llm.block_manager.check_invariants([])
