@@ -132,6 +132,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument(
+        "--whitespace", default="compact", help="compile_json_schema layout (compact, spaced, ...)"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -149,7 +152,7 @@ def main() -> None:
         if len(schemas) == args.num_requests:
             break
         try:
-            grammars.append(compile_json_schema(row["schema"], vocab))
+            grammars.append(compile_json_schema(row["schema"], vocab, whitespace=args.whitespace))
         except (SchemaError, CompileBudgetError):
             refused += 1
             continue
@@ -205,7 +208,8 @@ def main() -> None:
     )
     print(
         f"schemas: {len(schemas)} compiled, {refused} refused (skipped), compile "
-        f"{compile_seconds:.1f} s; max_tokens={args.max_tokens}, greedy, prefix cache off"
+        f"{compile_seconds:.1f} s; max_tokens={args.max_tokens}, greedy, prefix cache off, "
+        f"whitespace={args.whitespace}"
     )
     cw, ccpu, ctok, _ = best["c"]
     uw, ucpu, utok, _ = best["u"]

@@ -178,7 +178,9 @@ def compile_json_schema(
         Output layout. ``"compact"`` (default; ``None`` means the same): one *optional* single
         space after each ``,`` and ``:``, nowhere else, so both ``json.dumps(v)`` and
         ``json.dumps(v, separators=(",", ":"))`` texts are accepted and the model cannot loop
-        on whitespace. ``"none"``: no whitespace at all. ``"flexible"``: up to
+        on whitespace. ``"none"``: no whitespace at all. ``"spaced"``: exactly
+        ``json.dumps(v)``'s ``", "`` and ``": "`` (every space forced, the most text for
+        jump-forward to write without sampling). ``"flexible"``: up to
         ``max_whitespace`` JSON whitespace characters (space, tab, LF, CR) after ``{``/``[``,
         before ``}``/``]`` and around ``,``/``:``. An int ``N`` is the older spelling of
         ``"flexible"`` with ``max_whitespace=N`` (``0`` = ``"none"``).

@@ -1,11 +1,13 @@
 """Layout: where JSON output may (or must) put whitespace, as regex text per nesting depth.
 
-Four layouts (``depth`` = nesting depth of the container being written, 0 at the top):
+Five layouts (``depth`` = nesting depth of the container being written, 0 at the top):
 
 - ``"none"``: no whitespace at all: ``{"a":1,"b":[1,2]}``.
 - ``"compact"`` (the default): ``,`` and ``:`` each followed by at most one optional space,
   nothing else: both ``json.dumps(v, separators=(",", ":"))`` and ``json.dumps(v)`` texts.
   The model cannot loop on whitespace: at most one space per separator.
+- ``"spaced"``: exactly ``json.dumps(v)``'s separators, ``", "`` and ``": "``, nothing else.
+  Every space is forced, so jump-forward writes each key with its separators in one go.
 - ``"flexible"`` with ``max_whitespace=N``: up to ``N`` JSON whitespace characters
   (space, tab, LF, CR) after ``{`` / ``[``, before ``}`` / ``]``, around ``,`` and ``:``.
 - ``indent=N`` (``mode="indent"``): exactly ``json.dumps(v, indent=N)``: every member on its
@@ -21,7 +23,7 @@ from typing import Any
 
 from formcast.errors import SchemaError
 
-LAYOUT_MODES = ("none", "compact", "flexible")
+LAYOUT_MODES = ("none", "compact", "spaced", "flexible")
 DEFAULT_MAX_WHITESPACE = 8
 MAX_INDENT = 16
 
@@ -63,6 +65,8 @@ class Layout:
             return "," + self._newline(depth + 1)
         if self.mode == "compact":
             return ", ?"
+        if self.mode == "spaced":
+            return ", "
         ws = self._ws()
         return f"{ws},{ws}"
 
@@ -72,6 +76,8 @@ class Layout:
             return ": "
         if self.mode == "compact":
             return ": ?"
+        if self.mode == "spaced":
+            return ": "
         ws = self._ws()
         return f"{ws}:{ws}"
 
@@ -94,6 +100,8 @@ class Layout:
         if self.mode == "indent":
             text = json.dumps(value, ensure_ascii=False, indent=self.indent, allow_nan=False)
             return text.replace("\n", "\n" + " " * (self.indent * depth))
+        if self.mode == "spaced":
+            return json.dumps(value, ensure_ascii=False, allow_nan=False)
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     def key(self) -> tuple:
@@ -109,7 +117,7 @@ def make_layout(
 ) -> Layout:
     """Validate the layout options of ``compile_json_schema`` and build a :class:`Layout`.
 
-    ``whitespace`` is ``"compact"`` (default; ``None`` means the same), ``"none"``,
+    ``whitespace`` is ``"compact"`` (default; ``None`` means the same), ``"none"``, ``"spaced"``,
     ``"flexible"`` (bounded by ``max_whitespace``, default 8), or an int ``N`` (legacy spelling
     of ``"flexible"`` with ``max_whitespace=N``; ``0`` = ``"none"``). ``indent=N`` selects the
     pretty layout and only combines with the default ``whitespace``.

@@ -48,6 +48,11 @@ LAYOUTS = {
         [{"separators": (",", ":")}, {"separators": (", ", ": ")}],
         [{"indent": 2}, {"separators": (" ,", ":")}],
     ),
+    "spaced": (
+        {"whitespace": "spaced"},
+        [{"separators": (", ", ": ")}],
+        [{"separators": (",", ":")}, {"separators": (",", ": ")}],
+    ),
     "none": ({"whitespace": "none"}, [{"separators": (",", ":")}], [{"separators": (", ", ": ")}]),
     "flexible": (
         {"whitespace": "flexible", "max_whitespace": 8},
@@ -117,7 +122,7 @@ def test_layout_token_by_token(name, route, grammars, smollm2_tokenizer):
 
 
 @pytest.mark.parametrize("route", ["regex", "cfg"])
-@pytest.mark.parametrize("name", ["compact", "flexible", "indent2"])
+@pytest.mark.parametrize("name", ["compact", "spaced", "flexible", "indent2"])
 def test_random_walks_parse_and_validate(name, route, grammars, smollm2_vocab):
     grammar = grammars(name, route)
     oracle = validator(SCHEMA)
