@@ -137,6 +137,8 @@ def test_client_disconnect_aborts_and_frees_blocks(server):
     assert response.readline().startswith(b"data: ")
     response.close()
     conn.close()
+    # the stream's abort lands first, so the next wait sees only the non-streaming request
+    assert wait_until(lambda: _is_idle(server))
     # non-streaming: send, then hang up while it generates
     sock = _open_stream(server, _chat(max_tokens=400, ignore_eos=True))
     assert wait_until(lambda: server.engine.num_unfinished == 1)

@@ -120,15 +120,18 @@ async def _respond(http_request: Request, run: ChatCompletion | TextCompletion) 
         return EventStreamResponse(run.stream(), generation)
     answer = asyncio.ensure_future(run.response())
     disconnect = asyncio.ensure_future(_wait_for_disconnect(http_request))
+    is_client_gone = True
     try:
         await asyncio.wait({answer, disconnect}, return_when=asyncio.FIRST_COMPLETED)
+        is_client_gone = not answer.done()
     finally:
         disconnect.cancel()
-        if not answer.done():
+        if is_client_gone:
+            # cancel() only requests cancellation: the task is not done yet, never read it
             answer.cancel()
             generation.abort_unfinished()
-    if answer.cancelled():
-        return Response(status_code=499)  # the client is gone; nobody reads this
+    if is_client_gone:
+        return Response(status_code=499)  # nobody reads this
     return JSONResponse(answer.result())
 
 
