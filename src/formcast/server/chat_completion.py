@@ -20,7 +20,7 @@ from formcast.server.errors import APIError, bad_request
 from formcast.server.generation import Generation, new_queue
 from formcast.server.grammars import request_grammar
 from formcast.server.protocol import ChatCompletionRequest, ToolDefinition, check_unsupported
-from formcast.server.responses import new_id, now, sse, usage
+from formcast.server.responses import envelope, new_id, now, sse, usage
 from formcast.server.sampling import max_new_tokens, sampling_params_from
 from formcast.server.serving_context import ServingContext
 from formcast.server.tools import openai_tool_call, parse_tool_call, selected_tools, tool_grammar
@@ -115,26 +115,22 @@ class ChatCompletion:
             )
         num_completion = sum(len(c.token_ids) for c in output.outputs)
         return {
-            "id": self.response_id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.context.model_name,
-            "system_fingerprint": None,
-            "choices": choices,
+            **envelope(
+                self.response_id, "chat.completion", self.created, self.context.model_name, choices
+            ),
             "usage": usage(len(output.prompt_token_ids), num_completion),
         }
 
     # -- streaming -----------------------------------------------------------------------------
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> str:
-        body = {
-            "id": self.response_id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.context.model_name,
-            "system_fingerprint": None,
-            "choices": choices,
-        }
+        body = envelope(
+            self.response_id,
+            "chat.completion.chunk",
+            self.created,
+            self.context.model_name,
+            choices,
+        )
         if self.body.stream_options is not None and self.body.stream_options.include_usage:
             body["usage"] = None
         body.update(extra)

@@ -37,6 +37,20 @@ def usage(num_prompt: int, num_completion: int) -> dict[str, int]:
     }
 
 
+def envelope(
+    response_id: str, object_name: str, created: int, model: str, choices: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The fields every completion response and stream chunk shares, around ``choices``."""
+    return {
+        "id": response_id,
+        "object": object_name,
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": choices,
+    }
+
+
 def sse(data: dict[str, Any] | str) -> str:
     """One server-sent event ``data: ...`` block."""
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)

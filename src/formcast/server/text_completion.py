@@ -17,7 +17,7 @@ from formcast.server.errors import APIError, bad_request
 from formcast.server.generation import Generation, new_queue
 from formcast.server.grammars import request_grammar
 from formcast.server.protocol import CompletionRequest, check_unsupported
-from formcast.server.responses import new_id, now, sse, usage
+from formcast.server.responses import envelope, new_id, now, sse, usage
 from formcast.server.sampling import max_new_tokens, sampling_params_from
 from formcast.server.serving_context import ServingContext
 
@@ -119,24 +119,16 @@ class TextCompletion:
                 )
         choices.sort(key=lambda choice: choice["index"])
         return {
-            "id": self.response_id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.context.model_name,
-            "system_fingerprint": None,
-            "choices": choices,
+            **envelope(
+                self.response_id, "text_completion", self.created, self.context.model_name, choices
+            ),
             "usage": usage(num_prompt, num_completion),
         }
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> str:
-        body = {
-            "id": self.response_id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.context.model_name,
-            "system_fingerprint": None,
-            "choices": choices,
-        }
+        body = envelope(
+            self.response_id, "text_completion", self.created, self.context.model_name, choices
+        )
         if self.body.stream_options is not None and self.body.stream_options.include_usage:
             body["usage"] = None
         body.update(extra)
