@@ -3,9 +3,10 @@
 For each grammar (the six Lark grammars of the CFG tests, llama.cpp's json.gbnf and
 arithmetic.gbnf): compile time, then per-mask time over the canonical tokenization of random
 sentences of the grammar (the same token sequences for every engine), fill + accept per token.
-"cold" is the first pass after compiling (formcast builds its per-lexer-state token walks
-lazily, so first visits are in it); "new" then runs *different* sentences of the same grammar
-(lexer walks are warm, parse configurations mostly new: formcast's steady state).
+"cold" is the first pass after compiling (formcast precomputes lexer walks only within its
+compile budget and builds the rest on first use, so first visits are in it); "new" then runs
+*different* sentences of the same grammar (lexer walks are warm, parse configurations mostly
+new: formcast's steady state).
 A peer that refuses a grammar or rejects a token of a sequence is reported, not hidden.
 
 Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cfg.py [--cpu-time]``

@@ -16,6 +16,7 @@ vocabulary; the automata are rebuilt on load.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -34,7 +35,10 @@ from formcast.grammar.vocabulary import Vocabulary
 _MAX_CACHED = 64
 _CACHE: OrderedDict[str, CompiledCFG] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-_DISK_VERSION = 2  # bump when the pickled layout of PreparedGrammar / CfgLexer changes
+# compile-time target (thread CPU seconds): lexer walks are precomputed until a compile has
+# spent this long (see CfgLexer.precompute); what is left is walked on first use
+_COMPILE_TARGET_S = 0.06
+_DISK_VERSION = 3  # bump when the pickled layout of PreparedGrammar / CfgLexer changes
 # vocabulary tables are cached weakly by the regex side; keep the last few alive here so
 # compiling grammar after grammar does not rebuild them
 _RECENT_TABLES: OrderedDict[str, VocabTable] = OrderedDict()
@@ -84,17 +88,21 @@ class CompiledCFG:
         max_depth: int | None = None,
         prepared: PreparedGrammar | None = None,
         lexer_state: dict | None = None,
+        started: float | None = None,
     ) -> None:
         check_max_depth(max_depth)
+        started = time.thread_time() if started is None else started
         self.kind = kind
         self.source = source
         self.cfg = cfg
         self.vocab = vocab
         self.lenient = lenient
         self.max_depth = max_depth
-        self._build(prepared, lexer_state)
+        self._build(prepared, lexer_state, started)
 
-    def _build(self, prepared: PreparedGrammar | None, lexer_state: dict | None) -> None:
+    def _build(
+        self, prepared: PreparedGrammar | None, lexer_state: dict | None, started: float
+    ) -> None:
         if prepared is None:
             prepared = prepare_grammar(self.cfg, lenient=self.lenient)
         self.prepared: PreparedGrammar = prepared
@@ -107,6 +115,9 @@ class CompiledCFG:
         self.runtime = CfgRuntime(self.parser, self.lexer, eos_row, self.max_depth)
         self.initial_heads = self.runtime.initial_heads()
         self.runtime.mask(self.initial_heads)  # the first mask is always needed
+        if lexer_state is None:  # (a cached lexer has its walks already)
+            with self.runtime.lock:
+                self.lexer.precompute(_COMPILE_TARGET_S - (time.thread_time() - started))
 
     @property
     def vocab_size(self) -> int:
@@ -158,7 +169,7 @@ class CompiledCFG:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._build(None, None)
+        self._build(None, None, time.thread_time())
 
     def __repr__(self) -> str:
         text = self.source if len(self.source) <= 60 else self.source[:57] + "..."
@@ -195,8 +206,12 @@ def compile_cfg(
     vocabulary hash. ``cache=False`` neither reads nor writes either cache.
     """
     check_max_depth(max_depth)
+    started = time.thread_time()
     if not cache:
-        return CompiledCFG(kind, source, make_cfg(), vocab, lenient=lenient, max_depth=max_depth)
+        cfg = make_cfg()
+        return CompiledCFG(
+            kind, source, cfg, vocab, lenient=lenient, max_depth=max_depth, started=started
+        )
     key = cache_key(
         "cfg-" + kind, source, {**options, "lenient": lenient, "max_depth": max_depth}, vocab
     )
@@ -207,8 +222,9 @@ def compile_cfg(
             return found
     compiled = _from_disk(key, vocab)
     if compiled is None:
+        cfg = make_cfg()
         compiled = CompiledCFG(
-            kind, source, make_cfg(), vocab, lenient=lenient, max_depth=max_depth
+            kind, source, cfg, vocab, lenient=lenient, max_depth=max_depth, started=started
         )
         store_payload(key, compiled.cache_payload())
     with _CACHE_LOCK:

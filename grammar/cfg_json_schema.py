@@ -35,7 +35,7 @@ import json
 from typing import Any
 
 from formcast.errors import GrammarError, SchemaError
-from formcast.grammar.cfg_compiled import CompiledCFG, compile_cfg
+from formcast.grammar.cfg_compiled import CompiledCFG, check_max_depth, compile_cfg
 from formcast.grammar.cfg_grammar import CfgGrammar
 from formcast.grammar.json_schema import schema_of
 from formcast.grammar.regex_ast import Alternation, CharSet, Concat, Node, Repeat, to_python_regex
@@ -433,14 +433,40 @@ def compile_json_schema_cfg(
     lenient: bool = False,
     max_any_depth: int = 2,
     cut_chars: int | None = DEFAULT_CUT_CHARS,
+    max_depth: int | None = None,
     cache: bool = True,
 ) -> CompiledCFG:
     """Compile a JSON Schema through the context-free (structural) path.
 
-    Same layout and options as ``compile_json_schema``; ``$ref`` cycles are unrolled without
-    a depth limit; ``$ref`` targets and sub-results over ``cut_chars`` regex characters become
-    nonterminals. Raises ``SchemaError`` like :func:`json_schema_to_cfg`.
+    Same layout and options as ``compile_json_schema``; ``$ref`` targets and sub-results over
+    ``cut_chars`` regex characters become nonterminals.
+
+    Parameters
+    ----------
+    max_depth:
+        ``None`` (default): ``$ref`` cycles are unrolled without a depth limit. An int ``N``
+        >= 1: matchers raise ``GrammarError`` (naming the depth, the bound and the output byte
+        offset; the matcher is left unchanged) when the output would open more than ``N``
+        schema levels at once. A level is one open nonterminal of the schema's grammar: the
+        root schema and each ``$ref`` target (and each sub-schema over ``cut_chars``) being
+        expanded; brackets inside one level (an array of integers, say) do not count. For a
+        tree or linked-list schema whose nodes ``$ref`` themselves, an instance ``k`` nodes
+        deep needs ``max_depth >= k``. The error is raised on the first byte at which every
+        reading of the output is deeper than ``N`` (inside the first node past the bound).
+        The bound is part of the cache key. (``compile_json_schema`` does not pass it yet:
+        call this function, or ``compile_json_schema(..., route="cfg")`` once it forwards
+        ``max_depth``.)
+    others:
+        As ``compile_json_schema``.
+
+    Raises
+    ------
+    SchemaError
+        As :func:`json_schema_to_cfg`, or a grammar that cannot be built.
+    GrammarError
+        ``max_depth`` is not ``None`` or a positive int.
     """
+    check_max_depth(max_depth)
     root = schema_of(schema)
     if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
         raise SchemaError("schemas with Plane 16 private-use characters are not supported")
@@ -458,7 +484,16 @@ def compile_json_schema_cfg(
         return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
 
     try:
-        return compile_cfg("json_schema", source, options, vocab, make, lenient=True, cache=cache)
+        return compile_cfg(
+            "json_schema",
+            source,
+            options,
+            vocab,
+            make,
+            lenient=True,
+            max_depth=max_depth,
+            cache=cache,
+        )
     except SchemaError:
         raise
     except GrammarError as exc:

@@ -16,11 +16,19 @@ suffixes do from a fresh lexeme depends only on the lexer state that lexeme star
 precomputed per (group, start state) too (a vectorised walk, memoised): again "within" tokens
 and groups of further splits. At mask time only the parser is consulted: does the node take
 ``T``, which lexer state follows — context-independent token sets are ORed as packed bitsets,
-no token is looked at one by one. Head masks, group masks and whole masks are memoised (LRU)
-by (node, lexer state / group); nodes are hash-consed, so repeated parse configurations
-(rollback, beams, repeated structure) reuse them, and the memo keys are the nodes' behaviour
-signatures (``EarleyNode.signature``), so configurations that differ only below a chain of
-completions (nested unary operators, say) share entries too.
+no token is looked at one by one. (A :data:`~formcast.grammar.cfg_lexer.RESTART` group, ignored
+text ending inside a token, continues with the same node.) Head masks, group masks and whole
+masks are memoised (LRU) by (node, lexer state / group); nodes are hash-consed, so repeated
+parse configurations (rollback, beams, repeated structure) reuse them, and the memo keys are
+the nodes' behaviour signatures (``EarleyNode.signature``), so configurations that differ only
+below a chain of completions (nested unary operators, say) share entries too.
+
+Two shortcuts keep new parse contexts cheap, both exact. Repetition: when the node after ``T``
+is a fixed point of ``T`` (same signature), the groups that complete ``T`` level after level
+(``----``: 63 levels for a 64-dash token) are followed once per (group, fresh lexeme),
+independently of the context (:meth:`CfgRuntime._chain`). Lexing ambiguity: a head set with
+many heads (``notx`` = ``not x`` or the name ``notx``) computes and memoises the masks of its
+first heads only; for the others, groups whose tokens are all allowed already are skipped.
 
 Thread safety: one compiled grammar is shared by matchers on several threads. Every operation
 that may build parser nodes, lexer states, walks or memo entries runs under one re-entrant
@@ -35,13 +43,14 @@ from collections import OrderedDict
 import numpy as np
 
 from formcast.errors import GrammarError
-from formcast.grammar.cfg_lexer import CfgLexer, SplitGroup
+from formcast.grammar.cfg_lexer import RESTART, CfgLexer, SplitGroup
 from formcast.grammar.earley_parser import EarleyNode, EarleyParser
 
 Head = tuple[EarleyNode, int]
 Heads = frozenset[Head]
 
 _MAX_MEMO = 4096  # entries per memo table; a mask row is ceil(V / 32) int32 words (6 KB)
+_NUM_EXACT_HEADS = 3  # heads of a set whose masks are memoised; further ones are pruned
 
 
 class _Lru(OrderedDict):
@@ -84,6 +93,7 @@ class CfgRuntime:
         self._group_masks = _Lru()
         self._masks = _Lru()
         self._successors = _Lru()  # (signature, terminal) -> a node after it, or None
+        self._chains: dict[tuple, tuple[np.ndarray, list[SplitGroup]]] = {}  # see _chain
         self._zero = np.zeros(self.num_words, dtype=np.int32)
         self._zero.setflags(write=False)
 
@@ -188,8 +198,18 @@ class CfgRuntime:
             return found
         with self.lock:
             row = np.zeros(self.num_words, dtype=np.int32)
+            pending = []
             for head in heads:
-                row |= self.head_mask(head)
+                found = self._head_masks.get((head[0].signature, head[1]))
+                if found is None:
+                    pending.append(head)
+                else:
+                    row |= found
+            for k, head in enumerate(pending):
+                if k < _NUM_EXACT_HEADS:
+                    row |= self.head_mask(head)  # exact and memoised
+                else:
+                    self._add_head_mask(head, row)
             if self.is_accepting(heads):
                 row |= self.eos_row
             row.setflags(write=False)
@@ -198,23 +218,73 @@ class CfgRuntime:
 
     def head_mask(self, head: Head) -> np.ndarray:
         """Text tokens allowed after one head (cases a, b, c of the module docstring)."""
+        found = self._head_masks.get((head[0].signature, head[1]))
+        if found is None:
+            with self.lock:
+                found = self._add_head_mask(head, None)
+        return found
+
+    def _add_head_mask(self, head: Head, acc: np.ndarray | None) -> np.ndarray:
+        """The tokens allowed after ``head``: with ``acc`` None, its exact row (memoised and
+        returned); else ORed into ``acc`` (the other heads' mask so far), skipping split groups
+        (at any depth) whose every token is in ``acc`` already: those tokens are allowed anyway,
+        so the union stays exact, but the head's own row is not, and is not memoised."""
         node, sid = head
-        key = (node.signature, sid)
-        found = self._head_masks.get(key)
-        if found is not None:
-            return found
-        with self.lock:
-            walk = self.lexer.token_walk(sid)
-            row = walk.within_row.copy()
+        walk = self.lexer.token_walk(sid)
+        if acc is not None:
+            acc |= walk.within_row
             for terminal in self.lexer.accepts[sid]:
                 nxt = self._successor(node, terminal)
                 if nxt is not None:
-                    row |= self.head_mask((nxt, self.lexer.initial(nxt.expected)))
+                    after = (nxt, self.lexer.initial(nxt.expected))
+                    found = self._head_masks.get((nxt.signature, after[1]))
+                    if found is not None:
+                        acc |= found
+                    else:
+                        self._add_head_mask(after, acc)
             for group in walk.splits:
-                row |= self._group_mask(node, group)
-            row.setflags(write=False)
-            self._head_masks.put(key, row)
+                self._add_group_mask(node, group, acc)
+            return acc
+        row = walk.within_row.copy()
+        for terminal in self.lexer.accepts[sid]:
+            nxt = self._successor(node, terminal)
+            if nxt is not None:
+                row |= self.head_mask((nxt, self.lexer.initial(nxt.expected)))
+        for group in walk.splits:
+            row |= self._group_mask(node, group)
+        row.setflags(write=False)
+        self._head_masks.put((node.signature, sid), row)
         return row
+
+    def _add_group_mask(self, node: EarleyNode, group: SplitGroup, acc: np.ndarray) -> None:
+        """OR :meth:`_group_mask` into ``acc``, skipping (sub)groups ``acc`` covers already."""
+        if group.is_covered(acc):
+            return
+        found = self._group_masks.get((node.signature, id(group)))
+        if found is not None:
+            acc |= found
+            return
+        lexer = self.lexer
+        for terminal in group.accepts:
+            if terminal == RESTART:
+                nxt = node
+                parts = lexer.fresh_parts(node.expected, False)
+            else:
+                nxt = self._successor(node, terminal)
+                if nxt is None:
+                    continue
+                parts = lexer.fresh_parts(nxt.expected, True)
+            walk = group.walk_from(lexer, parts)
+            if walk.has_within:
+                acc |= walk.within_row
+            for inner in walk.splits:
+                chain = self._chain(nxt, terminal, inner, parts)
+                if chain is None:
+                    self._add_group_mask(nxt, inner, acc)
+                    continue
+                acc |= chain[0]
+                for side in chain[1]:
+                    self._add_group_mask(nxt, side, acc)
 
     def _successor(self, node: EarleyNode, terminal: int) -> EarleyNode | None:
         """For masks: *a* node after ``terminal`` from any node with ``node``'s signature (all
@@ -226,6 +296,41 @@ class CfgRuntime:
             self._successors.put(key, found)
         return found
 
+    def _chain(
+        self, node: EarleyNode, terminal: int, group: SplitGroup, parts: tuple[int, ...]
+    ) -> tuple[np.ndarray, list[SplitGroup]] | None:
+        """Repeated terminals (``----``, ``((((`` where the parser loops): if ``group``
+        completes ``terminal`` again and ``node`` (just after ``terminal``, with fresh lexeme
+        ``parts``) is a fixed point of it (the node after ``terminal`` has ``node``'s
+        signature), every level of the repetition reads from the same parse configuration.
+        Then the groups that complete ``terminal`` level after level are followed here once,
+        independently of the context: returns the union of their within rows and the other
+        groups met on the way (to resolve against ``node``); ``None`` if this is no fixed
+        point. Memoised per (group, terminal, parts)."""
+        if group.accepts != frozenset((terminal,)) or terminal == RESTART:
+            return None
+        after = self._successor(node, terminal)
+        if after is None or after.signature != node.signature:
+            return None
+        key = (id(group), terminal, parts)
+        found = self._chains.get(key)
+        if found is None:
+            row = np.zeros(self.num_words, dtype=np.int32)
+            sides: list[SplitGroup] = []
+            stack = [group]
+            while stack:
+                walk = stack.pop().walk_from(self.lexer, parts)
+                if walk.has_within:
+                    row |= walk.within_row
+                for inner in walk.splits:
+                    if inner.accepts == group.accepts:
+                        stack.append(inner)
+                    else:
+                        sides.append(inner)
+            row.setflags(write=False)
+            found = self._chains[key] = (row, sides)
+        return found
+
     def _group_mask(self, node: EarleyNode, group: SplitGroup) -> np.ndarray:
         """Tokens of ``group`` allowed from ``node``: the node takes a completed terminal and
         the token's suffix is read from the fresh lexeme that follows (recursively)."""
@@ -233,21 +338,38 @@ class CfgRuntime:
         found = self._group_masks.get(key)
         if found is not None:
             return found
-        row = None
+        lexer = self.lexer
+        row = None  # read-only while it is a shared row, a private copy once ORed into
+        is_private = False
         for terminal in group.accepts:
-            nxt = self._successor(node, terminal)
-            if nxt is None:
-                continue
-            walk = group.walk_from(self.lexer, self.lexer.initial(nxt.expected))
-            if row is None:
-                row = walk.within_row.copy()
+            if terminal == RESTART:  # ignored text ended: the parser has not moved
+                nxt = node
+                parts = lexer.fresh_parts(node.expected, False)
             else:
-                row |= walk.within_row
+                nxt = self._successor(node, terminal)
+                if nxt is None:
+                    continue
+                parts = lexer.fresh_parts(nxt.expected, True)
+            walk = group.walk_from(lexer, parts)
+            rows = [walk.within_row] if walk.has_within else []
             for inner in walk.splits:
-                row |= self._group_mask(nxt, inner)
+                chain = self._chain(nxt, terminal, inner, parts)
+                if chain is None:
+                    rows.append(self._group_mask(nxt, inner))
+                else:
+                    rows.append(chain[0])
+                    rows += [self._group_mask(nxt, side) for side in chain[1]]
+            for other in rows:
+                if row is None:
+                    row = other
+                elif is_private:
+                    row |= other
+                else:
+                    row = row | other
+                    is_private = True
         if row is None:
             row = self._zero
-        else:
+        elif is_private:
             row.setflags(write=False)
         self._group_masks.put(key, row)
         return row

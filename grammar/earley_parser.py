@@ -98,6 +98,9 @@ class EarleyParser:
         # rest live as long as a matcher's head set refers to them
         self._recent: deque[EarleyNode] = deque(maxlen=_NUM_RECENT)
         self._signatures: dict[object, int] = {}
+        # next_symbol[r][d]: the symbol after the dot of item (r, d), None when complete
+        self._next_symbol = [(*rhs, None) for _, rhs in grammar.rules]
+        self._rule_lhs = [lhs for lhs, _ in grammar.rules]
         self.root = self._build_root()
 
     def _build_root(self) -> EarleyNode:
@@ -176,41 +179,43 @@ class EarleyParser:
         function of the nonterminals it predicts (:meth:`_predictions`), so the explicit items
         alone identify the node (the hash-consing key).
         """
-        rules, is_nullable = self.rules, self.is_nullable
-        seen: set[tuple[int, int, int]] = set()
-        items: list[tuple[int, int, EarleyNode]] = []
+        # items are (rule, dot, origin) tuples; nodes hash by identity, so the tuples are
+        # their own set keys. The next symbol of (r, d) is next_symbol[r][d] (None: complete).
+        next_symbol, rule_lhs = self._next_symbol, self._rule_lhs
+        seen = set(kernel)
+        items = list(dict.fromkeys(kernel))
         predicted: set[int] = set()
-        for r, d, o in kernel:
-            key = (r, d, o.uid)
-            if key not in seen:
-                seen.add(key)
-                items.append((r, d, o))
+        completed: set[tuple[int, EarleyNode]] = set()
+        append, add = items.append, seen.add
         k = 0
         while k < len(items):
             r, d, o = items[k]
             k += 1
-            rhs = rules[r][1]
-            if d < len(rhs):
-                sym = rhs[d]
+            sym = next_symbol[r][d]
+            if sym is not None:
                 if sym < 0:
-                    predicted.add(~sym)
-                    if is_nullable[~sym]:
-                        key = (r, d + 1, o.uid)
-                        if key not in seen:
-                            seen.add(key)
-                            items.append((r, d + 1, o))
+                    n = ~sym
+                    predicted.add(n)
+                    if self.is_nullable[n]:
+                        item = (r, d + 1, o)
+                        if item not in seen:
+                            add(item)
+                            append(item)
                 continue
-            lhs = rules[r][0]
+            lhs = rule_lhs[r]
+            if (lhs, o) in completed:  # another rule of lhs completed at o: same advances
+                continue
+            completed.add((lhs, o))
             for pr, pd, po in o.waiting.get(lhs, ()):
-                key = (pr, pd + 1, po.uid)
-                if key not in seen:
-                    seen.add(key)
-                    items.append((pr, pd + 1, po))
+                item = (pr, pd + 1, po)
+                if item not in seen:
+                    add(item)
+                    append(item)
             for pr, pd in o.self_waiting.get(lhs, ()):
-                key = (pr, pd + 1, o.uid)
-                if key not in seen:
-                    seen.add(key)
-                    items.append((pr, pd + 1, o))
+                item = (pr, pd + 1, o)
+                if item not in seen:
+                    add(item)
+                    append(item)
         # the future of a set depends only on its incomplete items (complete ones were used up
         # by the closure) and on whether the start symbol is complete: that is the identity
         by_terminal: dict[int, list] = {}
@@ -219,17 +224,16 @@ class EarleyParser:
         live: list[tuple[int, int, EarleyNode]] = []
         for item in items:
             r, d, o = item
-            rhs = rules[r][1]
-            if d < len(rhs):
+            sym = next_symbol[r][d]
+            if sym is not None:
                 live.append(item)
-                sym = rhs[d]
                 if sym >= 0:
                     by_terminal.setdefault(sym, []).append(item)
                 else:
                     waiting.setdefault(~sym, []).append(item)
             elif r == 0:
                 is_accepting = True
-        frozen = (frozenset((r, d, o.uid) for r, d, o in live), is_accepting)
+        frozen = (frozenset(live), is_accepting)
         node = self._interned.get(frozen)
         if node is not None:
             self._recent.append(node)
@@ -245,11 +249,10 @@ class EarleyParser:
         node.items = live
         node.by_terminal = by_terminal
         node.waiting = waiting
+        continuation = self._continuation
         node.signature = self._intern_signature(
             (
-                frozenset(
-                    (r, d, self._continuation(o, rules[r][0], _MAX_CASCADE)) for r, d, o in live
-                ),
+                frozenset((r, d, continuation(o, rule_lhs[r], _MAX_CASCADE)) for r, d, o in live),
                 is_accepting,
             )
         )

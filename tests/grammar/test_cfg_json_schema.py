@@ -8,7 +8,7 @@ import random
 import jsonschema
 import pytest
 
-from formcast.errors import SchemaError
+from formcast.errors import GrammarError, SchemaError
 from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
 
 TREE = {
@@ -124,3 +124,61 @@ def test_compile_json_schema_routes_recursive_schemas_to_the_cfg_path(smollm2_vo
         {"type": "object", "properties": {"a": {"type": "integer"}}}, smollm2_vocab
     )
     assert isinstance(flat, CompiledGrammar)
+
+
+def _chain(num_nodes: int) -> dict:
+    """A TREE instance ``num_nodes`` nodes deep (each node has one child but the last)."""
+    node = {"value": 0, "children": []}
+    for k in range(num_nodes - 1):
+        node = {"value": k + 1, "children": [node]}
+    return node
+
+
+@pytest.mark.parametrize("name", ["tree", "linked_list"])
+def test_max_depth_bounds_recursive_schemas(name, smollm2_vocab, smollm2_tokenizer):
+    def instance(num_levels: int):
+        if name == "tree":
+            return _chain(num_levels)
+        value = None
+        for k in range(num_levels):
+            value = {"head": f"h{k}", "next": value}
+        return value
+
+    schema = SCHEMAS[name]
+    bounded = compile_json_schema_cfg(schema, smollm2_vocab, max_depth=3)
+    assert bounded.max_depth == 3
+    assert compile_json_schema_cfg(schema, smollm2_vocab).max_depth is None
+    for levels in (1, 2, 3):  # within the bound: accepted token by token, valid per jsonschema
+        text = json.dumps(instance(levels), separators=(",", ":"))
+        jsonschema.validate(json.loads(text), schema)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = bounded.matcher()
+        assert matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+    # one level past the bound: valid JSON for the schema, refused with depth and offset
+    text = json.dumps(instance(4), separators=(",", ":"))
+    jsonschema.validate(json.loads(text), schema)
+    matcher = bounded.matcher()
+    with pytest.raises(GrammarError) as info:
+        for byte in text.encode():
+            assert matcher.accept_bytes(bytes([byte]))
+    position = info.value.position
+    message = str(info.value)
+    assert "nesting depth 4" in message and "max_depth=3" in message
+    assert f"output byte {position}" in message
+    # the offset is the byte that opens the fourth level: past the fourth object's '{' ...
+    fourth_open = [k for k, ch in enumerate(text) if ch == "{"][3]
+    assert fourth_open <= position < len(text)
+    assert matcher.num_accepted == position  # ... every earlier byte was accepted, none after
+    # the unbounded grammar accepts it, and a bound one deeper does too
+    for grammar in (
+        compile_json_schema_cfg(schema, smollm2_vocab),
+        compile_json_schema_cfg(schema, smollm2_vocab, max_depth=4),
+    ):
+        matcher = grammar.matcher()
+        assert matcher.accept_bytes(text.encode()) and matcher.is_accepting()
+
+
+def test_max_depth_is_validated(smollm2_vocab):
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(GrammarError, match="max_depth"):
+            compile_json_schema_cfg(TREE, smollm2_vocab, max_depth=bad)
