@@ -33,6 +33,9 @@ def pct(xs, q):
 
 class Formcast:
     name = "formcast"
+    # --no-leaf-memo: forget memoised leaf automata before every schema (no cross-schema reuse,
+    # like the peers' compilers with their caches disabled)
+    clear_memo = False
 
     def __init__(self, tok, vocab):
         from formcast.grammar import allocate_token_bitmask
@@ -42,8 +45,11 @@ class Formcast:
         self.routes: collections.Counter = collections.Counter()
 
     def compile(self, schema):
+        from formcast.grammar import compile as fc_compile
         from formcast.grammar.json_schema import compile_json_schema
 
+        if self.clear_memo:
+            fc_compile.clear_dfa_memo()
         g = compile_json_schema(
             schema, self.vocab, strict=False, max_any_depth=1, timeout_s=BUDGET_S, cache=False
         )
@@ -53,9 +59,9 @@ class Formcast:
     def walk(self, grammar, ids, mask_times):
         m = grammar.matcher()
         for t in ids:
-            s = time.perf_counter()
+            s, c = time.perf_counter(), time.process_time()
             m.fill_bitmask(self.bitmask, 0)
-            mask_times.append(time.perf_counter() - s)
+            mask_times.append((time.perf_counter() - s, time.process_time() - c))
             if not m.accept_token(t):
                 return False
         return m.is_accepting()
@@ -90,9 +96,9 @@ class LLGuidance:
 
         m = self.llg.LLMatcher(self.tokenizer, grm)
         for t in ids:
-            s = time.perf_counter()
+            s, c = time.perf_counter(), time.process_time()
             llguidance.torch.fill_next_token_bitmask(m, self.bitmask, 0)
-            mask_times.append(time.perf_counter() - s)
+            mask_times.append((time.perf_counter() - s, time.process_time() - c))
             if not m.consume_token(t):
                 return False
         return m.is_accepting()
@@ -118,9 +124,9 @@ class XGrammar:
     def walk(self, cg, ids, mask_times):
         m = self.xgr.GrammarMatcher(cg)
         for t in ids:
-            s = time.perf_counter()
+            s, c = time.perf_counter(), time.process_time()
             m.fill_next_token_bitmask(self.bitmask)
-            mask_times.append(time.perf_counter() - s)
+            mask_times.append((time.perf_counter() - s, time.process_time() - c))
             if not m.accept_token(t):
                 return False
         return m.accept_token(self.eos) and m.is_terminated()
@@ -151,9 +157,9 @@ class OutlinesCore:
 
         g = Guide(index)
         for t in ids:
-            s = time.perf_counter()
+            s, c = time.perf_counter(), time.process_time()
             allowed = g.get_tokens()
-            mask_times.append(time.perf_counter() - s)
+            mask_times.append((time.perf_counter() - s, time.process_time() - c))
             if t not in allowed:
                 return False
             g.advance(t)
@@ -163,7 +169,7 @@ class OutlinesCore:
 def evaluate(eng, schema, items) -> dict:
     """Compile ``schema`` and walk every ``(token_ids, is_valid)`` item; times in seconds."""
     out: dict = {"reason": None, "compile": None, "accepted": [], "masks": [], "route": None}
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     try:
         g = eng.compile(schema)
     except Exception as exc:
@@ -171,6 +177,7 @@ def evaluate(eng, schema, items) -> dict:
         print(f"  {eng.name} refused: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
         return out
     out["compile"] = time.perf_counter() - t
+    out["compile_cpu"] = time.process_time() - cpu
     out["route"] = type(g).__name__
     if out["compile"] > BUDGET_S:
         return out
@@ -245,7 +252,8 @@ def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -
             r = results.setdefault(split, {}).setdefault(
                 eng.name,
                 {"n": 0, "ok": 0, "refused": collections.Counter(), "fr": 0, "fa": 0,
-                 "valid": 0, "invalid": 0, "compile": [], "mask": [], "fr_ids": [],
+                 "valid": 0, "invalid": 0, "compile": [], "compile_cpu": [], "mask": [],
+                 "mask_cpu": [], "fr_ids": [],
                  "routes": collections.Counter(), "mask_by_route": {}},
             )  # fmt: skip
             for row_id, schema, items in prepared:
@@ -262,10 +270,14 @@ def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -
                     continue
                 r["ok"] += 1
                 r["compile"].append(ev["compile"])
-                r["mask"] += ev["masks"]
+                r["compile_cpu"].append(ev["compile_cpu"])
+                r["mask"] += [wall for wall, _ in ev["masks"]]
+                r["mask_cpu"] += [cpu for _, cpu in ev["masks"]]
                 if ev.get("route"):
                     r["routes"][ev["route"]] += 1
-                    r["mask_by_route"].setdefault(ev["route"], []).extend(ev["masks"])
+                    r["mask_by_route"].setdefault(ev["route"], []).extend(
+                        wall for wall, _ in ev["masks"]
+                    )
                 for (_, is_valid), accepted in zip(items, ev["accepted"], strict=True):
                     if is_valid:
                         r["valid"] += 1
@@ -292,18 +304,23 @@ def report(out: dict, per_split: int) -> str:
         "bounds unconstrained values to depth 1 (`max_any_depth=1`).",
         "",
         "| split | engine | compiled | refused (reasons) | FR / valid | FA / invalid "
-        "| compile p50 / p90 / p99 ms | mask p50 / p99 / p99.9 us |",
-        "|---|---|---:|---|---:|---:|---:|---:|",
+        "| compile p50 / p90 / p99 ms | mask p50 / p99 / p99.9 us "
+        "| CPU: compile p50 / p90 ms | CPU: mask p50 / p99 / p99.9 us |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for split, per in res.items():
         for name, r in per.items():
             c = [x * 1e3 for x in r["compile"]]
             m = [x * 1e6 for x in r["mask"]]
+            cc = [x * 1e3 for x in r["compile_cpu"]]
+            mc = [x * 1e6 for x in r["mask_cpu"]]
             reasons = ", ".join(f"{k}: {v}" for k, v in r["refused"].most_common(4))
             lines.append(
                 f"| {split} | {name} | {r['ok']}/{r['n']} | {reasons} | {r['fr']}/{r['valid']} "
                 f"| {r['fa']}/{r['invalid']} | {pct(c, 50):.1f} / {pct(c, 90):.1f} / "
-                f"{pct(c, 99):.1f} | {pct(m, 50):.1f} / {pct(m, 99):.1f} / {pct(m, 99.9):.1f} |"
+                f"{pct(c, 99):.1f} | {pct(m, 50):.1f} / {pct(m, 99):.1f} / {pct(m, 99.9):.1f} "
+                f"| {pct(cc, 50):.1f} / {pct(cc, 90):.1f} "
+                f"| {pct(mc, 50):.1f} / {pct(mc, 99):.1f} / {pct(mc, 99.9):.1f} |"
             )
     fc = [(split, per["formcast"]) for split, per in res.items() if "formcast" in per]
     if fc:
@@ -327,7 +344,9 @@ def main() -> None:
     ap.add_argument("--engines", default="formcast,xgrammar,llguidance,outlines-core")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--out", default=None, help="write the markdown table here")
+    ap.add_argument("--no-leaf-memo", action="store_true", help="no DFA reuse across schemas")
     args = ap.parse_args()
+    Formcast.clear_memo = args.no_leaf_memo
     out = run(args.per_split, args.engines.split(","), args.splits.split(","))
     text = report(out, args.per_split)
     print(text)

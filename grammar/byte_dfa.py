@@ -117,16 +117,24 @@ def byte_classes(nfa: ByteNFA) -> np.ndarray:
 
 
 def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
-    """Subset construction, then removal of states that cannot reach acceptance."""
+    """Subset construction, then removal of states that cannot reach acceptance.
+
+    Byte classes are handled as bit sets (Python ints): the out-edges of one DFA state are
+    found by refining the set of all classes by each NFA move's class set, so the work per
+    state is (moves x distinct target sets), not (moves x classes).
+    """
     classes = byte_classes(nfa)
     num_classes = int(classes[-1]) + 1
-    # per NFA state: [(target, [classes...]), ...] grouped by target
-    moves: list[list[tuple[int, list[int]]]] = []
+    # per NFA state: [(target, class bit set), ...] one entry per target
+    moves: list[list[tuple[int, int]]] = []
     for edges in nfa.byte_edges:
-        by_target: dict[int, list[int]] = {}
+        by_target: dict[int, int] = {}
         for lo, hi, target in edges:
-            by_target.setdefault(target, []).extend(range(int(classes[lo]), int(classes[hi]) + 1))
+            first, last = int(classes[lo]), int(classes[hi])
+            span = ((1 << (last - first + 1)) - 1) << first
+            by_target[target] = by_target.get(target, 0) | span
         moves.append(list(by_target.items()))
+    all_classes = (1 << num_classes) - 1
     closure_of = _ClosureCache(nfa)
     start_set = closure_of(nfa.start)
     state_ids: dict[frozenset[int], int] = {start_set: 0}
@@ -134,57 +142,53 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
     rows: list[list[int]] = []
     successor_ids: dict[frozenset[int], int] = {}  # frozenset(targets) -> DFA state id
 
-    def successor(targets: frozenset[int], current: frozenset[int]) -> int:
-        nxt = successor_ids.get(targets)
-        if nxt is None:
-            union: set[int] = set()
-            for t in targets:
-                union |= closure_of(t)
-            subset = frozenset(union)
-            nxt = state_ids.get(subset)
-            if nxt is None:
-                nxt = len(state_sets)
-                state_ids[subset] = nxt
-                state_sets.append(subset)
-                budget.check_states(nxt + 1, max(nfa.positions[s] for s in current))
-            successor_ids[targets] = nxt
-        return nxt
+    def position_of(current: frozenset[int]) -> int:
+        return max(nfa.positions[s] for s in current)
 
     k = 0
     while k < len(state_sets):
         current = state_sets[k]
         k += 1
         if k % 256 == 0:
-            budget.check_time("determinising the automaton", max(nfa.positions[s] for s in current))
+            budget.check_time("determinising the automaton", position_of(current))
+        # partition of the classes by the set of NFA targets they lead to
+        blocks: list[tuple[int, tuple[int, ...]]] = [(all_classes, ())]
+        for s in current:
+            for target, mask in moves[s]:
+                refined = []
+                for block, targets in blocks:
+                    inside = block & mask
+                    if not inside:
+                        refined.append((block, targets))
+                        continue
+                    refined.append((inside, (*targets, target)))
+                    outside = block & ~mask
+                    if outside:
+                        refined.append((outside, targets))
+                blocks = refined
         row = [DEAD] * num_classes
-        active = [s for s in current if moves[s]]
-        if len(active) == 1:
-            # one NFA state with byte edges: group by target directly, no per-class sets
-            for target, target_classes in moves[active[0]]:
-                nxt = successor(frozenset((target,)), current)
-                for c in target_classes:
-                    if row[c] == DEAD:
-                        row[c] = nxt
-                    else:  # two targets on one class: fall back to the general path
-                        row = None
-                        break
-                if row is None:
-                    break
-            if row is not None:
-                rows.append(row)
+        for block, targets in blocks:
+            if not targets:
                 continue
-            row = [DEAD] * num_classes
-        targets_by_class: dict[int, set[int]] = {}
-        for s in active:
-            for target, target_classes in moves[s]:
-                for c in target_classes:
-                    bucket = targets_by_class.get(c)
-                    if bucket is None:
-                        targets_by_class[c] = {target}
-                    else:
-                        bucket.add(target)
-        for c, targets in targets_by_class.items():
-            row[c] = successor(frozenset(targets), current)
+            key = frozenset(targets)
+            nxt = successor_ids.get(key)
+            if nxt is None:
+                union: set[int] = set()
+                for t in key:
+                    union |= closure_of(t)
+                subset = frozenset(union)
+                nxt = state_ids.get(subset)
+                if nxt is None:
+                    nxt = len(state_sets)
+                    state_ids[subset] = nxt
+                    state_sets.append(subset)
+                    if nxt + 1 > budget.max_states:
+                        budget.check_states(nxt + 1, position_of(current))
+                successor_ids[key] = nxt
+            while block:
+                low = block & -block
+                row[low.bit_length() - 1] = nxt
+                block ^= low
         rows.append(row)
     transitions = np.array(rows, dtype=np.int32).reshape(len(rows), num_classes)
     final = nfa.final

@@ -9,6 +9,8 @@ Schema): :func:`regex_to_dfa`, :func:`compile_dfa`, :func:`regex_to_python`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from formcast.errors import GrammarError
@@ -31,9 +33,25 @@ from formcast.grammar.regex_parser import parse_regex
 from formcast.grammar.token_index import TokenIndex, estimate_index_pairs, vocab_table
 from formcast.grammar.vocabulary import Vocabulary
 
-DEFAULT_EAGER_MAX_STATES = 4096  # packed rows: 4096 x ceil(V/32) x 4 bytes (25 MB at V=49k)
-# ~0.3 us per pair on one core: eager indexing stays within ~2 s
-EAGER_MAX_PAIRS = 8_000_000
+DEFAULT_EAGER_MAX_STATES = 8192  # packed rows: 8192 x ceil(V/32) x 4 bytes (50 MB at V=49k)
+# first-byte (state, token) pairs: the trie walk finishes looping subtrees as row ranges, so
+# eager indexing costs ~0.1 ms per state on JSON-schema DFAs (~1 s at this bound on one core)
+EAGER_MAX_PAIRS = 64_000_000
+
+
+# regex_to_dfa results by (pattern, dialect, max_states): DFAs are immutable, and grammars built
+# from many leaf regexes (the structural JSON Schema path) repeat the same leaves (string
+# formats, numbers, key sets) within one schema and across schemas
+_DFA_MEMO: OrderedDict[tuple[str, str, int], ByteDFA] = OrderedDict()
+_DFA_MEMO_LOCK = threading.Lock()
+_DFA_MEMO_SIZE = 1024
+_DFA_MEMO_MAX_CELLS = 20_000  # table cells (80 kB): large one-off automata are not kept
+
+
+def clear_dfa_memo() -> None:
+    """Forget every memoised :func:`regex_to_dfa` result."""
+    with _DFA_MEMO_LOCK:
+        _DFA_MEMO.clear()
 
 
 def regex_to_dfa(
@@ -43,7 +61,7 @@ def regex_to_dfa(
     max_states: int = DEFAULT_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> ByteDFA:
-    """The minimal byte-level DFA of the strings that fullmatch ``pattern``.
+    """The minimal byte-level DFA of the strings that fullmatch ``pattern`` (memoised).
 
     Raises
     ------
@@ -52,8 +70,20 @@ def regex_to_dfa(
     CompileBudgetError
         More than ``max_states`` DFA states or more than ``timeout_s`` seconds.
     """
+    key = (pattern, dialect, max_states)
+    with _DFA_MEMO_LOCK:
+        found = _DFA_MEMO.get(key)
+        if found is not None:
+            _DFA_MEMO.move_to_end(key)
+            return found
     budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
-    return _node_to_dfa(strip_anchors(parse_regex(pattern, dialect)), budget)
+    dfa = _node_to_dfa(strip_anchors(parse_regex(pattern, dialect)), budget)
+    if dfa.transitions.size <= _DFA_MEMO_MAX_CELLS:
+        with _DFA_MEMO_LOCK:
+            _DFA_MEMO[key] = dfa
+            while len(_DFA_MEMO) > _DFA_MEMO_SIZE:
+                _DFA_MEMO.popitem(last=False)
+    return dfa
 
 
 def _node_to_dfa(node: Node, budget: CompileBudget) -> ByteDFA:

@@ -14,6 +14,11 @@ from formcast.errors import GrammarError
 from formcast.grammar.byte_dfa import DEAD
 from formcast.grammar.compiled_grammar import CompiledGrammar
 
+# the last bitmask prepared by any matcher: (tensor, data_ptr, num_words, numpy view, rows).
+# A new matcher filling the same bitmask (one per request, the same engine buffer) reuses it
+# instead of re-validating and re-wrapping the tensor on its first mask.
+_last_prepared: tuple | None = None
+
 
 class Matcher:
     """Cursor over a :class:`CompiledGrammar` for one sequence.
@@ -199,7 +204,14 @@ class Matcher:
         self._fill_generic(bitmask, row, self.packed_row())
 
     def _prepare_bitmask(self, bitmask: torch.Tensor) -> None:
+        global _last_prepared
         num_words = self._index.table.num_words
+        shared = _last_prepared
+        ptr = bitmask.data_ptr()
+        if shared is not None and shared[0] is bitmask and shared[1:3] == (ptr, num_words):
+            _, self._bitmask_ptr, _, self._bitmask_np, self._bitmask_rows = shared
+            self._bitmask = bitmask
+            return
         if bitmask.dtype != torch.int32:
             raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
         if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
@@ -215,9 +227,10 @@ class Matcher:
         )
         # the reference keeps the tensor (and so the numpy view's memory) alive
         self._bitmask = bitmask
-        self._bitmask_ptr = bitmask.data_ptr()
+        self._bitmask_ptr = ptr
         self._bitmask_np = bitmask.numpy() if is_fast else None
         self._bitmask_rows = bitmask.shape[0] if is_fast else 0
+        _last_prepared = (bitmask, ptr, num_words, self._bitmask_np, self._bitmask_rows)
 
     def _fill_generic(self, bitmask: torch.Tensor, row: int, src: np.ndarray) -> None:
         target = bitmask if bitmask.dim() == 1 else None

@@ -8,7 +8,7 @@ part is empty and ``alt`` drops empty branches. Only non-capturing groups are em
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 # Characters that need no grouping to be quantified: a single literal or escape or class.
 _ATOM = re.compile(r"^(?:[^\\\[\]()|*+?{}^$.]|\\.|\\u[0-9a-fA-F]{4}|\[(?:[^\]\\]|\\.)*\])$")
@@ -21,45 +21,47 @@ def group(rx: str) -> str:
     return f"(?:{rx})"
 
 
-def _structure(rx: str) -> Iterator[tuple[int, str, int]]:
-    """(index, char, depth) of every character of ``rx`` outside classes and escapes.
-
-    ``depth`` counts the groups open *before* the character, so a ``)`` closing a top-level
-    group is reported with depth 1.
-    """
-    depth = 0
-    in_class = False
-    i = 0
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        else:
-            yield i, c, depth
-            depth += (c == "(") - (c == ")")
-        i += 1
+# structural tokens: an escape or a whole class (skipped), or one of ``( ) |``; literal runs in
+# between are skipped by the regex engine, not by Python (an unterminated class runs to the end)
+_STRUCTURAL = re.compile(r"\\.|\[(?:[^\]\\]|\\.|\\\Z)*(?:\]|\Z)|[()|]", re.DOTALL)
 
 
 def _balanced_group(rx: str) -> bool:
     """True if ``rx`` is one group ``(?:...)`` spanning the whole text."""
-    return all(not (c == ")" and depth == 1 and i != len(rx) - 1) for i, c, depth in _structure(rx))
+    depth = 0
+    last = len(rx) - 1
+    for match in _STRUCTURAL.finditer(rx):
+        c = match.group()
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 1 and match.start() != last:
+                return False
+            depth -= 1
+    return True
+
+
+def _has_top_level_bar(rx: str) -> bool:
+    """True if ``rx`` has a ``|`` outside every group and class."""
+    if "|" not in rx:
+        return False
+    depth = 0
+    for match in _STRUCTURAL.finditer(rx):
+        c = match.group()
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+    return False
 
 
 def seq(*parts: str | None) -> str | None:
     """Concatenation; empty if any part is empty."""
     if any(p is None for p in parts):
         return None
-    return "".join(p if "|" not in _top_level(p) else f"(?:{p})" for p in parts)  # type: ignore[arg-type]
-
-
-def _top_level(rx: str) -> str:
-    """The characters of ``rx`` outside every group and class (to spot top-level ``|``)."""
-    return "".join(c for _, c, depth in _structure(rx) if depth == 0 and c not in "()")
+    return "".join(f"(?:{p})" if _has_top_level_bar(p) else p for p in parts)  # type: ignore[arg-type]
 
 
 def alt(branches: Iterable[str | None]) -> str | None:
@@ -135,7 +137,7 @@ def _trie(words: list[str]) -> str:
         if len(leaves) > 1 and head in leaves:
             continue
         rest = _trie(tails)
-        branches.append(re.escape(head) + (rest if "|" not in _top_level(rest) else f"(?:{rest})"))
+        branches.append(re.escape(head) + (f"(?:{rest})" if _has_top_level_bar(rest) else rest))
     if not branches:
         return ""
     body = branches[0] if len(branches) == 1 else "|".join(branches)

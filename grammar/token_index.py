@@ -7,13 +7,24 @@ bytes the state allows (dead branches are never touched), and each further step 
 surviving (state, token) pairs by one byte with one gather. A token is allowed iff its walk
 never hits a dead transition (the DFA is trimmed, so alive means "some completion exists").
 
-Rows are stored packed (bit ``i % 32`` of int32 word ``i // 32`` = token ``i``) next to a sparse
-transition table (allowed token ids and the state each leads to). Small automata are indexed
-eagerly at compile time; large ones lazily, one state at a time, memoised.
+Masks are built with :func:`walk_trie` instead: the vocabulary as a byte trie (children of a
+node contiguous, a node's subtree = one contiguous range of sorted token rows), walked level by
+level for a batch of states, one (state, node) pair per surviving token *prefix*. A pair whose
+remaining subtree stays on its state's uniform chain (bytes that loop on the state inside a
+JSON string, or advance a ``maxLength`` counter; see :class:`TrieTokens`) is finished at once
+as a row range: every token below is allowed. So the cost is the number of distinct alive
+prefixes off such chains, not the number of allowed (state, token) pairs (millions for a
+JSON-schema DFA).
+
+Rows are stored packed (bit ``i % 32`` of int32 word ``i // 32`` = token ``i``); the sparse
+transition table (allowed token ids and the state each leads to) is computed per state on
+demand. Small automata are indexed eagerly at compile time; large ones lazily, one state at a
+time, memoised.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 from dataclasses import dataclass
@@ -25,6 +36,120 @@ from formcast.grammar.compile_budget import CompileBudget
 from formcast.grammar.vocabulary import Vocabulary
 
 _MAX_PAIRS_PER_CHUNK = 1 << 21
+
+
+@dataclass(frozen=True, eq=False)
+class VocabTrie:
+    """The sorted vocabulary as a byte trie (node 0 is the root, the empty prefix).
+
+    Nodes are numbered level by level and lexicographically within a level, so the children of
+    a node are the contiguous ids ``child_start[n]:child_end[n]``; the tokens with the node's
+    prefix are the contiguous sorted rows ``row_lo[n]:row_hi[n]`` of :class:`VocabTable`.
+
+    Attributes
+    ----------
+    node_byte:
+        ``(N,)`` uint8 label of the edge into each node (0 for the root).
+    child_start, child_end:
+        ``(N,)`` int64 children ranges.
+    row_lo, row_hi:
+        ``(N,)`` int64 rows of the tokens in each node's subtree (the node's own included).
+    token_start, token_rows:
+        Tokens whose bytes are exactly the node's prefix:
+        ``token_rows[token_start[n]:token_start[n + 1]]`` (several ids may share bytes).
+    has_token:
+        ``(N,)`` bool, some token ends at the node.
+    bytes_below:
+        ``(N, 4)`` uint64 bitset of the bytes labelling the node's strict descendants
+        (bit ``b % 64`` of word ``b // 64``).
+    height:
+        ``(N,)`` int64: the most bytes any token of the subtree has beyond the node's prefix.
+    """
+
+    node_byte: np.ndarray
+    child_start: np.ndarray
+    child_end: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    token_start: np.ndarray
+    token_rows: np.ndarray
+    has_token: np.ndarray
+    bytes_below: np.ndarray
+    height: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_byte)
+
+    @classmethod
+    def from_rows(cls, matrix: np.ndarray, lengths: np.ndarray) -> VocabTrie:
+        """Build from the byte-sorted ``(T, max_len)`` token matrix and its lengths."""
+        num_rows = len(lengths)
+        # node of each row's prefix at the current depth (all rows start at the root)
+        node_of_row = np.zeros(num_rows, dtype=np.int64)
+        labels, parents = [np.zeros(1, np.uint8)], [np.full(1, -1, np.int64)]
+        row_lo, row_hi = [np.zeros(1, np.int64)], [np.full(1, num_rows, np.int64)]
+        end_nodes, end_rows = [], []
+        count = 1
+        level_starts = [0, 1]
+        for depth in range(1, matrix.shape[1] + 1):
+            rows = np.flatnonzero(lengths >= depth)
+            if not len(rows):
+                break
+            parent = node_of_row[rows]
+            label = matrix[rows, depth - 1]
+            # sorted rows: equal (parent, label) runs are contiguous and form one node
+            is_new = np.ones(len(rows), dtype=bool)
+            is_new[1:] = (parent[1:] != parent[:-1]) | (label[1:] != label[:-1])
+            ids = count + np.cumsum(is_new) - 1
+            firsts = np.flatnonzero(is_new)
+            lasts = np.append(firsts[1:], len(rows)) - 1
+            labels.append(label[firsts])
+            parents.append(parent[firsts])
+            row_lo.append(rows[firsts])
+            row_hi.append(rows[lasts] + 1)
+            is_end = lengths[rows] == depth
+            end_nodes.append(ids[is_end])
+            end_rows.append(rows[is_end])
+            node_of_row[rows] = ids
+            count += len(firsts)
+            level_starts.append(count)
+        node_byte = np.concatenate(labels)
+        parent_of = np.concatenate(parents)
+        nodes = np.arange(count)
+        child_start = np.searchsorted(parent_of[1:], nodes, side="left") + 1
+        child_end = np.searchsorted(parent_of[1:], nodes, side="right") + 1
+        ends = np.concatenate(end_nodes) if end_nodes else np.zeros(0, np.int64)
+        end_row = np.concatenate(end_rows) if end_rows else np.zeros(0, np.int64)
+        order = np.argsort(ends, kind="stable")
+        ends, end_row = ends[order], end_row[order]
+        has_token = np.zeros(count, dtype=bool)
+        has_token[ends] = True
+        # bytes below: children's labels OR their own bytes below, deepest level first
+        below = np.zeros((count, 4), dtype=np.uint64)
+        label_bits = np.zeros((count, 4), dtype=np.uint64)
+        word, bit = node_byte[1:] // 64, (node_byte[1:] % 64).astype(np.uint64)
+        label_bits[np.arange(1, count), word] = np.left_shift(np.uint64(1), bit)
+        height = np.zeros(count, dtype=np.int64)
+        for lo, hi in zip(level_starts[-2:0:-1], level_starts[-1:1:-1], strict=True):
+            # one level (ids lo..hi, parents non-decreasing), deepest first
+            parent = parent_of[lo:hi]
+            firsts = np.flatnonzero(np.diff(parent, prepend=-1) != 0)
+            combined = below[lo:hi] | label_bits[lo:hi]
+            below[parent[firsts]] = np.bitwise_or.reduceat(combined, firsts, axis=0)
+            height[parent[firsts]] = np.maximum.reduceat(height[lo:hi] + 1, firsts)
+        return cls(
+            node_byte=node_byte,
+            child_start=child_start.astype(np.int64),
+            child_end=child_end.astype(np.int64),
+            row_lo=np.concatenate(row_lo),
+            row_hi=np.concatenate(row_hi),
+            token_start=np.searchsorted(ends, np.arange(count + 1)).astype(np.int64),
+            token_rows=end_row.astype(np.int64),
+            has_token=has_token,
+            bytes_below=below,
+            height=height,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +172,8 @@ class VocabTable:
         ``ceil(vocab_size / 32)``: int32 words in one bitmask row.
     bytes_by_step:
         ``(max_len, T)`` uint16: byte ``j`` of every token (column-major), 256 past the end.
+    trie:
+        The :class:`VocabTrie` of the same rows.
     """
 
     token_ids: np.ndarray
@@ -57,6 +184,7 @@ class VocabTable:
     vocab_size: int
     num_words: int
     bytes_by_step: np.ndarray
+    trie: VocabTrie
 
     @classmethod
     def from_vocabulary(cls, vocab: Vocabulary) -> VocabTable:
@@ -85,6 +213,7 @@ class VocabTable:
             vocab_size=vocab.vocab_size,
             num_words=(vocab.vocab_size + 31) // 32,
             bytes_by_step=_bytes_by_step(matrix, lengths),
+            trie=VocabTrie.from_rows(matrix, lengths),
         )
 
 
@@ -97,6 +226,9 @@ def _bytes_by_step(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 _TABLES: weakref.WeakValueDictionary[str, VocabTable] = weakref.WeakValueDictionary()
 _TABLES_LOCK = threading.Lock()
+# the last few tables stay alive even when no grammar holds them (a table costs ~0.1 s to build)
+_RECENT: collections.OrderedDict[str, VocabTable] = collections.OrderedDict()
+_NUM_RECENT = 4
 
 
 def vocab_table(vocab: Vocabulary) -> VocabTable:
@@ -106,6 +238,10 @@ def vocab_table(vocab: Vocabulary) -> VocabTable:
         if table is None:
             table = VocabTable.from_vocabulary(vocab)
             _TABLES[vocab.hash] = table
+        _RECENT[vocab.hash] = table
+        _RECENT.move_to_end(vocab.hash)
+        while len(_RECENT) > _NUM_RECENT:
+            _RECENT.popitem(last=False)
         return table
 
 
@@ -186,6 +322,167 @@ def walk_tokens(
     return owner[order], rows[order], ends[order]
 
 
+# subtrees deeper than this below a node are never finished as a row range (their children are)
+MAX_RANGE_HEIGHT = 16
+
+
+class TrieTokens:
+    """Per-grammar tables for :func:`walk_trie`: trie node -> byte class, and uniform chains.
+
+    Every state ``s`` has a *uniform successor* ``u(s)``: the state most bytes lead to (``-1``
+    if none), and ``U(s)``, the bytes leading there. ``covered[h, s]`` (``(4,)`` uint64 bitset)
+    is ``U(s) & U(u(s)) & ... & U(u^(h-1)(s))``: any byte string of length <= ``h`` over those
+    bytes stays alive from ``s`` (each step lands on the next state of the chain, and every
+    state of a trimmed DFA is alive). A self-loop (inside a JSON string) is the chain
+    ``u(s) = s``; a counted repetition is a chain of distinct states.
+    """
+
+    def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
+        trie = table.trie
+        num_states, num_classes = dfa.transitions.shape
+        self.width = num_classes
+        self.flat = np.ascontiguousarray(dfa.transitions).reshape(-1).astype(np.int64)
+        self.node_class = dfa.byte_to_class[trie.node_byte].astype(np.int64)  # (N_trie,)
+        uniform = _uniform_successors(dfa)  # (S,)
+        is_uniform = (dfa.transitions == uniform[:, None]) & (uniform[:, None] >= 0)  # (S, K)
+        packed = np.packbits(is_uniform[:, dfa.byte_to_class], axis=1, bitorder="little")
+        first = np.ascontiguousarray(packed).view("<u8")  # (S, 4) = U(s)
+        max_height = int(min(MAX_RANGE_HEIGHT, trie.height.max(initial=0)))
+        covered = np.zeros((max_height + 1, num_states, 4), dtype=np.uint64)
+        covered[0] = ~np.uint64(0)
+        if max_height >= 1:
+            covered[1] = first
+        safe_next = np.maximum(uniform, 0)
+        for h in range(2, max_height + 1):
+            covered[h] = first & covered[h - 1][safe_next]  # U(s) = {} where u(s) = -1
+        self.covered = covered
+        self.max_height = max_height
+
+
+def _uniform_successors(dfa: ByteDFA) -> np.ndarray:
+    """``(S,)`` int64: per state, the successor reached by the most byte values (or -1)."""
+    num_states, num_classes = dfa.transitions.shape
+    class_size = np.bincount(dfa.byte_to_class, minlength=num_classes)  # (K,)
+    src = np.repeat(np.arange(num_states, dtype=np.int64), num_classes)
+    dst = dfa.transitions.reshape(-1).astype(np.int64)
+    weight = np.tile(class_size, num_states)
+    keep = dst >= 0
+    src, dst, weight = src[keep], dst[keep], weight[keep]
+    pairs, inverse = np.unique(src * (num_states + 1) + dst, return_inverse=True)
+    totals = np.bincount(inverse.reshape(-1), weights=weight)  # bytes per (state, successor)
+    pair_src, pair_dst = pairs // (num_states + 1), pairs % (num_states + 1)
+    order = np.lexsort((-totals, pair_src))  # per state, heaviest successor first
+    is_first = np.ones(len(order), dtype=bool)
+    is_first[1:] = pair_src[order][1:] != pair_src[order][:-1]
+    uniform = np.full(num_states, -1, dtype=np.int64)
+    uniform[pair_src[order][is_first]] = pair_dst[order][is_first]
+    return uniform
+
+
+@dataclass(frozen=True)
+class TrieWalk:
+    """What :func:`walk_trie` found for a batch of states (``owner`` = index into the batch).
+
+    Single tokens: ``owner``, ``rows``, ``ends`` (the state after the token). Whole row ranges
+    ``[range_lo, range_hi)`` whose every token is allowed. Within one owner, all rows (single
+    or in a range) are distinct.
+    """
+
+    owner: np.ndarray
+    rows: np.ndarray
+    ends: np.ndarray
+    range_owner: np.ndarray
+    range_lo: np.ndarray
+    range_hi: np.ndarray
+
+
+def walk_trie(
+    dfa: ByteDFA, table: VocabTable, states: np.ndarray, tokens: TrieTokens | None = None
+) -> TrieWalk:
+    """Walk the vocabulary trie from each of ``states``; exact, like :func:`walk_tokens`.
+
+    A (state, node) pair lives iff the DFA is alive after the node's prefix. A pair whose
+    subtree (strict descendants' bytes, height) is covered by its state's uniform chain (see
+    :class:`TrieTokens`) is emitted as the node's row range, all allowed; other pairs emit
+    their own tokens and expand their children.
+    """
+    if tokens is None:
+        tokens = TrieTokens(dfa, table)
+    trie = table.trie
+    child_start, child_end = trie.child_start, trie.child_end
+    has_token, below, height = trie.has_token, trie.bytes_below, trie.height
+    covered, max_height = tokens.covered, tokens.max_height
+    flat, width, node_class = tokens.flat, tokens.width, tokens.node_class
+    owner = np.arange(len(states), dtype=np.int64)
+    node = np.zeros(len(states), dtype=np.int64)
+    cur = np.asarray(states, dtype=np.int64)
+    singles: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    ranges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    while len(node):
+        # expand every pair into its children and keep the alive ones
+        lo = child_start[node]
+        counts = child_end[node] - lo
+        total = int(counts.sum())
+        if not total:
+            break
+        offsets = np.cumsum(counts) - counts
+        child = np.arange(total, dtype=np.int64) + np.repeat(lo - offsets, counts)
+        nxt = flat[np.repeat(cur * width, counts) + node_class[child]]
+        alive = np.flatnonzero(nxt >= 0)
+        node, cur = child[alive], nxt[alive]
+        owner = np.repeat(owner, counts)[alive]
+        # the subtree stays on the state's uniform chain: its whole row range is allowed
+        node_height = height[node]
+        is_short = (node_height > 0) & (node_height <= max_height)  # leaves are plain singles
+        uncovered = below[node] & ~covered[np.minimum(node_height, max_height), cur]  # (P, 4)
+        is_covered = (uncovered[:, 0] | uncovered[:, 1] | uncovered[:, 2] | uncovered[:, 3]) == 0
+        is_covered &= is_short
+        if is_covered.any():
+            ranges.append((owner[is_covered], node[is_covered], cur[is_covered]))
+            keep = ~is_covered
+            owner, node, cur = owner[keep], node[keep], cur[keep]
+        is_token = has_token[node]
+        if is_token.any():
+            singles.append((owner[is_token], node[is_token], cur[is_token]))
+    s_owner, s_node, s_ends = _concat3(singles)
+    # a node may carry several token ids with the same bytes
+    starts = trie.token_start
+    per_node = starts[s_node + 1] - starts[s_node]
+    offsets = np.cumsum(per_node) - per_node
+    rows = trie.token_rows[
+        np.arange(int(per_node.sum()), dtype=np.int64)
+        + np.repeat(starts[s_node] - offsets, per_node)
+    ]
+    r_owner, r_node, _ = _concat3(ranges)
+    return TrieWalk(
+        owner=np.repeat(s_owner, per_node),
+        rows=rows,
+        ends=np.repeat(s_ends, per_node),
+        range_owner=r_owner,
+        range_lo=trie.row_lo[r_node],
+        range_hi=trie.row_hi[r_node],
+    )
+
+
+def _concat3(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))
+
+
+def allowed_pairs(walk: TrieWalk, table: VocabTable) -> tuple[np.ndarray, np.ndarray]:
+    """Every allowed (owner, token id) pair of ``walk``, row ranges expanded."""
+    counts = walk.range_hi - walk.range_lo
+    offsets = np.cumsum(counts) - counts
+    range_rows = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(
+        walk.range_lo - offsets, counts
+    )
+    owner = np.concatenate([walk.owner, np.repeat(walk.range_owner, counts)])
+    rows = np.concatenate([walk.rows, range_rows])
+    return owner, table.token_ids[rows]
+
+
 class TokenIndex:
     """Per-state packed masks and sparse token transitions of one DFA over one vocabulary.
 
@@ -206,6 +503,7 @@ class TokenIndex:
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
         self._tokens: GrammarTokens | None = None
+        self._trie_tokens: TrieTokens | None = None
         self._init_row_views()
 
     def _init_row_views(self) -> None:
@@ -232,12 +530,17 @@ class TokenIndex:
 
     def transitions(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """Allowed text token ids of ``state`` (ascending) and the DFA state each leads to."""
-        if state not in self.sparse:
+        found = self.sparse.get(state)
+        if found is None:
             with self._lock:
-                self._index_states(np.array([state]))
-        ids, ends = self.sparse[state]
-        order = np.argsort(ids, kind="stable")
-        return ids[order], ends[order]
+                if self._tokens is None:
+                    self._tokens = GrammarTokens(self.dfa, self.table)
+                _, rows, ends = walk_tokens(self.dfa, self.table, np.array([state]), self._tokens)
+                ids = self.table.token_ids[rows]
+                order = np.argsort(ids, kind="stable")
+                found = (ids[order], ends[order])
+                self.sparse[state] = found
+        return found
 
     def _chunks(self, states: np.ndarray) -> list[np.ndarray]:
         # bound the number of (state, token) pairs alive in one walk
@@ -246,21 +549,18 @@ class TokenIndex:
         return [states[i : i + size] for i in range(0, len(states), size)]
 
     def _index_states(self, states: np.ndarray) -> None:
-        if self._tokens is None:
-            self._tokens = GrammarTokens(self.dfa, self.table)
-        owner, rows, ends = walk_tokens(self.dfa, self.table, states, self._tokens)
-        token_ids = self.table.token_ids[rows]
-        num_words = self.table.num_words
-        bits = np.zeros((len(states), num_words * 32), dtype=bool)
-        bits[owner, token_ids] = True
+        if self._trie_tokens is None:
+            self._trie_tokens = TrieTokens(self.dfa, self.table)
+        walk = walk_trie(self.dfa, self.table, states, self._trie_tokens)
+        owner, token_ids = allowed_pairs(walk, self.table)
+        width = self.table.num_words * 32
+        bits = np.zeros((len(states), width), dtype=bool)  # (S, 32 W)
+        bits.reshape(-1)[owner * width + token_ids] = True
         accepting = self.dfa.is_accepting[states]
         if len(self.table.eos_token_ids):
             bits[np.ix_(np.flatnonzero(accepting), self.table.eos_token_ids)] = True
         packed = np.packbits(bits, axis=1, bitorder="little").view("<i4")  # (S, num_words)
-        splits = np.searchsorted(owner, np.arange(len(states) + 1))
         for k, state in enumerate(states.tolist()):
-            lo, hi = splits[k], splits[k + 1]
-            self.sparse[state] = (token_ids[lo:hi], ends[lo:hi])
             if self.packed is not None:
                 self.packed[state] = packed[k]
             else:
@@ -273,7 +573,7 @@ class TokenIndex:
 
     @property
     def num_indexed_states(self) -> int:
-        return len(self.sparse)
+        return self.dfa.num_states if self.packed is not None else len(self.lazy_rows)
 
     def export_state(self) -> dict:
         """Everything computed so far, without the vocabulary (for the disk cache)."""
@@ -304,4 +604,5 @@ class TokenIndex:
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
         self._tokens = None
+        self._trie_tokens = None
         self._init_row_views()

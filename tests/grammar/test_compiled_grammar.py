@@ -100,3 +100,22 @@ def test_disk_cache_roundtrip(smollm2_vocab, tmp_path, monkeypatch):
     assert len(calls) == 2
     # different options or dialect -> different keys
     assert key != cache_key("regex", r"(?:ab|cd)+e?", {"dialect": "ecma"}, smollm2_vocab)
+
+
+def test_regex_to_dfa_memo_is_keyed_by_budget():
+    """A memoised DFA is reused for the same pattern, dialect and state budget only."""
+    from formcast.errors import CompileBudgetError
+    from formcast.grammar.compile import clear_dfa_memo, regex_to_dfa
+
+    pattern = r"[a-z]{3,9}x[0-9]{2,4}"
+    first = regex_to_dfa(pattern)
+    assert regex_to_dfa(pattern) is first
+    assert regex_to_dfa(pattern, dialect="ecma") is not first
+    # a smaller state budget is not answered from the memo of a larger one
+    with pytest.raises(CompileBudgetError):
+        regex_to_dfa(pattern, max_states=3)
+    assert regex_to_dfa(pattern) is first
+    clear_dfa_memo()
+    again = regex_to_dfa(pattern)
+    assert again is not first
+    assert np.array_equal(again.transitions, first.transitions)

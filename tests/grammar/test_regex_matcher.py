@@ -215,3 +215,28 @@ def test_forced_bytes(pattern, prefix, forced, smollm2_vocab):
     for token_id in matcher.allowed_token_ids():
         piece = smollm2_vocab[int(token_id)]
         assert piece.startswith(forced) or forced.startswith(piece)
+
+
+def test_matchers_sharing_a_bitmask_fill_their_own_rows(smollm2_tokenizer, smollm2_vocab):
+    """New matchers reuse the last prepared bitmask; each still writes its own exact row, and
+    a different bitmask (or a grammar over a wider vocabulary) is validated afresh."""
+    import torch
+
+    from formcast.grammar import Vocabulary
+
+    digits = compile_regex(r"[0-9]+", smollm2_vocab, cache=False)
+    letters = compile_regex(r"[a-z]+", smollm2_vocab, cache=False)
+    bitmask = allocate_token_bitmask(2, smollm2_vocab.vocab_size)
+    for _ in range(2):
+        for row, grammar in enumerate((digits, letters, digits)):
+            matcher = grammar.matcher()
+            matcher.fill_bitmask(bitmask, row % 2)
+            assert np.array_equal(bitmask[row % 2].numpy(), matcher.packed_row())
+    with pytest.raises(GrammarError):
+        digits.matcher().fill_bitmask(bitmask.to(torch.int64), 0)
+    wide = Vocabulary.from_tokenizer(smollm2_tokenizer, vocab_size=smollm2_vocab.vocab_size + 64)
+    wide_grammar = compile_regex(r"[0-9]+", wide, cache=False)
+    with pytest.raises(GrammarError):
+        wide_grammar.matcher().fill_bitmask(bitmask, 0)  # too narrow for the wider vocabulary
+    digits.matcher().fill_bitmask(bitmask, 1)
+    assert np.array_equal(bitmask[1].numpy(), digits.matcher().packed_row())

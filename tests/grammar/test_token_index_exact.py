@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import regex
 from _regex_oracle import is_viable_prefix, representatives
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from formcast.grammar import compile_regex
 
@@ -90,3 +92,127 @@ def test_special_and_padding_ids_never_allowed(smollm2_tokenizer):
         if piece and token_id not in vocab.special_token_ids:
             valid = is_viable_prefix(r"(?s:.)*", piece, [0, 0x10FFFF])
             assert (token_id in allowed) == valid, piece
+
+
+# -- the trie walk (row ranges for looping subtrees) against the token-by-token walk ----------
+
+
+def _dense_walk(walk, num_states: int, table) -> np.ndarray:
+    """``(S, T)`` int64: end state per single (state, token row), -2 in a row range, -1 where
+    the token is not allowed."""
+    ends = np.full((num_states, len(table.token_ids)), -1, dtype=np.int64)
+    counts = walk.range_hi - walk.range_lo
+    for owner, lo, hi in zip(walk.range_owner, walk.range_lo, walk.range_hi, strict=True):
+        assert (ends[owner, lo:hi] == -1).all(), "row ranges of one state overlap"
+        ends[owner, lo:hi] = -2
+    assert (ends[walk.owner, walk.rows] == -1).all(), "a single token inside a row range"
+    ends[walk.owner, walk.rows] = walk.ends
+    assert int((ends != -1).sum()) == int(counts.sum()) + len(walk.rows)
+    return ends
+
+
+def _assert_trie_walk_exact(dfa, vocab) -> None:
+    from formcast.grammar.token_index import vocab_table, walk_tokens, walk_trie
+
+    table = vocab_table(vocab)
+    states = np.arange(dfa.num_states)
+    expected = np.full((len(states), len(table.token_ids)), -1, dtype=np.int64)
+    owner, rows, ends = walk_tokens(dfa, table, states)
+    expected[owner, rows] = ends
+    got = _dense_walk(walk_trie(dfa, table, states), len(states), table)
+    assert np.array_equal(got != -1, expected >= 0), "allowed tokens differ"
+    is_single = got >= 0
+    assert np.array_equal(got[is_single], expected[is_single]), "end states differ"
+
+
+# patterns whose DFAs have self-loops over wide byte sets and counted chains (the row-range
+# shortcut), UTF-8 continuation states and accepting states with exits
+TRIE_PATTERNS = [
+    r'\{"name":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*","n":-?(?:0|[1-9][0-9]*)\}',
+    r"[a-z ]{0,12}\.|[^\n]*x",
+    r"(?:é|[α-ω]+)[^a]*|\d{3,5}",
+    r"(?s:.)*",
+    r'"[^"\\]{0,20}"(?:,"[a-z]{2,5}")?',
+]
+
+
+@pytest.mark.parametrize("pattern", TRIE_PATTERNS, ids=range(len(TRIE_PATTERNS)))
+def test_trie_walk_equals_token_walk(pattern, smollm2_vocab):
+    from formcast.grammar.compile import regex_to_dfa
+
+    _assert_trie_walk_exact(regex_to_dfa(pattern), smollm2_vocab)
+
+
+_ATOMS = ["a", "b", "[a-c]", "[^a]", "[ -~]", "\\d", "é", '[^"\\\\]', '"', "."]
+
+
+@st.composite
+def _patterns(draw, depth: int = 0) -> str:
+    kind = draw(st.sampled_from(["atom", "seq", "alt", "star", "count"] if depth < 3 else ["atom"]))
+    if kind == "atom":
+        return draw(st.sampled_from(_ATOMS))
+    if kind == "seq":
+        return "".join(draw(st.lists(_patterns(depth + 1), min_size=2, max_size=3)))
+    if kind == "alt":
+        return "(?:" + "|".join(draw(st.lists(_patterns(depth + 1), min_size=2, max_size=3))) + ")"
+    inner = "(?:" + draw(_patterns(depth + 1)) + ")"
+    if kind == "star":
+        return inner + "*"
+    lo = draw(st.integers(0, 3))
+    return inner + f"{{{lo},{lo + draw(st.integers(0, 3))}}}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=_patterns())
+def test_trie_walk_hypothesis(pattern, smollm2_vocab):
+    from formcast.grammar.compile import regex_to_dfa
+
+    _assert_trie_walk_exact(regex_to_dfa(pattern), smollm2_vocab)
+
+
+def test_vocab_trie_structure(smollm2_vocab):
+    """Every node: its row range holds exactly the tokens with its prefix; bytes below exact."""
+    from formcast.grammar.token_index import vocab_table
+
+    table = vocab_table(smollm2_vocab)
+    trie = table.trie
+    pieces = [smollm2_vocab.token_bytes[i] for i in table.token_ids.tolist()]
+    prefix = [b""] * trie.num_nodes
+    for node in range(trie.num_nodes):
+        for child in range(trie.child_start[node], trie.child_end[node]):
+            prefix[child] = prefix[node] + bytes([int(trie.node_byte[child])])
+    assert len(set(prefix)) == trie.num_nodes
+    rng = np.random.default_rng(0)
+    for node in [0, *rng.choice(trie.num_nodes, 200, replace=False).tolist()]:
+        lo, hi = int(trie.row_lo[node]), int(trie.row_hi[node])
+        inside = [r for r, piece in enumerate(pieces) if piece.startswith(prefix[node])]
+        assert inside == list(range(lo, hi))
+        below = set()
+        for r in inside:
+            below |= set(pieces[r][len(prefix[node]) :])
+        bits = trie.bytes_below[node]
+        assert below == {b for b in range(256) if (int(bits[b // 64]) >> (b % 64)) & 1}
+        own = trie.token_rows[trie.token_start[node] : trie.token_start[node + 1]].tolist()
+        assert own == [r for r in inside if pieces[r] == prefix[node]]
+        assert bool(trie.has_token[node]) == bool(own)
+
+
+def test_lazy_index_equals_eager_on_a_schema(smollm2_vocab):
+    from formcast.grammar.compile import compile_dfa, regex_to_dfa
+    from formcast.grammar.json_schema import json_schema_to_regex
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "maxLength": 5},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "score": {"type": "number"},
+        },
+        "required": ["id"],
+    }
+    dfa = regex_to_dfa(json_schema_to_regex(schema, strict=False))
+    eager = compile_dfa(dfa, smollm2_vocab)
+    lazy = compile_dfa(dfa, smollm2_vocab, eager_max_states=0)
+    assert eager.index.is_eager and not lazy.index.is_eager
+    for state in range(dfa.num_states):
+        assert np.array_equal(eager.index.row(state), lazy.index.row(state))
