@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from formcast.engine.attention import AttentionMetadata
+from formcast.engine.linear import LMHead, linear
 from formcast.engine.model_config import ModelConfig
 from formcast.engine.rotary import RotaryEmbedding, apply_rotary
 
@@ -60,7 +61,9 @@ class Attention(nn.Module):
         self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata
     ) -> torch.Tensor:
         num_tokens = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q, k, v = linear(x, self.qkv_proj.weight, self.qkv_proj.bias).split(
+            [self.q_size, self.kv_size, self.kv_size], dim=-1
+        )
         q = q.view(num_tokens, self.num_heads, self.head_dim)
         k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
         v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
@@ -68,7 +71,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, k, *cos_sin)
         out = self.backend.forward(q, k, v, self.k_cache, self.v_cache, meta, self.scale)
-        return self.o_proj(out.reshape(num_tokens, self.q_size))
+        return linear(out.reshape(num_tokens, self.q_size), self.o_proj.weight, self.o_proj.bias)
 
 
 class MLP(nn.Module):
@@ -81,8 +84,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        gate, up = linear(x, self.gate_up_proj.weight).split(self.intermediate_size, dim=-1)
+        return linear(F.silu(gate) * up, self.down_proj.weight)
 
 
 class DecoderLayer(nn.Module):
@@ -136,6 +139,7 @@ class LlamaForCausalLM(nn.Module):
             else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         )
         self.rotary: RotaryEmbedding | None = None
+        self.lm_head_matmul = LMHead()
 
     def init_rotary(self, max_positions: int, device: torch.device | str) -> None:
         """Build the RoPE tables (after the weights are materialized on ``device``)."""
@@ -165,4 +169,4 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits ``(N, V)`` for hidden rows ``(N, hidden)``."""
         weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        return self.lm_head_matmul(hidden, weight).float()

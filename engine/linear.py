@@ -1,0 +1,77 @@
+"""Linear layers for decode-sized batches: the CPU matmul layout that stays memory-bound.
+
+``y = x @ W.T (+ b)`` for ``x (M, K)``, ``W (N, K)``. On CPU, fp32 ``F.linear`` with
+``2 <= M <= 16`` rows takes MKL/oneDNN's packed-GEMM path, which costs 2-3x the one-row GEMV
+on this model's shapes, although the weights (the memory traffic that bounds a decode step) are
+read once either way. Computing ``(W @ x.T).T`` instead hands the library a tall-skinny
+product it runs as a few GEMV-like sweeps over ``W``: for 2-4 rows the decoder layers cost
+1.1-1.7x one row instead of 2-3.5x, and for the LM head (``N`` = vocabulary) 2-16 rows cost
+0.6-1.7x one ``F.linear`` row instead of 2.3-2.6x (2-core EPYC, SmolLM2-135M shapes, measured
+in benchmarks/RESULTS.md "Small-batch matmuls"). The one-row LM head is fastest as
+``x @ W_t`` with a contiguous ``(K, N)`` copy of ``W`` (a GEMV that streams ``W_t`` row-wise).
+
+Results equal ``F.linear`` up to float summation order. On CUDA everything is ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+MAX_ROWS_TRANSPOSED = 4  # decoder layers: (W @ x.T).T for 2..4 rows, F.linear otherwise
+MAX_ROWS_TRANSPOSED_HEAD = 64  # LM head: (W @ x.T).T for 2..64 rows
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ weight.T + bias`` for ``x (M, K)``, ``weight (N, K)``, picking the CPU layout by M.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        ``(M, K)`` input rows.
+    weight : torch.Tensor
+        ``(N, K)`` weight, as stored by ``nn.Linear``.
+    bias : torch.Tensor or None
+        ``(N,)`` bias.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(M, N)``.
+    """
+    if x.is_cpu and x.dim() == 2 and 2 <= x.shape[0] <= MAX_ROWS_TRANSPOSED:
+        out = (weight @ x.T).T
+        return out if bias is None else out + bias
+    return F.linear(x, weight, bias)
+
+
+class LMHead:
+    """Logits ``hidden @ W.T`` for the vocabulary projection ``W (V, H)`` (see module doc).
+
+    Keeps a contiguous ``(H, V)`` copy of ``W`` on CPU for the one-row case (built on first
+    use, so after the weights are loaded; ``H * V`` extra elements).
+    """
+
+    def __init__(self) -> None:
+        self._weight_t: torch.Tensor | None = None
+        self._source: torch.Tensor | None = None
+        self._version = -1
+
+    def __call__(self, hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """``(M, H)`` hidden rows -> ``(M, V)`` logits in the weight's dtype."""
+        num_rows = hidden.shape[0]
+        if not hidden.is_cpu or num_rows == 0:
+            return F.linear(hidden, weight)
+        if num_rows == 1:
+            return hidden @ self._transposed(weight)
+        if num_rows <= MAX_ROWS_TRANSPOSED_HEAD:
+            return (weight @ hidden.T).T
+        return F.linear(hidden, weight)
+
+    def _transposed(self, weight: torch.Tensor) -> torch.Tensor:
+        # the copy is tied to the weight tensor it was made from (same storage, same version)
+        if self._weight_t is None or self._source is not weight or self._version != weight._version:
+            self._weight_t = weight.detach().T.contiguous()
+            self._source = weight
+            self._version = weight._version
+        return self._weight_t
