@@ -15,12 +15,18 @@ and whether the greedy tokens equal plain decoding's. Batch 1 runs the requests 
 time; batch 8 runs 8 at once. With ``--repeats R`` each configuration runs R times and the
 fastest is reported (use it on a shared machine).
 
+Medusa (``--methods medusa``): tree speculation with the shipped heads (or ``--medusa-heads
+FILE``) and the default tree (or ``--medusa-tree '[[0],[1],[0,0]]'``). Every row also shows
+the mean forward pass time per step (``fwd ms``: a verification span for speculative
+engines, a decode step for plain ones) and, for Medusa, the heads' time per step.
+
 Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_speculative.py [--threads 1]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
@@ -129,6 +135,7 @@ def run_best(llm: LLM, prompts, grammar, batch, params, repeats, jump_forward=No
 def run(llm: LLM, prompts, grammar, batch: int, params, jump_forward=None) -> dict:
     stats0 = llm.stats
     spec0 = None if llm.speculator is None else _spec_snapshot(llm)
+    heads_before = getattr(llm.speculator, "heads_seconds", None)
     begin = time.perf_counter()
     token_ids = []
     for start in range(0, len(prompts), batch):
@@ -143,12 +150,17 @@ def run(llm: LLM, prompts, grammar, batch: int, params, jump_forward=None) -> di
         "forwards": stats.num_steps,
         "token_ids": token_ids,
         "acceptance": None,
+        "forward_ms": 1000 * stats.forward_seconds / max(stats.num_steps, 1),
+        "heads_ms": None,
     }
+    heads_after = getattr(llm.speculator, "heads_seconds", None)
     if spec0 is not None:
         now = _spec_snapshot(llm)
         drafted = now[0] - spec0[0]
         row["acceptance"] = (now[1] - spec0[1]) / drafted if drafted else 0.0
         row["drafted"] = drafted
+    if heads_after is not None:
+        row["heads_ms"] = 1000 * (heads_after - heads_before) / max(stats.num_steps, 1)
     return row
 
 
@@ -166,6 +178,11 @@ def main() -> None:
     parser.add_argument("--num-draft-tokens", type=int, default=6)
     parser.add_argument("--draft-num-layers", type=int, default=None)
     parser.add_argument("--batch1-requests", type=int, default=3, help="requests run at batch 1")
+    parser.add_argument("--medusa-heads", default=None, help="heads file (default: shipped)")
+    parser.add_argument("--medusa-tree", default=None, help="JSON list of rank paths")
+    parser.add_argument(
+        "--no-adaptive", action="store_true", help="fixed draft count / tree (no adaptation)"
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=1, help="report the fastest repeat")
     parser.add_argument(
@@ -185,18 +202,26 @@ def main() -> None:
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
     llms = {"plain": LLM("smollm2-135m", **engine)}
     for method in args.methods:
-        spec = dict(method=method, num_draft_tokens=args.num_draft_tokens, max_batch_size=8)
+        spec = dict(
+            method=method,
+            num_draft_tokens=args.num_draft_tokens,
+            max_batch_size=8,
+            adaptive=not args.no_adaptive,
+        )
         if method == "self_draft" and args.draft_num_layers:
             spec["draft_num_layers"] = args.draft_num_layers
+        if method == "medusa":
+            spec["medusa_heads"] = args.medusa_heads
+            spec["medusa_tree"] = None if args.medusa_tree is None else json.loads(args.medusa_tree)
         llms[method] = LLM("smollm2-135m", speculative=spec, **engine)
     warm = [chat("Hello!")]
     for llm in llms.values():
         llm.generate(warm, SamplingParams(temperature=0, max_tokens=4))
     print(
         "| task | batch | method | wall s | out tokens | target forwards | tokens/forward "
-        "| acceptance | speedup | same tokens |"
+        "| acceptance | fwd ms | heads ms | speedup | same tokens |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for task in args.tasks:
         prompts, grammar = task_prompts(task)
         for batch in args.batch_sizes:
@@ -218,12 +243,14 @@ def main() -> None:
             ]
             for name, row in rows:
                 acceptance = "-" if row["acceptance"] is None else f"{row['acceptance']:.2f}"
+                heads = "-" if row["heads_ms"] is None else f"{row['heads_ms']:.1f}"
                 same = sum(a == b for a, b in zip(row["token_ids"], base["token_ids"], strict=True))
                 # (jump-forward off may tokenize forced text differently: not compared)
                 print(
                     f"| {task} | {batch} | {name} | {row['wall']:.1f} | {row['tokens']} | "
                     f"{row['forwards']} | {row['tokens'] / max(row['forwards'], 1):.2f} | "
-                    f"{acceptance} | {base['wall'] / row['wall']:.2f}x | "
+                    f"{acceptance} | {row['forward_ms']:.1f} | {heads} | "
+                    f"{base['wall'] / row['wall']:.2f}x | "
                     f"{same}/{len(chosen)} |",
                     flush=True,
                 )

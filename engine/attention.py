@@ -15,6 +15,12 @@ Torch path: every token of a decode or of a short span with a prefix is a "decod
 query attends to the first ``position + 1`` keys of its sequence, so all such rows of the
 step run as a few padded batched attentions (`DecodeGroup`) instead of one call per span.
 Longer spans (prompts, prefill chunks) run one attention per span (`PrefillSegment`).
+
+Token trees (Medusa speculation): a span may end with the ``N`` nodes of a tree stored at
+positions ``prefix_len .. prefix_len + N - 1`` (``build(trees=...)``). A node row attends to
+the prefix and to its ancestors only (``formcast.engine.tree_attention``): in the torch path
+its row of the decode-group (or segment) key mask is patched; the Triton backend recomputes
+the tree rows with the tree kernel (`TreeMetadata`). Steps without trees are unchanged.
 """
 
 from __future__ import annotations
@@ -56,6 +62,17 @@ class PrefillSegment:
 
 
 @dataclass
+class TreeMetadata:
+    """The tree rows of a step (Triton backend): ``R`` rows of ``B`` trees."""
+
+    rows: torch.Tensor  # (R,) int64 query rows of the step holding tree nodes
+    block_tables: torch.Tensor  # (B, M) int32
+    query_start_loc: torch.Tensor  # (B + 1,) int32 offsets into the R rows
+    prefix_lens: torch.Tensor  # (B,) int32 committed tokens before each tree
+    node_mask: torch.Tensor  # (R, Nmax) uint8 ancestors (self included) among the tree's nodes
+
+
+@dataclass
 class AttentionMetadata:
     """Everything attention needs about one step; built once, shared by all layers."""
 
@@ -69,6 +86,7 @@ class AttentionMetadata:
     block_size: int
     decode_groups: list[DecodeGroup] = field(default_factory=list)
     prefill_segments: list[PrefillSegment] = field(default_factory=list)
+    tree: TreeMetadata | None = None
 
     @classmethod
     def build(
@@ -79,8 +97,13 @@ class AttentionMetadata:
         block_size: int,
         device: torch.device | str,
         for_torch_path: bool = True,
+        trees: list[tuple[int, torch.Tensor]] | None = None,
     ) -> AttentionMetadata:
-        """Build step metadata; decodes (``query_len == 1``) must precede longer spans."""
+        """Build step metadata; decodes (``query_len == 1``) must precede longer spans.
+
+        ``trees``: ``(i, ancestor_mask (N, N) bool)`` when sequence ``i``'s span ends with the
+        ``N`` nodes of a token tree (see the module docstring).
+        """
         num_seqs = len(context_lens)
         max_blocks = max(len(bt) for bt in block_tables)
         tables = np.zeros((num_seqs, max_blocks), dtype=np.int64)
@@ -107,6 +130,16 @@ class AttentionMetadata:
             max_context_len=int(ctx.max()),
             block_size=block_size,
         )
+        # tree rows: row -> (prefix_len, allowed tree keys of that row), ancestors of a node
+        # precede it, so its allowed keys all lie within its causal range
+        tree_keys: dict[int, tuple[int, np.ndarray]] = {}
+        for i, ancestors in trees or ():
+            anc = ancestors.detach().to("cpu", torch.bool).numpy()
+            num_nodes = anc.shape[0]
+            first = int(qstart[i + 1]) - num_nodes
+            prefix = int(ctx[i]) - num_nodes
+            for a in range(num_nodes):
+                tree_keys[first + a] = (prefix, anc[a, : a + 1])
         if for_torch_path:
             num_like = num_decode
             while num_like < num_seqs and is_decode_like(int(qlen[num_like]), int(ctx[num_like])):
@@ -114,16 +147,49 @@ class AttentionMetadata:
             num_rows = int(qstart[num_like])  # rows of decodes and short spans, one per token
             row_seq = seq_of_token[:num_rows]
             meta.decode_groups = _decode_groups(
-                tables[row_seq], positions[:num_rows] + 1, block_size, device
+                tables[row_seq], positions[:num_rows] + 1, block_size, device, tree_keys
             )
             meta.prefill_segments = _prefill_segments(
-                tables, ctx, qlen, qstart, num_like, block_size, device
+                tables, ctx, qlen, qstart, num_like, block_size, device, tree_keys
             )
+        elif trees:
+            meta.tree = _tree_metadata(trees, tables, ctx, qstart, device)
         return meta
 
 
+def _tree_metadata(
+    trees: list[tuple[int, torch.Tensor]],
+    tables: np.ndarray,
+    ctx: np.ndarray,
+    qstart: np.ndarray,
+    device: torch.device | str,
+) -> TreeMetadata:
+    sizes = [int(anc.shape[0]) for _, anc in trees]
+    max_nodes = max(sizes)
+    node_mask = torch.zeros((sum(sizes), max_nodes), dtype=torch.uint8)
+    rows, prefix_lens, offsets = [], [], [0]
+    for (i, anc), n in zip(trees, sizes, strict=True):
+        start = offsets[-1]
+        node_mask[start : start + n, :n] = anc.to("cpu", torch.uint8)
+        rows.extend(range(int(qstart[i + 1]) - n, int(qstart[i + 1])))
+        prefix_lens.append(int(ctx[i]) - n)
+        offsets.append(start + n)
+    index = [i for i, _ in trees]
+    return TreeMetadata(
+        rows=torch.tensor(rows, dtype=torch.int64, device=device),
+        block_tables=torch.from_numpy(tables[index]).to(device=device, dtype=torch.int32),
+        query_start_loc=torch.tensor(offsets, dtype=torch.int32, device=device),
+        prefix_lens=torch.tensor(prefix_lens, dtype=torch.int32, device=device),
+        node_mask=node_mask.to(device),
+    )
+
+
 def _decode_groups(
-    tables: np.ndarray, ctx: np.ndarray, block_size: int, device: torch.device | str
+    tables: np.ndarray,
+    ctx: np.ndarray,
+    block_size: int,
+    device: torch.device | str,
+    tree_keys: dict[int, tuple[int, np.ndarray]] | None = None,
 ) -> list[DecodeGroup]:
     # Sequences are padded to their group's longest context; starting a new group whenever the
     # length falls below 3/4 of the group's first keeps padding waste bounded without a
@@ -141,6 +207,9 @@ def _decode_groups(
         ids = tables[start:end, :num_blocks].reshape(-1)
         length = num_blocks * block_size
         keep = np.arange(length)[None, :] < ctx[start:end, None]
+        for row, (prefix, allowed) in (tree_keys or {}).items():
+            if start <= row < end:
+                keep[row - start, prefix : prefix + len(allowed)] = allowed
         mask = np.where(keep, 0.0, -np.inf).astype(np.float32)[None, :, None, :]
         groups.append(
             DecodeGroup(
@@ -163,6 +232,7 @@ def _prefill_segments(
     num_decode: int,
     block_size: int,
     device: torch.device | str,
+    tree_keys: dict[int, tuple[int, np.ndarray]] | None = None,
 ) -> list[PrefillSegment]:
     segments = []
     for i in range(num_decode, len(ctx)):
@@ -174,6 +244,10 @@ def _prefill_segments(
         key_slots = tables[i, pos // block_size] * block_size + pos % block_size
         # query row r sits at position c - n + r and sees keys 0 .. c - n + r
         mask = pos[None, :] <= (c - n + np.arange(n))[:, None]
+        for r in range(n):
+            if (row := int(qstart[i]) + r) in (tree_keys or {}):
+                prefix, allowed = tree_keys[row]
+                mask[r, prefix : prefix + len(allowed)] = allowed
         segments.append(
             PrefillSegment(
                 int(qstart[i]),

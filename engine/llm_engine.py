@@ -51,6 +51,19 @@ from formcast.errors import DeadEndError, EngineConfigError, EngineError, Reques
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams
 
 Prompt = str | list[int] | list[dict[str, Any]]
+
+
+def _build_speculator(llm: LLM, config: Any) -> Speculator | None:
+    """The chain speculator, or the tree speculator for ``method="medusa"``."""
+    if config is None:
+        return None
+    if config.method == "medusa":
+        from formcast.engine.tree_speculator import TreeSpeculator
+
+        return TreeSpeculator(llm, config)
+    return Speculator(llm, config)
+
+
 _SEED_MODULUS = 2**64
 
 
@@ -132,9 +145,8 @@ class LLM:
         self.beams = BeamSearchManager(
             self.scheduler, self.block_manager, tokenizer, self.eos_token_ids
         )
-        self.speculator = (
-            None if self.config.speculative is None else Speculator(self, self.config.speculative)
-        )
+        self.model_path = folder
+        self.speculator = _build_speculator(self, self.config.speculative)
 
     @property
     def stats(self) -> EngineStats:
@@ -390,7 +402,12 @@ class LLM:
         # masks of the rows sampled this step are filled while the model runs
         self.mask_filler.start(self._rows_to_sample(plan))
         begin = time.perf_counter()
-        logits = self.runner.execute(plan.scheduled, self.block_manager.take_pending_copies())
+        copies = self.block_manager.take_pending_copies()
+        trees = None if self.speculator is None else self.speculator.trees
+        if trees:  # token-tree spans (Medusa): node depths and ancestor masks
+            logits = self.runner.execute(plan.scheduled, copies, trees=trees)
+        else:
+            logits = self.runner.execute(plan.scheduled, copies)
         self._stats.forward_seconds += time.perf_counter() - begin
         self._stats.num_steps += 1
         bitmask = self.mask_filler.result()

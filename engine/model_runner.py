@@ -4,11 +4,18 @@ Step tensors: the spans' token ids and positions concatenated ``(T,)`` (decodes 
 context first, then short spans on a cached prefix, so the attention can batch them), the slot
 of each new token, block tables.
 The runner returns float32 logits only for the positions asked for, in the scheduled order:
-``num_logits`` rows per span, for the span's last ``num_logits`` positions.
+``num_logits`` rows per span, for the span's last ``num_logits`` positions; the final hidden
+states of those rows stay in ``last_hidden`` (Medusa heads read them, no second forward).
+
+A span may end with the nodes of a token tree (``execute(trees=...)``, Medusa speculation):
+node ``i`` of a tree of ``N`` nodes is stored at position ``prefix_len + i`` of the cache but
+sits at rotary position ``prefix_len - 1 + depth[i]``, and attends to the prefix and its
+ancestors only (`AttentionMetadata.build(trees=...)`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +76,7 @@ class ModelRunner:
             layer.self_attn.k_cache = self.kv_cache[i, 0]
             layer.self_attn.v_cache = self.kv_cache[i, 1]
             layer.self_attn.backend = self.backend
+        self.last_hidden: torch.Tensor | None = None  # (sum num_logits, hidden) of the last step
 
     @property
     def bytes_per_block(self) -> int:
@@ -114,10 +122,27 @@ class ModelRunner:
         self.kv_cache[:, :, :, dst] = self.kv_cache[:, :, :, src]
 
     @torch.inference_mode()
+    def copy_slots(self, src_slots: torch.Tensor, dst_slots: torch.Tensor) -> None:
+        """Copy the K/V of cache slots ``src_slots (n,)`` to ``dst_slots (n,)`` in every layer."""
+        mc = self.model_config
+        flat = self.kv_cache.view(mc.num_hidden_layers, 2, mc.num_key_value_heads, -1, mc.head_dim)
+        src = src_slots.to(self.device)
+        flat[:, :, :, dst_slots.to(self.device)] = flat[
+            :, :, :, src
+        ]  # gathered first: overlap-safe
+
+    @torch.inference_mode()
     def execute(
-        self, scheduled: list[ScheduledSeq], copies: list[tuple[int, int]] = ()
+        self,
+        scheduled: list[ScheduledSeq],
+        copies: list[tuple[int, int]] = (),
+        trees: Mapping[int, tuple[Sequence[int], torch.Tensor]] | None = None,
     ) -> torch.Tensor:
-        """Run one step; return float32 logits ``(sum num_logits, V)`` in scheduled order."""
+        """Run one step; return float32 logits ``(sum num_logits, V)`` in scheduled order.
+
+        ``trees``: ``seq_id -> (depths (N,), ancestor_mask (N, N) bool)`` for spans ending
+        with a token tree's ``N`` nodes.
+        """
         self.copy_blocks(list(copies))
 
         # decodes first (longest context first), then short spans on a cached prefix
@@ -141,6 +166,11 @@ class ModelRunner:
             query_lens.append(item.num_new_tokens)
             context_lens.append(end)
             block_tables.append(item.seq.block_table)
+        tree_spans = [
+            (rank, trees[scheduled[i].seq.seq_id])
+            for rank, i in enumerate(order)
+            if trees and scheduled[i].seq.seq_id in trees
+        ]
         meta = AttentionMetadata.build(
             block_tables,
             context_lens,
@@ -148,12 +178,19 @@ class ModelRunner:
             self.block_size,
             self.device,
             for_torch_path=self.config.attention_backend == "torch",
+            trees=[(rank, ancestors) for rank, (_, ancestors) in tree_spans] or None,
         )
         qlen = np.asarray(query_lens)
         ctx = np.asarray(context_lens)
         qstart = np.concatenate([[0], np.cumsum(qlen)])
         seq_of_token = np.repeat(np.arange(len(order)), qlen)
         positions = np.arange(int(qstart[-1])) - qstart[seq_of_token] + (ctx - qlen)[seq_of_token]
+        for rank, (depths, _) in tree_spans:
+            # node i: rotary position prefix_len - 1 + depth[i] (root = last committed token)
+            num_nodes = len(depths)
+            prefix = int(ctx[rank]) - num_nodes
+            end = int(qstart[rank + 1])
+            positions[end - num_nodes : end] = prefix - 1 + np.asarray(depths)
         # logit rows: the last num_logits tokens of each span, in scheduled order
         end_of = {i: int(qstart[rank + 1]) for rank, i in enumerate(order)}
         rows = [
@@ -166,4 +203,5 @@ class ModelRunner:
             torch.from_numpy(positions).to(self.device),
             meta,
         )
-        return self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
+        self.last_hidden = hidden[torch.tensor(rows, device=self.device)]
+        return self.model.compute_logits(self.last_hidden)

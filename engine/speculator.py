@@ -154,6 +154,7 @@ class Speculator:
         self._bitmask = allocate_token_bitmask(capacity, llm.vocab_size)  # (rows, W)
         self._num_rows = 0
         self._states: dict[int, _SpecState] = {}
+        self.trees: dict | None = None  # token trees of this step's spans (tree speculation)
 
     # -- 1. propose ------------------------------------------------------------------------
 
@@ -415,6 +416,7 @@ class Speculator:
         verdicts, sample_logits = self._judge(states, logits)
         deltas = []
         for state, verdict, rows in zip(states, verdicts, sample_logits, strict=True):
+            self._record(state.seq.seq_id, state.proposal.num_drafts, verdict.num_accepted)
             deltas.append(self._emit(state, verdict, rows))
         self._states = {}
         self.stats.verify_seconds += time.perf_counter() - begin
@@ -474,18 +476,24 @@ class Speculator:
                 verdicts[i] = verdict
         return verdicts, sample_logits
 
+    def _record(self, seq_id: int, num_drafts: int, num_accepted: int) -> None:
+        """Count one verification in the stats and the acceptance tracker."""
+        self.stats.num_verifications += 1
+        self.stats.num_draft_tokens += num_drafts
+        self.stats.num_accepted_tokens += num_accepted
+        self.tracker.update(seq_id, num_drafts, num_accepted)
+
     def _emit(self, state: _SpecState, verdict: Verdict, raw_logits: torch.Tensor) -> StreamDelta:
-        """Apply a verdict: truncate KV and tokens, then emit token by token as plain decoding."""
+        """Apply a verdict: truncate KV and tokens, then emit token by token as plain decoding.
+
+        ``state.proposal`` holds the proposal's tokens in cache order (for a tree: the
+        accepted path, already moved to consecutive cache slots); ``raw_logits`` the raw
+        logits rows of its drafts and the final token, in order (logprobs)."""
         llm = self.llm
         seq = state.seq
         proposal = state.proposal
         kept = proposal.token_ids[: verdict.num_kept]
         is_forced = proposal.is_forced[: verdict.num_kept]
-        num_drafts = proposal.num_drafts
-        self.stats.num_verifications += 1
-        self.stats.num_draft_tokens += num_drafts
-        self.stats.num_accepted_tokens += verdict.num_accepted
-        self.tracker.update(seq.seq_id, num_drafts, verdict.num_accepted)
         # KV: committed + kept tokens are valid; the rejected tail is released
         llm.block_manager.truncate_inplace(seq, state.committed_len + verdict.num_kept)
         if self.draft is not None:

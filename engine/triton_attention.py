@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from formcast.engine.attention import AttentionMetadata
+from formcast.engine.tree_attention import paged_tree_attention_varlen
 
 # Kernels use only builtins plus the combine functions below (no triton.language.standard
 # helpers such as tl.sum / tl.max / tl.cdiv), so they also run under TRITON_INTERPRET=1 when
@@ -296,7 +297,8 @@ def paged_prefill_attention(
 
 class TritonAttention:
     """The GPU path: store with Triton, decode kernel for single-token spans, prefill kernel
-    for the rest. Same ``forward`` as ``attention.TorchAttention``."""
+    for the rest, tree kernel for token-tree rows (``meta.tree``, computed causally by the
+    prefill kernel first, then replaced). Same ``forward`` as ``attention.TorchAttention``."""
 
     def forward(
         self,
@@ -329,6 +331,18 @@ class TritonAttention:
                 meta.block_tables[num_decode:],
                 meta.query_start_loc[num_decode:] - num_decode,
                 meta.context_lens[num_decode:],
+                scale,
+            )
+        tree = meta.tree
+        if tree is not None:
+            out[tree.rows] = paged_tree_attention_varlen(
+                q[tree.rows],
+                k_cache,
+                v_cache,
+                tree.block_tables,
+                tree.query_start_loc,
+                tree.prefix_lens,
+                tree.node_mask,
                 scale,
             )
         return out

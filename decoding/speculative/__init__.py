@@ -1,15 +1,32 @@
 """Speculative decoding: proposers (n-gram, self-draft, draft model) and the lossless verifier.
 
 Decoding-level pieces (no engine): `SpeculativeConfig`, prompt lookup (`NgramProposer`), the
-adaptive draft count (`AcceptanceTracker`) and the verifier (`Proposal`, `verify_greedy`,
-`verify_sampled`). The engine side (proposing inside steps, KV rollback, draft-model caches)
-lives in ``formcast.engine.speculator`` and ``formcast.engine.draft_runner``. Medusa heads
-are not implemented yet.
+adaptive draft count (`AcceptanceTracker`), the chain verifier (`Proposal`, `verify_greedy`,
+`verify_sampled`), and for Medusa tree speculation the token trees (`TreeTopology`,
+`DraftTree`, `build_tree`) and the tree verifier (`verify_tree_greedy`, exact
+`verify_tree_sampled`, lossy `verify_tree_typical`). The engine side (proposing inside steps,
+KV rollback, draft-model caches, Medusa heads and tree attention) lives in
+``formcast.engine.speculator``, ``formcast.engine.tree_speculator``,
+``formcast.engine.draft_runner``, ``formcast.engine.medusa_heads`` and
+``formcast.engine.tree_attention``.
 """
 
 from formcast.decoding.speculative.acceptance import AcceptanceTracker, best_num_drafts
+from formcast.decoding.speculative.draft_tree import (
+    DEFAULT_TREE_CHOICES,
+    DraftTree,
+    TreeTopology,
+    build_tree,
+)
 from formcast.decoding.speculative.ngram_proposer import NgramProposer
 from formcast.decoding.speculative.spec_config import SpeculativeConfig
+from formcast.decoding.speculative.tree_verifier import (
+    TreeVerdict,
+    recursive_rejection,
+    verify_tree_greedy,
+    verify_tree_sampled,
+    verify_tree_typical,
+)
 from formcast.decoding.speculative.verifier import (
     Proposal,
     Verdict,
@@ -19,7 +36,16 @@ from formcast.decoding.speculative.verifier import (
 )
 
 __all__ = [
+    "DEFAULT_TREE_CHOICES",
     "AcceptanceTracker",
+    "DraftTree",
+    "TreeTopology",
+    "TreeVerdict",
+    "build_tree",
+    "recursive_rejection",
+    "verify_tree_greedy",
+    "verify_tree_sampled",
+    "verify_tree_typical",
     "NgramProposer",
     "Proposal",
     "SpeculativeConfig",

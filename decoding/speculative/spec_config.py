@@ -11,6 +11,17 @@
   tokenizer, run with its own paged KV cache.
 - ``"custom"``: ``proposer`` is any object with ``propose(token_ids, num_tokens) ->
   list[int]`` (point-mass drafts; used by tests to force rejections).
+- ``"medusa"``: Medusa heads on the target's last hidden state propose a token *tree*
+  (``medusa_tree``: Medusa "choices", rank paths; default
+  ``draft_tree.DEFAULT_TREE_CHOICES``), verified in one forward pass with tree attention
+  (``formcast.engine.tree_speculator``). ``medusa_heads``: a heads file, a ``MedusaHeads``
+  module, or None for the shipped heads of the model. ``acceptance="exact"`` (default) is
+  lossless (greedy: plain greedy's tokens; sampling: recursive rejection sampling);
+  ``acceptance="typical"`` is Medusa's typical acceptance, LOSSY (the output no longer
+  follows the target distribution), with ``posterior_threshold`` (default 0.09) and
+  ``posterior_alpha`` (default 0.3); it is never chosen implicitly. For Medusa the adaptive
+  rule picks the tree *depth* (``num_draft_tokens`` caps it) from the acceptance of the
+  path length.
 
 The number of drafts per step adapts to each sequence's acceptance rate (``adaptive``):
 with an exponential moving average ``a`` of the per-draft acceptance, the next ``k`` maximises
@@ -25,12 +36,15 @@ as much as it saves).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
+from formcast.decoding.speculative.draft_tree import normalize_choices
 from formcast.errors import EngineConfigError
 
-METHODS = ("ngram", "self_draft", "draft_model", "custom")
+METHODS = ("ngram", "self_draft", "draft_model", "custom", "medusa")
+ACCEPTANCES = ("exact", "typical")
 
 
 @dataclass
@@ -63,6 +77,14 @@ class SpeculativeConfig:
         Model folder / alias of the ``"draft_model"`` method.
     proposer : Any
         The ``"custom"`` proposer.
+    medusa_heads : str, PathLike, MedusaHeads or None
+        ``"medusa"``: the heads (None: the shipped heads of the target model).
+    medusa_tree : list of rank paths or None
+        ``"medusa"``: the static tree topology (None: the CPU default).
+    acceptance : str
+        ``"exact"`` (lossless) or ``"typical"`` (Medusa's typical acceptance, lossy).
+    posterior_threshold, posterior_alpha : float or None
+        Typical acceptance thresholds (only with ``acceptance="typical"``; None: 0.09, 0.3).
     """
 
     method: str = "ngram"
@@ -78,6 +100,11 @@ class SpeculativeConfig:
     draft_num_layers: int | None = None
     draft_model: str | None = None
     proposer: Any = None
+    medusa_heads: Any = None
+    medusa_tree: Any = None
+    acceptance: str = "exact"
+    posterior_threshold: float | None = None
+    posterior_alpha: float | None = None
 
     def __post_init__(self) -> None:
         where = "SpeculativeConfig"
@@ -122,6 +149,46 @@ class SpeculativeConfig:
         if self.method == "custom" and not callable(getattr(self.proposer, "propose", None)):
             raise EngineConfigError(
                 f"{where}: method='custom' needs proposer=<object with propose(token_ids, k)>"
+            )
+        self._check_medusa(where)
+
+    def _check_medusa(self, where: str) -> None:
+        if self.acceptance not in ACCEPTANCES:
+            raise EngineConfigError(
+                f"{where}.acceptance={self.acceptance!r}: use one of {ACCEPTANCES}"
+            )
+        for name in ("posterior_threshold", "posterior_alpha"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if self.acceptance != "typical":
+                raise EngineConfigError(
+                    f"{where}.{name}={value!r} applies to acceptance='typical' only (lossy; "
+                    "choose it explicitly)"
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise EngineConfigError(f"{where}.{name}={value!r} must be in (0, 1]")
+        if self.method != "medusa":
+            for name in ("medusa_heads", "medusa_tree"):
+                if getattr(self, name) is not None:
+                    raise EngineConfigError(f"{where}.{name} applies to method='medusa' only")
+            if self.acceptance != "exact":
+                raise EngineConfigError(
+                    f"{where}.acceptance={self.acceptance!r} applies to method='medusa' only"
+                )
+            return
+        if self.medusa_tree is not None:
+            self.medusa_tree = [
+                list(c) for c in normalize_choices(self.medusa_tree, f"{where}.medusa_tree")
+            ]
+        heads = self.medusa_heads
+        if (
+            heads is not None
+            and not isinstance(heads, (str, os.PathLike))
+            and not callable(getattr(heads, "top_candidates", None))
+        ):
+            raise EngineConfigError(
+                f"{where}.medusa_heads={heads!r} must be None, a heads file path or a MedusaHeads"
             )
 
     @classmethod
