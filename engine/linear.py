@@ -5,10 +5,10 @@
 on this model's shapes, although the weights (the memory traffic that bounds a decode step) are
 read once either way. Computing ``(W @ x.T).T`` instead hands the library a tall-skinny
 product it runs as a few GEMV-like sweeps over ``W``: for 2-4 rows the decoder layers cost
-1.1-1.7x one row instead of 2-3.5x, and for the LM head (``N`` = vocabulary) 2-16 rows cost
-0.6-1.7x one ``F.linear`` row instead of 2.3-2.6x (2-core EPYC, SmolLM2-135M shapes, measured
-in benchmarks/RESULTS.md "Small-batch matmuls"). The one-row LM head is fastest as
-``x @ W_t`` with a contiguous ``(K, N)`` copy of ``W`` (a GEMV that streams ``W_t`` row-wise).
+1.3-1.8x one row instead of 2-3x, and for the LM head (``N`` = vocabulary) 2-11 rows cost
+0.6-1.7x one ``F.linear`` row instead of 2.3-3.7x (2-core EPYC, SmolLM2-135M shapes; see
+benchmarks/RESULTS.md, "Small-batch matmuls"). The one-row LM head is fastest as ``x @ W_t``
+with a contiguous ``(K, N)`` copy of ``W`` (a GEMV that streams ``W_t`` row by row).
 
 Results equal ``F.linear`` up to float summation order. On CUDA everything is ``F.linear``.
 """
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 MAX_ROWS_TRANSPOSED = 4  # decoder layers: (W @ x.T).T for 2..4 rows, F.linear otherwise
-MAX_ROWS_TRANSPOSED_HEAD = 64  # LM head: (W @ x.T).T for 2..64 rows
+MAX_ROWS_TRANSPOSED_HEAD = 11  # LM head: (W @ x.T).T for 2..11 rows (slower from 12 on)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
