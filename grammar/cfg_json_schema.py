@@ -453,9 +453,8 @@ def compile_json_schema_cfg(
         tree or linked-list schema whose nodes ``$ref`` themselves, an instance ``k`` nodes
         deep needs ``max_depth >= k``. The error is raised on the first byte at which every
         reading of the output is deeper than ``N`` (inside the first node past the bound).
-        The bound is part of the cache key. (``compile_json_schema`` does not pass it yet:
-        call this function, or ``compile_json_schema(..., route="cfg")`` once it forwards
-        ``max_depth``.)
+        The bound is part of the cache key; ``compile_json_schema(..., max_depth=N)``
+        forwards it.
     others:
         As ``compile_json_schema``.
 

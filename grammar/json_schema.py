@@ -160,6 +160,7 @@ def compile_json_schema(
     lenient: bool = False,
     route: str = "auto",
     max_any_depth: int = 2,
+    max_depth: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     regex_route_chars: int = REGEX_ROUTE_CHARS,
     cache: bool = True,
@@ -207,6 +208,12 @@ def compile_json_schema(
     max_any_depth:
         Nesting bound for unconstrained values (``true``/``{}`` schemas) on the regex path
         (the structural path nests them without bound, except under ``indent``).
+    max_depth:
+        ``None`` (default): recursive schemas nest without bound. ``N``: output nesting past
+        ``N`` levels (the root schema plus each ``$ref`` being expanded) is refused with a
+        ``GrammarError`` naming the depth and byte offset (see ``compile_json_schema_cfg``).
+        The bound is enforced on the structural path, so ``route="auto"`` takes that path when
+        it is set, and ``route="regex"`` with ``max_depth`` is a ``SchemaError``.
     timeout_s:
         Compile budget of the regex path's automaton (``CompileBudgetError`` beyond it).
     regex_route_chars:
@@ -234,6 +241,8 @@ def compile_json_schema(
     root = schema_of(schema)
     layout_options = {"whitespace": whitespace, "max_whitespace": max_whitespace, "indent": indent}
     make_layout(**layout_options)  # validate the layout before any work
+    if max_depth is not None and route == "regex":
+        raise SchemaError("max_depth is enforced on the structural path only: use route='auto'")
 
     def structural() -> Any:
         from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
@@ -244,11 +253,12 @@ def compile_json_schema(
             strict=strict,
             lenient=lenient,
             max_any_depth=max_any_depth,
+            max_depth=max_depth,
             cache=cache,
             **layout_options,
         )
 
-    if route == "cfg":
+    if route == "cfg" or max_depth is not None:
         return structural()
     try:
         rx = json_schema_to_regex(

@@ -182,3 +182,24 @@ def test_max_depth_is_validated(smollm2_vocab):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(GrammarError, match="max_depth"):
             compile_json_schema_cfg(TREE, smollm2_vocab, max_depth=bad)
+
+
+def test_compile_json_schema_forwards_max_depth(smollm2_vocab, smollm2_tokenizer):
+    from formcast.grammar import compile_json_schema
+
+    bounded = compile_json_schema(TREE, smollm2_vocab, max_depth=3)
+    assert bounded.max_depth == 3
+    text = json.dumps(_chain(3), separators=(",", ":"))
+    matcher = bounded.matcher()
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    assert matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+    deeper = json.dumps(_chain(4), separators=(",", ":")).encode()
+    matcher = bounded.matcher()
+    with pytest.raises(GrammarError, match="max_depth=3"):
+        for byte in deeper:
+            matcher.accept_bytes(bytes([byte]))
+    # a bound on a non-recursive schema: the structural path, which enforces it
+    flat = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    assert compile_json_schema(flat, smollm2_vocab, max_depth=1).max_depth == 1
+    with pytest.raises(SchemaError, match="max_depth"):
+        compile_json_schema(flat, smollm2_vocab, route="regex", max_depth=1)
