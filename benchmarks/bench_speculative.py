@@ -87,25 +87,6 @@ SCHEMA = {
 }
 
 
-def install_small_m_linear() -> None:
-    """Experiment (``--small-m-linear``): compute ``x @ W.T`` as ``(W @ x.T).T`` for 2-16 rows.
-
-    On this CPU, ``F.linear`` with 2-16 input rows runs a packed GEMM that costs 2-3x the
-    one-row GEMV (measured: LM head 49152x576, 1 thread: M=1 45 ms, M=2 123 ms; ``W @ x.T``
-    47 ms), so a verification span of k+1 tokens costs far more than a decode step. This
-    patches ``torch.nn.functional.linear`` for plain and speculative engines alike.
-    """
-    original = torch.nn.functional.linear
-
-    def linear(x, weight, bias=None):
-        if x.dim() == 2 and 2 <= x.shape[0] <= 16:
-            out = (weight @ x.T).T
-            return out if bias is None else out + bias
-        return original(x, weight, bias)
-
-    torch.nn.functional.linear = linear
-
-
 def chat(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
@@ -185,18 +166,12 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=1, help="report the fastest repeat")
-    parser.add_argument(
-        "--small-m-linear", action="store_true", help="experiment: see install_small_m_linear"
-    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.small_m_linear:
-        install_small_m_linear()
     print(
         f"machine: {platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
-        f"small-m linear {args.small_m_linear}"
+        f"threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}"
     )
     engine = dict(max_model_len=1024, max_num_seqs=8)
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
