@@ -253,8 +253,30 @@ class CfgLexer:
 
     # -- vectorised vocabulary walk ---------------------------------------------------------------
 
+    def _grow_table(self) -> None:
+        """Extend the numpy table and the split flags to every interned state (rows not
+        computed yet are stored as dead; :meth:`_materialise_from` refreshes them)."""
+        known = len(self._split_flags)  # states in the table (its capacity may be larger)
+        num_states = self.num_states
+        if known < num_states:
+            if self._np_rows.shape[0] < num_states:  # grow geometrically (amortised copies)
+                size = max(num_states, 2 * self._np_rows.shape[0])
+                grown = np.full((size, 256), DEAD, dtype=np.int32)
+                grown[:known] = self._np_rows[:known]
+                self._np_rows = grown
+                self._splits_any = np.concatenate(
+                    [self._splits_any[:known], np.zeros(size - known, dtype=bool)]
+                )
+            for s in range(known, num_states):
+                if self.rows[s] is not None:
+                    self._np_rows[s] = self.rows[s]
+            splits = [bool(self.split_key(s)) for s in range(known, num_states)]
+            self._splits_any[known:num_states] = splits
+            self._split_flags += splits
+
     def _materialise_from(self, sid: int) -> np.ndarray:
-        """Rows of every state reachable from ``sid``, as an ``(N, 256)`` int32 table."""
+        """Rows of every state reachable from ``sid``, as an ``(N, 256)`` int32 table (rows
+        past the interned states are padding)."""
         if sid in self._materialised:
             return self._np_rows
         stack = [sid]
@@ -265,16 +287,8 @@ class CfgLexer:
                 if t >= 0 and t not in seen:
                     seen.add(t)
                     stack.append(t)
-        known = self._np_rows.shape[0]
-        if known < self.num_states:
-            fresh = [
-                self.rows[s] if self.rows[s] is not None else [DEAD] * 256
-                for s in range(known, self.num_states)
-            ]
-            self._np_rows = np.vstack([self._np_rows, np.asarray(fresh, dtype=np.int32)])
-            splits = [bool(self.split_key(s)) for s in range(known, self.num_states)]
-            self._splits_any = np.concatenate([self._splits_any, np.asarray(splits, dtype=bool)])
-            self._split_flags += splits
+        known = len(self._split_flags)
+        self._grow_table()
         # rows interned but not yet expanded were stored as dead; refresh the ones we expanded
         for s in seen:
             if s < known and s not in self._materialised:
@@ -443,13 +457,16 @@ class CfgLexer:
         """Continue records (at least one byte read) byte by byte; append to the result lists."""
         vt = self.table
         matrix, lengths, step = vt.matrix, vt.lengths, self.step
-        accepts = self._split_flags
+        self._grow_table()
+        accepts = self._split_flags  # grown in place below as states are interned
         out_within: list[int] = []
         out_split: list[tuple[int, int, int]] = []
         for row, start, state in zip(
             rows.tolist(), positions.tolist(), states.tolist(), strict=True
         ):
             for k, byte in enumerate(matrix[row, start : lengths[row]].tobytes()):
+                if state >= len(accepts):
+                    self._grow_table()
                 if accepts[state]:
                     out_split.append((row, start + k, state))
                 state = step(state, byte)
@@ -466,11 +483,12 @@ class CfgLexer:
             split_states.append(found[:, 2])
 
     def _walk_records_scalar(self, sid: int, rows: np.ndarray, steps) -> TokenWalk:
-        """:meth:`walk_records` for a few records: byte by byte, no array set-up."""
+        """:meth:`walk_records` for a few records: byte by byte, no array set-up (and only the
+        states the records reach are expanded, not every state reachable from ``sid``)."""
         vt = self.table
         matrix, lengths, step = vt.matrix, vt.lengths, self.step
-        self._materialise_from(sid)
-        accepts = self._split_flags
+        self._grow_table()
+        accepts = self._split_flags  # grown in place below as states are interned
         starts = steps.tolist() if isinstance(steps, np.ndarray) else [steps] * len(rows)
         within: list[int] = []
         split_rows: list[int] = []
@@ -479,6 +497,8 @@ class CfgLexer:
         for row, start in zip(rows.tolist(), starts, strict=True):
             state = sid
             for k, byte in enumerate(matrix[row, start : lengths[row]].tobytes()):
+                if state >= len(accepts):
+                    self._grow_table()
                 if k and accepts[state]:
                     split_rows.append(row)
                     split_pos.append(start + k)
