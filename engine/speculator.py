@@ -46,7 +46,7 @@ from formcast.decoding.speculative.verifier import (
 )
 from formcast.engine.draft_runner import DraftModel, build_draft_runner
 from formcast.engine.outputs import StreamDelta
-from formcast.engine.scheduler import SchedulerOutput
+from formcast.engine.scheduler import ScheduledSeq, SchedulerOutput
 from formcast.engine.sequence import Sequence, SequenceStatus
 from formcast.errors import DeadEndError, EngineError
 from formcast.grammar import allocate_token_bitmask
@@ -57,6 +57,20 @@ if TYPE_CHECKING:
 
 MAX_UNCACHED_FOR_SPECULATION = 16  # committed tokens still to compute (e.g. jump-forward)
 MAX_FORCED_PER_PROPOSAL = 16  # jump-forward tokens a proposal may carry beyond its drafts
+
+
+def mark_verification(item: ScheduledSeq, num_proposed: int) -> None:
+    """Make a scheduled span a verification span: logits for its ``num_proposed`` proposed
+    tokens plus one. The span must hold the whole proposal (proposals are budgeted so the
+    scheduler never cuts one)."""
+    seq = item.seq
+    if seq.num_cached_tokens + item.num_new_tokens != seq.num_tokens:
+        raise EngineError(
+            f"sequence {seq.seq_id}: its speculative span was cut by the scheduler "
+            "(proposals are budgeted so this cannot happen)"
+        )
+    item.num_logits = num_proposed + 1
+    item.is_verification = True
 
 
 @dataclass
@@ -384,15 +398,8 @@ class Speculator:
             state = self._states.get(item.seq.seq_id)
             if state is None:
                 continue
-            seq = item.seq
-            if seq.num_cached_tokens + item.num_new_tokens != seq.num_tokens:
-                raise EngineError(
-                    f"sequence {seq.seq_id}: its speculative span was cut by the scheduler "
-                    "(proposals are budgeted so this cannot happen)"
-                )
-            item.num_logits = len(state.proposal) + 1
-            item.is_verification = True
-            scheduled.add(seq.seq_id)
+            mark_verification(item, len(state.proposal))
+            scheduled.add(item.seq.seq_id)
         for seq_id in [s for s in self._states if s not in scheduled]:
             self._strip(self._states.pop(seq_id))  # preempted: its blocks are gone already
 

@@ -62,6 +62,7 @@ from formcast.engine.speculator import (
     MAX_FORCED_PER_PROPOSAL,
     Speculator,
     _SpecState,
+    mark_verification,
 )
 from formcast.errors import DeadEndError, EngineConfigError, EngineError
 from formcast.grammar import allocate_token_bitmask
@@ -292,13 +293,7 @@ class TreeSpeculator(Speculator):
             if state is None:
                 continue
             seq = item.seq
-            if seq.num_cached_tokens + item.num_new_tokens != seq.num_tokens:
-                raise EngineError(
-                    f"sequence {seq.seq_id}: its tree span was cut by the scheduler "
-                    "(trees are budgeted so this cannot happen)"
-                )
-            item.num_logits = len(state.tree) + 1
-            item.is_verification = True
+            mark_verification(item, len(state.tree))
             trees[seq.seq_id] = (state.tree.depths, state.tree.ancestor_mask())
             scheduled.add(seq.seq_id)
         for seq_id in [s for s in self._tree_states if s not in scheduled]:
