@@ -10,19 +10,20 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from formcast.engine.medusa_heads import MedusaHeads, default_medusa_heads_path  # noqa: E402
-from formcast.engine.medusa_training import (  # noqa: E402
+from formcast.engine.medusa_corpus import (  # noqa: E402
     GeneratedText,
     HiddenRecorder,
-    choose_token_subset,
-    evaluate_heads,
     generate_text,
-    heads_loss,
-    heldout_prompts,
     recorded_corpus,
     teacher_force,
+)
+from formcast.engine.medusa_heads import MedusaHeads, default_medusa_heads_path  # noqa: E402
+from formcast.engine.medusa_prompts import heldout_prompts, training_prompts  # noqa: E402
+from formcast.engine.medusa_training import (  # noqa: E402
+    choose_token_subset,
+    evaluate_heads,
+    heads_loss,
     train_heads,
-    training_prompts,
 )
 from formcast.errors import EngineConfigError, FormcastError, ModelLoadError  # noqa: E402
 
