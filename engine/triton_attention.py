@@ -6,6 +6,9 @@
 - ``paged_prefill_attention``: ragged query spans against their paged contexts (cached prefix +
   the span itself, already stored), causal with offset ``context_len - query_len``
   (ref: ``attention.paged_prefill_attention_torch``).
+- ``paged_tree_attention_varlen``: token trees (each node sees the prefix and its ancestors;
+  ref: ``tree_attention.paged_tree_attention_torch``). Same kernel as prefill, with the tree
+  mask in place of the causal one.
 
 Cache layout ``(Hkv, num_blocks, block_size, D)``; the slot ``s`` of KV head ``h`` starts at
 ``h * stride_head + s * D``. Softmax is accumulated in float32: running max ``m``, running sum
@@ -19,7 +22,6 @@ import triton
 import triton.language as tl
 
 from formcast.engine.attention import AttentionMetadata
-from formcast.engine.tree_attention import paged_tree_attention_varlen
 
 # Kernels use only builtins plus the combine functions below (no triton.language.standard
 # helpers such as tl.sum / tl.max / tl.cdiv), so they also run under TRITON_INTERPRET=1 when
@@ -183,13 +185,14 @@ def paged_decode_attention(
 
 
 @triton.jit
-def _paged_prefill_kernel(
+def _paged_span_kernel(
     q_ptr,
     k_cache_ptr,
     v_cache_ptr,
     block_tables_ptr,
     query_start_loc_ptr,
-    context_lens_ptr,
+    lens_ptr,
+    node_mask_ptr,
     out_ptr,
     scale,
     stride_qt,
@@ -198,19 +201,32 @@ def _paged_prefill_kernel(
     stride_oh,
     stride_bt,
     stride_cache_head,
+    stride_mask,
+    IS_TREE: tl.constexpr,
     GROUP: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     D: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
+    # One (span, query head, BLOCK_M-row tile) per program. Causal span (IS_TREE false):
+    # ``lens`` are context lengths, row r of a span of L sits at position context_len - L + r
+    # and sees keys 0..its position. Token tree (IS_TREE): ``lens`` are prefix lengths, node i
+    # is stored at prefix_len + i and sees the prefix plus the nodes of ``node_mask[row]``.
     seq = tl.program_id(0)
     head = tl.program_id(1)
     tile = tl.program_id(2)
     q_start = tl.load(query_start_loc_ptr + seq)
     query_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
     if tile * BLOCK_M < query_len:
-        context_len = tl.load(context_lens_ptr + seq)
+        if IS_TREE:
+            prefix_len = tl.load(lens_ptr + seq)
+            context_len = prefix_len + query_len
+            last_key = context_len
+        else:
+            context_len = tl.load(lens_ptr + seq)
+            # keys beyond the tile's last query position are masked for every row: stop there
+            last_key = tl.minimum(context_len, context_len - query_len + (tile + 1) * BLOCK_M)
         kv_head = head // GROUP
         offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
         m_mask = offs_m < query_len
@@ -220,13 +236,12 @@ def _paged_prefill_kernel(
         q = tl.load(q_ptr + q_rows, mask=m_mask[:, None] & d_mask[None, :], other=0.0)
         q = q.to(tl.float32)
         q_pos = context_len - query_len + offs_m  # (BLOCK_M,) absolute positions
+        mask_rows = (q_start + offs_m).to(tl.int64) * stride_mask
         offs_n = tl.arange(0, BLOCK_SIZE)
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.full([BLOCK_M], 0.0, tl.float32)
         acc = tl.full([BLOCK_M, BLOCK_D], 0.0, tl.float32)
         cache_base = kv_head.to(tl.int64) * stride_cache_head
-        # keys beyond the tile's last query position are masked for every row: stop there
-        last_key = tl.minimum(context_len, context_len - query_len + (tile + 1) * BLOCK_M)
         for j in range(0, (last_key + BLOCK_SIZE - 1) // BLOCK_SIZE):
             block = tl.load(block_tables_ptr + seq * stride_bt + j).to(tl.int64)
             k_pos = j * BLOCK_SIZE + offs_n
@@ -235,7 +250,17 @@ def _paged_prefill_kernel(
             k = tl.load(k_cache_ptr + cache_base + rows, mask=kv_mask, other=0.0).to(tl.float32)
             v = tl.load(v_cache_ptr + cache_base + rows, mask=kv_mask, other=0.0).to(tl.float32)
             s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale  # (BLOCK_M, BLOCK_SIZE)
-            valid = (k_pos[None, :] <= q_pos[:, None]) & (k_pos[None, :] < context_len)
+            if IS_TREE:
+                node = k_pos - prefix_len  # key's node index (negative: a prefix key)
+                is_node = (node >= 0) & (node < query_len)
+                ancestor = tl.load(
+                    node_mask_ptr + mask_rows[:, None] + node[None, :],
+                    mask=m_mask[:, None] & is_node[None, :],
+                    other=0,
+                )
+                valid = (k_pos < prefix_len)[None, :] | (ancestor != 0)
+            else:
+                valid = (k_pos[None, :] <= q_pos[:, None]) & (k_pos[None, :] < context_len)
             s = tl.where(valid, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.reduce(s, 1, _max_combine))
             p = tl.exp(s - m_new[:, None])
@@ -252,6 +277,52 @@ def _paged_prefill_kernel(
         )
 
 
+def _launch_span_kernel(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    lens: torch.Tensor,
+    node_mask: torch.Tensor | None,
+    scale: float,
+) -> torch.Tensor:
+    num_rows, num_q_heads, head_dim = q.shape
+    num_kv_heads, _, block_size, _ = k_cache.shape
+    out = torch.empty_like(q)
+    if num_rows == 0:
+        return out
+    block_m = 16
+    max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max())
+    grid = (lens.shape[0], num_q_heads, triton.cdiv(max_query_len, block_m))
+    is_tree = node_mask is not None
+    _paged_span_kernel[grid](
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        query_start_loc,
+        lens,
+        node_mask if is_tree else lens,  # unread without IS_TREE
+        out,
+        scale,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        block_tables.stride(0),
+        k_cache.stride(0),
+        node_mask.stride(0) if is_tree else 0,
+        IS_TREE=is_tree,
+        GROUP=num_q_heads // num_kv_heads,
+        BLOCK_SIZE=block_size,
+        BLOCK_M=block_m,
+        D=head_dim,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+    )
+    return out
+
+
 def paged_prefill_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -262,37 +333,31 @@ def paged_prefill_attention(
     scale: float,
 ) -> torch.Tensor:
     """Ragged causal attention of ``q (T, Hq, D)`` over paged contexts; ``(T, Hq, D)``."""
-    num_tokens, num_q_heads, head_dim = q.shape
-    num_kv_heads, _, block_size, _ = k_cache.shape
-    out = torch.empty_like(q)
-    num_seqs = context_lens.shape[0]
-    if num_tokens == 0:
-        return out
-    block_m = 16
-    max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max())
-    grid = (num_seqs, num_q_heads, triton.cdiv(max_query_len, block_m))
-    _paged_prefill_kernel[grid](
-        q,
-        k_cache,
-        v_cache,
-        block_tables,
-        query_start_loc,
-        context_lens,
-        out,
-        scale,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        GROUP=num_q_heads // num_kv_heads,
-        BLOCK_SIZE=block_size,
-        BLOCK_M=block_m,
-        D=head_dim,
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+    return _launch_span_kernel(
+        q, k_cache, v_cache, block_tables, query_start_loc, context_lens, None, scale
     )
-    return out
+
+
+def paged_tree_attention_varlen(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    node_mask: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Tree attention of several token trees at once; ``(R, Hq, D)`` for ``q (R, Hq, D)``.
+
+    Rows ``query_start_loc[b] .. query_start_loc[b + 1]`` of ``q`` are tree ``b``'s nodes
+    (see `formcast.engine.tree_attention`). ``block_tables (B, M)`` int32, ``query_start_loc
+    (B + 1,)`` int32, ``prefix_lens (B,)`` int32 (each >= 1), ``node_mask (R, Nmax)`` uint8
+    (row's ancestors among its tree's nodes).
+    """
+    return _launch_span_kernel(
+        q, k_cache, v_cache, block_tables, query_start_loc, prefix_lens, node_mask, scale
+    )
 
 
 class TritonAttention:

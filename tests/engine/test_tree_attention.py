@@ -22,11 +22,9 @@ NUM_KV_HEADS, GROUP, HEAD_DIM, NUM_BLOCKS = 2, 2, 16, 24
 def interpreted_kernels():
     """Kernels are built at import time: rebuild them in interpreter mode if they were not."""
     os.environ["TRITON_INTERPRET"] = "1"
-    if type(tree_attn._paged_tree_kernel).__name__ != "InterpretedFunction":
-        importlib.reload(tree_attn)
     from formcast.engine import triton_attention
 
-    if type(triton_attention._paged_decode_kernel).__name__ != "InterpretedFunction":
+    if type(triton_attention._paged_span_kernel).__name__ != "InterpretedFunction":
         importlib.reload(triton_attention)
 
 
