@@ -175,17 +175,11 @@ class Speculator:
     def propose(self) -> None:
         """Append proposals to the running sequences that speculate this step."""
         begin = time.perf_counter()
-        self._states = {}
-        self._num_rows = 0
-        self._release_finished()
-        running = self.llm.scheduler.running
-        if not running or len(running) > self.config.max_batch_size:
+        step = self._begin_step()
+        if step is None:
             return
+        running, budget, free_blocks = step
         bm = self.llm.block_manager
-        budget = self.llm.config.max_num_batched_tokens - sum(
-            s.num_uncached_tokens for s in running
-        )
-        free_blocks = bm.num_free_blocks - bm.watermark_blocks
         states = []
         for seq in running:
             if not self._can_speculate(seq):
@@ -218,6 +212,21 @@ class Speculator:
             else:
                 self._strip(state)
         self.stats.propose_seconds += time.perf_counter() - begin
+
+    def _begin_step(self) -> tuple[list[Sequence], int, int] | None:
+        """Drop the last step's proposals; the running sequences, the token budget and the
+        free KV blocks left for this step's proposals (None: no speculation this step)."""
+        self._states = {}
+        self._num_rows = 0
+        self._release_finished()
+        running = self.llm.scheduler.running
+        if not running or len(running) > self.config.max_batch_size:
+            return None
+        budget = self.llm.config.max_num_batched_tokens - sum(
+            s.num_uncached_tokens for s in running
+        )
+        bm = self.llm.block_manager
+        return running, budget, bm.num_free_blocks - bm.watermark_blocks
 
     def _can_speculate(self, seq: Sequence) -> bool:
         if seq.status is not SequenceStatus.RUNNING or seq.num_pending_forks:

@@ -198,18 +198,12 @@ class TreeSpeculator(Speculator):
         """Append a token tree to every running sequence that speculates this step."""
         begin = time.perf_counter()
         self._tree_states = {}
-        self._states = {}
         self.trees = None
-        self._num_rows = 0
-        self._release_finished()
-        running = self.llm.scheduler.running
-        if not running or len(running) > self.config.max_batch_size:
+        step = self._begin_step()
+        if step is None:
             return
+        running, budget, free_blocks = step
         bm = self.llm.block_manager
-        budget = self.llm.config.max_num_batched_tokens - sum(
-            s.num_uncached_tokens for s in running
-        )
-        free_blocks = bm.num_free_blocks - bm.watermark_blocks
         chosen = []  # (seq, head_offset, depth, max_nodes)
         for seq in running:
             record = self._hidden.get(seq.seq_id)
