@@ -9,6 +9,7 @@ grammar may run on different threads concurrently (the shared runtime is locked)
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,6 +39,7 @@ class CfgMatcher:
         "_is_eos_accepted",
         "_eos_ids",
         "_token_bytes",
+        "_fill_target",
     )
 
     def __init__(self, grammar: CompiledCFG) -> None:
@@ -48,6 +50,9 @@ class CfgMatcher:
         self._is_eos_accepted = False
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
+        # (weak ref to the last CPU bitmask, row, data_ptr, shape, numpy view of the row): a
+        # repeated fill of the same bitmask row skips torch's indexing and conversion (~13 us)
+        self._fill_target: tuple | None = None
 
     @property
     def num_accepted(self) -> int:
@@ -194,6 +199,19 @@ class CfgMatcher:
         """
         src = self.packed_row()
         num_words = len(src)
+        target = self._fill_target
+        if (
+            target is not None
+            and target[0]() is bitmask
+            and target[1] == row
+            and target[2] == bitmask.data_ptr()
+            and target[3] == bitmask.shape
+        ):
+            view = target[4]
+            view[:num_words] = src
+            if len(view) > num_words:
+                view[num_words:] = 0
+            return
         if bitmask.dtype != torch.int32:
             raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
         if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
@@ -210,6 +228,7 @@ class CfgMatcher:
             view = target.numpy()
             view[:num_words] = src
             view[num_words:] = 0
+            self._fill_target = (weakref.ref(bitmask), row, bitmask.data_ptr(), bitmask.shape, view)
             return
         target[:num_words].copy_(torch.from_numpy(np.array(src)), non_blocking=True)
         if target.shape[0] > num_words:

@@ -1,7 +1,7 @@
 """CfgRuntime: byte-exact prefix tracking and token masks for a context-free grammar.
 
 A position in the output is a *head set*: every way the bytes so far can be read as
-``(Earley node, lexer state)`` — the terminals completed so far (the node) and the live
+``(parser node, lexer state)`` — the terminals completed so far (the node) and the live
 partial lexeme (the lexer state, over the terminals that node expects). Reading a byte moves
 every head inside its lexeme, and also, when the lexeme so far completes an expected terminal
 ``T``, scans ``T`` in the parser and starts the next lexeme with that byte. Because the grammar
@@ -30,6 +30,15 @@ independently of the context (:meth:`CfgRuntime._chain`). Lexing ambiguity: a he
 many heads (``notx`` = ``not x`` or the name ``notx``) computes and memoises the masks of its
 first heads only; for the others, groups whose tokens are all allowed already are skipped.
 
+Two parsers. Grammars whose SLR(1) tables have no conflicts (JSON, arithmetic, the Python-like
+expressions, tool calls, most GBNF files) run on :mod:`formcast.grammar.lr_parser`: a node is a
+hash-consed LR stack, a step is a few table lookups instead of an Earley closure, and a memo
+entry computed from a stack is keyed by the stack's top states down to the deepest one the
+computation read (``LRParser.floor``), so new contexts that share their top of stack (``f(x,
+[y, (z`` and ``(z``) share head and group masks, and each level of a repetition chain is one
+memo entry. Ambiguous or non-SLR grammars (and any grammar compiled with ``max_depth``) run
+on the Earley parser with the signature keys above; ``parser_kind`` forces either.
+
 Thread safety: one compiled grammar is shared by matchers on several threads. Every operation
 that may build parser nodes, lexer states, walks or memo entries runs under one re-entrant
 lock per runtime; a memoised mask is read without it.
@@ -43,14 +52,19 @@ from collections import OrderedDict
 import numpy as np
 
 from formcast.errors import GrammarError
+from formcast.grammar.cfg_grammar import PreparedGrammar
 from formcast.grammar.cfg_lexer import RESTART, CfgLexer, SplitGroup
 from formcast.grammar.earley_parser import EarleyNode, EarleyParser
+from formcast.grammar.lr_parser import LRNode, LRParser, LRTable, build_lr_table
 
-Head = tuple[EarleyNode, int]
+Head = tuple[EarleyNode | LRNode, int]
 Heads = frozenset[Head]
 
 _MAX_MEMO = 4096  # entries per memo table; a mask row is ceil(V / 32) int32 words (6 KB)
 _NUM_EXACT_HEADS = 3  # heads of a set whose masks are memoised; further ones are pruned
+# LR path: a memo entry computed from a stack is keyed by the top states it read, rounded up to
+# one of these counts (deeper: by the stack's identity)
+_TOP_COUNTS = (1, 2, 4, 8, 16)
 
 
 class _Lru(OrderedDict):
@@ -60,6 +74,16 @@ class _Lru(OrderedDict):
         self[key] = value
         if len(self) > _MAX_MEMO:
             self.popitem(last=False)
+
+
+def lr_table(grammar: PreparedGrammar) -> LRTable | None:
+    """The SLR(1) tables of ``grammar`` (``None``: it has conflicts), built once and kept on
+    the grammar object (so the disk cache of compiled grammars stores them too)."""
+    found = getattr(grammar, "_lr_table", False)
+    if found is False:
+        found = build_lr_table(grammar)
+        grammar._lr_table = found
+    return found
 
 
 class CfgRuntime:
@@ -74,6 +98,11 @@ class CfgRuntime:
     max_depth:
         Largest nesting depth :meth:`advance` accepts (``None``: unbounded); see
         :attr:`EarleyNode.depth <formcast.grammar.earley_parser.EarleyNode>`.
+    parser_kind:
+        ``"auto"`` (default): an LR parser (:mod:`formcast.grammar.lr_parser`) when the
+        grammar has conflict-free SLR(1) tables and ``max_depth`` is ``None``, else ``parser``;
+        ``"earley"``: always ``parser``; ``"lr"``: the LR parser (``GrammarError`` if the
+        grammar has SLR(1) conflicts or ``max_depth`` is set).
     """
 
     def __init__(
@@ -82,7 +111,18 @@ class CfgRuntime:
         lexer: CfgLexer,
         eos_row: np.ndarray,
         max_depth: int | None = None,
+        parser_kind: str = "auto",
     ) -> None:
+        if parser_kind not in ("auto", "earley", "lr"):
+            raise GrammarError(f"parser_kind must be 'auto', 'earley' or 'lr', got {parser_kind!r}")
+        table = None
+        if parser_kind != "earley" and max_depth is None:
+            table = lr_table(parser.grammar)
+        if parser_kind == "lr" and table is None:
+            raise GrammarError("the LR parser needs conflict-free SLR(1) tables and no max_depth")
+        self.is_lr = table is not None
+        if self.is_lr:
+            parser = LRParser(table)
         self.parser = parser
         self.lexer = lexer
         self.eos_row = eos_row
@@ -200,7 +240,7 @@ class CfgRuntime:
             row = np.zeros(self.num_words, dtype=np.int32)
             pending = []
             for head in heads:
-                found = self._head_masks.get((head[0].signature, head[1]))
+                found = self._memo_get(self._head_masks, head[0], head[1])
                 if found is None:
                     pending.append(head)
                 else:
@@ -216,9 +256,63 @@ class CfgRuntime:
             self._masks.put(key, row)
         return row
 
+    # -- memo keys -------------------------------------------------------------------------------
+    #
+    # Earley nodes: memo keys are behaviour signatures. LR stacks: a computation from a stack
+    # records how deep it read (``LRParser.floor``); its result is keyed by the stack's top states
+    # down to there (rounded up to one of _TOP_COUNTS; deeper: the stack's identity), so every
+    # stack with those top states (nested contexts, other sentences) shares it. A hit lowers the
+    # floor as the computation did, so enclosing computations stay keyed exactly.
+
+    def _memo_get(self, table: _Lru, node, tag) -> np.ndarray | None:
+        if not self.is_lr:
+            return table.get((node.signature, tag))
+        for count in _TOP_COUNTS:
+            found = table.get((node.tops(count), tag))
+            if found is not None:
+                break
+            if count > node.height:  # the stack has no more states: longer keys are equal
+                found = None
+                break
+        else:
+            found = table.get((node.uid, tag))
+        if found is None:
+            return None
+        row, depth = found
+        floor = node.height - depth + 1
+        if floor < self.parser.floor:
+            self.parser.floor = floor
+        return row
+
+    def _memo_start(self, node) -> int:
+        """Start a memoised computation from ``node``: returns the enclosing floor."""
+        if not self.is_lr:
+            return 0
+        saved = self.parser.floor
+        self.parser.floor = node.height
+        return saved
+
+    def _memo_put(self, table: _Lru, node, tag, row: np.ndarray, saved: int) -> None:
+        """Store the result of the computation started by :meth:`_memo_start`."""
+        if not self.is_lr:
+            table.put((node.signature, tag), row)
+            return
+        parser = self.parser
+        floor = parser.floor
+        depth = node.height - floor + 1  # top states read
+        if saved < floor:
+            parser.floor = saved
+        for count in _TOP_COUNTS:
+            if depth <= count:
+                table.put((node.tops(count), tag), (row, depth))
+                return
+        table.put((node.uid, tag), (row, depth))
+
+    # -- mask computations -----------------------------------------------------------------------
+
     def head_mask(self, head: Head) -> np.ndarray:
         """Text tokens allowed after one head (cases a, b, c of the module docstring)."""
-        found = self._head_masks.get((head[0].signature, head[1]))
+        found = self._memo_get(self._head_masks, head[0], head[1])
         if found is None:
             with self.lock:
                 found = self._add_head_mask(head, None)
@@ -237,7 +331,7 @@ class CfgRuntime:
                 nxt = self._successor(node, terminal)
                 if nxt is not None:
                     after = (nxt, self.lexer.initial(nxt.expected))
-                    found = self._head_masks.get((nxt.signature, after[1]))
+                    found = self._memo_get(self._head_masks, nxt, after[1])
                     if found is not None:
                         acc |= found
                     else:
@@ -245,6 +339,7 @@ class CfgRuntime:
             for group in walk.splits:
                 self._add_group_mask(node, group, acc)
             return acc
+        saved = self._memo_start(node)
         row = walk.within_row.copy()
         for terminal in self.lexer.accepts[sid]:
             nxt = self._successor(node, terminal)
@@ -253,14 +348,14 @@ class CfgRuntime:
         for group in walk.splits:
             row |= self._group_mask(node, group)
         row.setflags(write=False)
-        self._head_masks.put((node.signature, sid), row)
+        self._memo_put(self._head_masks, node, sid, row, saved)
         return row
 
-    def _add_group_mask(self, node: EarleyNode, group: SplitGroup, acc: np.ndarray) -> None:
+    def _add_group_mask(self, node, group: SplitGroup, acc: np.ndarray) -> None:
         """OR :meth:`_group_mask` into ``acc``, skipping (sub)groups ``acc`` covers already."""
         if group.is_covered(acc):
             return
-        found = self._group_masks.get((node.signature, id(group)))
+        found = self._memo_get(self._group_masks, node, id(group))
         if found is not None:
             acc |= found
             return
@@ -286,9 +381,12 @@ class CfgRuntime:
                 for side in chain[1]:
                     self._add_group_mask(nxt, side, acc)
 
-    def _successor(self, node: EarleyNode, terminal: int) -> EarleyNode | None:
+    def _successor(self, node, terminal: int):
         """For masks: *a* node after ``terminal`` from any node with ``node``'s signature (all
-        behave alike), so a chain like ``- - - -`` builds one parser node, not one per level."""
+        behave alike), so a chain like ``- - - -`` builds one parser node, not one per level.
+        (LR stacks memoise their successors themselves, with the stack depth read.)"""
+        if self.is_lr:
+            return self.parser.advance(node, terminal)
         key = (node.signature, terminal)
         found = self._successors.get(key, False)
         if found is False:
@@ -297,7 +395,7 @@ class CfgRuntime:
         return found
 
     def _chain(
-        self, node: EarleyNode, terminal: int, group: SplitGroup, parts: tuple[int, ...]
+        self, node, terminal: int, group: SplitGroup, parts: tuple[int, ...]
     ) -> tuple[np.ndarray, list[SplitGroup]] | None:
         """Repeated terminals (``----``, ``((((`` where the parser loops): if ``group``
         completes ``terminal`` again and ``node`` (just after ``terminal``, with fresh lexeme
@@ -306,8 +404,10 @@ class CfgRuntime:
         Then the groups that complete ``terminal`` level after level are followed here once,
         independently of the context: returns the union of their within rows and the other
         groups met on the way (to resolve against ``node``); ``None`` if this is no fixed
-        point. Memoised per (group, terminal, parts)."""
-        if group.accepts != frozenset((terminal,)) or terminal == RESTART:
+        point (always on the LR path: a stack never equals its extension; there each level's
+        group mask is keyed by the few top states it reads instead). Memoised per
+        (group, terminal, parts)."""
+        if self.is_lr or group.accepts != frozenset((terminal,)) or terminal == RESTART:
             return None
         after = self._successor(node, terminal)
         if after is None or after.signature != node.signature:
@@ -331,13 +431,13 @@ class CfgRuntime:
             found = self._chains[key] = (row, sides)
         return found
 
-    def _group_mask(self, node: EarleyNode, group: SplitGroup) -> np.ndarray:
+    def _group_mask(self, node, group: SplitGroup) -> np.ndarray:
         """Tokens of ``group`` allowed from ``node``: the node takes a completed terminal and
         the token's suffix is read from the fresh lexeme that follows (recursively)."""
-        key = (node.signature, id(group))
-        found = self._group_masks.get(key)
+        found = self._memo_get(self._group_masks, node, id(group))
         if found is not None:
             return found
+        saved = self._memo_start(node)
         lexer = self.lexer
         row = None  # read-only while it is a shared row, a private copy once ORed into
         is_private = False
@@ -371,5 +471,5 @@ class CfgRuntime:
             row = self._zero
         elif is_private:
             row.setflags(write=False)
-        self._group_masks.put(key, row)
+        self._memo_put(self._group_masks, node, id(group), row, saved)
         return row

@@ -7,7 +7,9 @@ rollback, forks) share their history. Nodes are hash-consed by their *incomplete
 compared by node identity; complete items were used up by the closure and have no future) plus
 whether the start symbol is complete, and the node's own predictions are written relative to
 itself; so two paths that reach the same parse configuration share one node, which keeps the
-matcher's head sets small. Successor links are weak and only the most recently built nodes are
+matcher's head sets small. Beyond identity, ``EarleyNode.signature`` names a node's future
+(the terminal sequences it accepts) up to a sound equivalence, used as memo key by the mask
+runtime (see "behaviour signatures" below). Successor links are weak and only the most recently built nodes are
 held strongly (bounded), so exploring many configurations for masks does not grow memory.
 
 ``EarleyNode.depth`` is the nesting depth used by the ``max_depth`` option: 0 at the start;
@@ -29,9 +31,9 @@ from collections import deque
 
 from formcast.grammar.cfg_grammar import PreparedGrammar
 
-_NUM_RECENT = 4096
+_NUM_RECENT = 1024
 _MAX_CASCADE = 32  # completion chains followed when computing a signature (then: opaque)
-_MAX_SIGNATURES = 1 << 20  # interned signatures kept before the table starts afresh
+_MAX_SIGNATURES = 1 << 18  # interned signatures kept before the table starts afresh
 
 
 class EarleyNode:
@@ -98,6 +100,8 @@ class EarleyParser:
         # rest live as long as a matcher's head set refers to them
         self._recent: deque[EarleyNode] = deque(maxlen=_NUM_RECENT)
         self._signatures: dict[object, int] = {}
+        # continuation id -> its elements (references resolved to ids), for inclusion tests
+        self._id_elements: dict[int, frozenset] = {}
         # next_symbol[r][d]: the symbol after the dot of item (r, d), None when complete
         self._next_symbol = [(*rhs, None) for _, rhs in grammar.rules]
         self._rule_lhs = [lhs for lhs, _ in grammar.rules]
@@ -265,9 +269,22 @@ class EarleyParser:
     # Two nodes with equal ``signature`` accept exactly the same terminal continuations, so
     # memo tables (masks) may be keyed by it instead of node identity. A node's future depends
     # on its incomplete items' (rule, dot) and, for each, on what happens when the rule's
-    # left-hand side completes at the item's origin: the origin's items waiting for it,
-    # advanced, with complete ones cascading further back (:meth:`_continuation`). Chains that
-    # complete straight through (``- - - x``: unary operators) thus share one signature.
+    # left-hand side completes at the item's origin: the *continuation* C(origin, lhs), the
+    # origin's items waiting for it, advanced, with complete ones cascading further back.
+    # Chains that complete straight through (``- - - x``: unary operators) share one signature.
+    #
+    # C(o, n) is a set of elements ``(rule, dot, continuation id)`` and ``"accept"``. Items of
+    # ``o`` with an earlier origin refer to interned ids of earlier continuations (their
+    # complete items contribute those continuations' elements: flattening). The origin's own
+    # predictions (origin = ``o``, e.g. left recursion ``e: e "+" e``) refer to C(o, m) of the
+    # same node: a finite system of equations, written with local names ``("L", m)`` (an item
+    # continuing at C(o, m)) and ``("U", m)`` (a complete item: C(o, m)'s elements join in).
+    # C(o, n)'s id interns (n, the whole system): equal ids mean equal systems, hence equal
+    # languages. Before interning, an element ``(r, d, X)`` (X an earlier continuation) is
+    # dropped from C(o, m) when ``(r, d, ("L", k))`` is there too and every element of X is an
+    # element of C(o, k) (so X's language is included in C(o, k)'s, by induction over the
+    # elements, dropped ones included; the union is unchanged): this makes the continuations of left-recursive,
+    # ambiguous rules (``a+b+c+...``) stop growing with the sentence and share one id.
 
     def _intern_signature(self, content: object) -> int:
         table = self._signatures
@@ -275,35 +292,105 @@ class EarleyParser:
         if found is None:
             if len(table) >= _MAX_SIGNATURES:
                 table.clear()  # ids stay unique (counter), old memo entries just stop matching
+                self._id_elements.clear()  # (a missing entry only means nothing is dropped)
             found = table[content] = next(self._uids)
         return found
 
     def _continuation(self, origin: EarleyNode, lhs: int, budget: int) -> int:
-        """Interned id of what completing ``lhs`` at ``origin`` leads to (see above)."""
+        """Interned id of C(origin, lhs) (see above)."""
         found = origin._continuations.get(lhs)
         if found is None:
-            found = self._continuation_of(origin, lhs, budget)
-            origin._continuations[lhs] = found
+            self._solve_system(origin, lhs, budget)
+            found = origin._continuations[lhs]
         return found[0]
 
-    def _continuation_of(self, origin: EarleyNode, lhs: int, budget: int) -> tuple:
-        if budget == 0 or lhs in origin.self_waiting:
-            # the origin's own predictions take part: keep the origin's identity (opaque)
-            elements = frozenset({("opaque", lhs, origin.uid)})
-        else:
-            rules = self.rules
-            found: set = set()
-            for r, d, o in origin.waiting.get(lhs, ()):
-                rhs = rules[r][1]
-                if d + 1 < len(rhs):
-                    found.add((r, d + 1, self._continuation(o, rules[r][0], budget - 1)))
+    def _elements(self, origin: EarleyNode, lhs: int, budget: int) -> frozenset:
+        """The elements of C(origin, lhs), every reference an interned id."""
+        found = origin._continuations.get(lhs)
+        if found is None:
+            self._solve_system(origin, lhs, budget)
+            found = origin._continuations[lhs]
+        return found[1]
+
+    def _solve_system(self, o: EarleyNode, n: int, budget: int) -> None:
+        """Intern C(o, m) for ``n`` and every m its equations refer to (see above); with no
+        budget left, C(o, n) is opaque (identified by the node itself)."""
+        if budget <= 0:
+            opaque = ("opaque", o.uid, n)
+            found = self._intern_signature(opaque)
+            self._id_elements[found] = elements = frozenset({opaque})
+            o._continuations[n] = (found, elements)
+            return
+        rules, rule_lhs = self.rules, self._rule_lhs
+        raw: dict[int, set] = {}
+        unions: dict[int, set[int]] = {}
+        stack = [n]
+        while stack:
+            m = stack.pop()
+            if m in raw:
+                continue
+            elements: set = set()
+            joined: set[int] = set()
+            for r, d, origin in o.waiting.get(m, ()):
+                if d + 1 < len(rules[r][1]):
+                    elements.add((r, d + 1, self._continuation(origin, rule_lhs[r], budget - 1)))
                 elif r == 0:
-                    found.add(("accept",))
+                    elements.add("accept")
                 else:  # complete: continue where that rule's left-hand side completes
-                    self._continuation(o, rules[r][0], budget - 1)
-                    found.update(o._continuations[rules[r][0]][1])
-            elements = frozenset(found)
-        return self._intern_signature(elements), elements
+                    elements |= self._elements(origin, rule_lhs[r], budget - 1)
+            for r, d in o.self_waiting.get(m, ()):
+                if r == 0:  # S' -> . start, in the root
+                    elements.add("accept")
+                    continue
+                lhs = rule_lhs[r]
+                if d + 1 < len(rules[r][1]):
+                    elements.add((r, d + 1, ("L", lhs)))
+                else:
+                    joined.add(lhs)
+                if lhs not in raw:
+                    stack.append(lhs)
+            raw[m] = elements
+            unions[m] = joined
+        # full[m]: raw[m] plus the raw elements of every m' its complete items join (closure)
+        full: dict[int, set] = {}
+        for m in raw:
+            seen = {m}
+            todo = [m]
+            while todo:
+                for k in unions[todo.pop()]:
+                    if k not in seen:
+                        seen.add(k)
+                        todo.append(k)
+            full[m] = set().union(*(raw[k] for k in seen))
+        # drop earlier continuations included in a local one at the same (rule, dot): X from
+        # (r, d, X) in full[m] when (r, d, ("L", k)) is in full[m] and X's elements are all in
+        # full[k] (decided on the sets before any drop)
+        drops = []
+        for m, elements in full.items():
+            local: dict[tuple[int, int], list[int]] = {}
+            for e in elements:
+                if len(e) == 3 and type(e[2]) is tuple:
+                    local.setdefault((e[0], e[1]), []).append(e[2][1])
+            if not local:
+                continue
+            for e in elements:
+                if len(e) == 3 and type(e[2]) is int and (e[0], e[1]) in local:
+                    included = self._id_elements.get(e[2])
+                    if included is not None and any(
+                        included <= full[k] for k in local[(e[0], e[1])]
+                    ):
+                        drops.append((m, e))
+        for m, e in drops:
+            full[m].discard(e)
+        system = frozenset((m, frozenset(elements)) for m, elements in full.items())
+        ids = {m: self._intern_signature(("system", m, system)) for m in full}
+        for m, elements in full.items():
+            resolved = frozenset(
+                (e[0], e[1], ids[e[2][1]]) if len(e) == 3 and isinstance(e[2], tuple) else e
+                for e in elements
+            )
+            self._id_elements[ids[m]] = resolved
+            o._continuations[m] = (ids[m], resolved)
 
     def accepts(self, terminals: list[int]) -> bool:
         """True if the terminal sequence is a sentence (used by tests and sentence checks)."""

@@ -7,7 +7,8 @@ head sets with many heads (lexing ambiguity: ``notx`` = ``not x`` or the name ``
 later heads are pruned, strings settled by their byte sets, GBNF terminals with bounded
 whitespace, and the ambiguous grammar. Each grammar is compiled afresh twice and the prefixes
 are visited in opposite orders (the memo tables, hence the paths taken, differ); both must give
-the brute-force mask.
+the brute-force mask. Grammars with SLR(1) tables run on the LR parser by default; their
+``earley`` cases force the Earley parser so its shortcuts stay covered.
 """
 
 from __future__ import annotations
@@ -41,8 +42,18 @@ def _mask_ids(grammar, prefix: bytes) -> set[int]:
     return set(np.flatnonzero(bits[: grammar.vocab_size]).tolist())
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_masks_on_every_path_equal_brute_force(name, smollm2_vocab):
+def _force_earley(monkeypatch) -> None:
+    from formcast.grammar import cfg_runtime
+
+    monkeypatch.setattr(cfg_runtime, "lr_table", lambda prepared: None)
+
+
+@pytest.mark.parametrize("name", [*CASES, "pyexpr-earley"])
+def test_masks_on_every_path_equal_brute_force(name, smollm2_vocab, monkeypatch):
+    is_earley_forced = name.endswith("-earley")
+    if is_earley_forced:
+        name = name.removesuffix("-earley")
+        _force_earley(monkeypatch)
     prefixes = CASES[name]
     forward, backward = _compile(name, smollm2_vocab), _compile(name, smollm2_vocab)
     got_forward = [_mask_ids(forward, p) for p in prefixes]
@@ -80,7 +91,9 @@ def small_vocab():
 
 
 @pytest.mark.parametrize("num_exact_heads", [0, None])
-@pytest.mark.parametrize("name", ["pyexpr", "arithmetic", "ambiguous", "sql"])
+@pytest.mark.parametrize(
+    "name", ["pyexpr", "arithmetic", "ambiguous", "sql", "pyexpr-earley", "arithmetic-earley"]
+)
 def test_small_vocabulary_chains_restarts_and_pruned_heads(
     name, num_exact_heads, small_vocab, monkeypatch
 ):
@@ -91,10 +104,16 @@ def test_small_vocabulary_chains_restarts_and_pruned_heads(
     from formcast.grammar import cfg_runtime
     from tests.grammar._cfg_oracle import random_sentence
 
+    is_earley_forced = name.endswith("-earley")
+    if is_earley_forced:
+        name = name.removesuffix("-earley")
+        _force_earley(monkeypatch)
+
     if num_exact_heads is not None:
         monkeypatch.setattr(cfg_runtime, "_NUM_EXACT_HEADS", num_exact_heads)
     grammar = compile_lark(LARK_GRAMMARS[name], small_vocab, cache=False)
     runtime = grammar.runtime
+    assert runtime.is_lr == (name in ("pyexpr", "arithmetic") and not is_earley_forced)
     rng = random.Random(7)
     prefixes = [b"", b"-", b"- -", b"x or -", b"(", b"x * -", b"((", b"not not", b"notxandnot"]
     prefixes += [b"ab", b"aa+", b"SELECT a FROM b WHERE not"]
