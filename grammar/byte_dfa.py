@@ -107,12 +107,13 @@ class ByteDFA:
 
 def byte_classes(nfa: ByteNFA) -> np.ndarray:
     """``(256,)`` uint8: bytes no edge distinguishes get the same class id (numbered by byte)."""
-    is_boundary = np.zeros(257, dtype=bool)
-    is_boundary[0] = True
+    points = {0}
     for edges in nfa.byte_edges:
         for lo, hi, _ in edges:
-            is_boundary[lo] = True
-            is_boundary[hi + 1] = True
+            points.add(lo)
+            points.add(hi + 1)
+    is_boundary = np.zeros(257, dtype=bool)
+    is_boundary[list(points)] = True
     return (np.cumsum(is_boundary[:256]) - 1).astype(np.uint8)
 
 
@@ -125,12 +126,13 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
     """
     classes = byte_classes(nfa)
     num_classes = int(classes[-1]) + 1
+    class_of = classes.tolist()
     # per NFA state: [(target, class bit set), ...] one entry per target
     moves: list[list[tuple[int, int]]] = []
     for edges in nfa.byte_edges:
         by_target: dict[int, int] = {}
         for lo, hi, target in edges:
-            first, last = int(classes[lo]), int(classes[hi])
+            first, last = class_of[lo], class_of[hi]
             span = ((1 << (last - first + 1)) - 1) << first
             by_target[target] = by_target.get(target, 0) | span
         moves.append(list(by_target.items()))
@@ -140,7 +142,10 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
     state_ids: dict[frozenset[int], int] = {start_set: 0}
     state_sets = [start_set]
     rows: list[list[int]] = []
-    successor_ids: dict[frozenset[int], int] = {}  # frozenset(targets) -> DFA state id
+    # targets (one NFA state id, or a frozenset of several) -> DFA state id
+    successor_ids: dict[int | frozenset[int], int] = {}
+    single_blocks = [[(mask, (target,)) for target, mask in m] for m in moves]
+    bits_of: dict[int, list[int]] = {}  # class bit set -> its class ids
 
     def position_of(current: frozenset[int]) -> int:
         return max(nfa.positions[s] for s in current)
@@ -152,8 +157,13 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
         if k % 256 == 0:
             budget.check_time("determinising the automaton", position_of(current))
         # partition of the classes by the set of NFA targets they lead to
-        blocks: list[tuple[int, tuple[int, ...]]] = [(all_classes, ())]
-        for s in current:
+        movers = [s for s in current if moves[s]]
+        if len(movers) == 1:  # (literal chains: most states) one NFA state's own moves
+            blocks = single_blocks[movers[0]]
+            movers = []
+        else:
+            blocks = [(all_classes, ())]
+        for s in movers:
             for target, mask in moves[s]:
                 refined = []
                 for block, targets in blocks:
@@ -170,13 +180,16 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
         for block, targets in blocks:
             if not targets:
                 continue
-            key = frozenset(targets)
+            key = targets[0] if len(targets) == 1 else frozenset(targets)
             nxt = successor_ids.get(key)
             if nxt is None:
-                union: set[int] = set()
-                for t in key:
-                    union |= closure_of(t)
-                subset = frozenset(union)
+                if len(targets) == 1:
+                    subset = closure_of(targets[0])
+                else:
+                    union: set[int] = set()
+                    for t in targets:
+                        union |= closure_of(t)
+                    subset = frozenset(union)
                 nxt = state_ids.get(subset)
                 if nxt is None:
                     nxt = len(state_sets)
@@ -185,15 +198,26 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
                     if nxt + 1 > budget.max_states:
                         budget.check_states(nxt + 1, position_of(current))
                 successor_ids[key] = nxt
-            while block:
-                low = block & -block
-                row[low.bit_length() - 1] = nxt
-                block ^= low
+            indices = bits_of.get(block)
+            if indices is None:
+                indices = bits_of[block] = _bit_indices(block)
+            for c in indices:
+                row[c] = nxt
         rows.append(row)
     transitions = np.array(rows, dtype=np.int32).reshape(len(rows), num_classes)
     final = nfa.final
     is_accepting = np.array([final in s for s in state_sets], dtype=bool)
     return trim(transitions, classes, is_accepting)
+
+
+def _bit_indices(bits: int) -> list[int]:
+    """Positions of the set bits of ``bits``, ascending."""
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return out
 
 
 class _ClosureCache:
@@ -233,42 +257,47 @@ def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.nd
         If the start state cannot reach acceptance (the pattern matches no string).
     """
     num_states, num_classes = transitions.shape
-    # co-reachability: level-synchronous reverse BFS from the accepting states
-    src = np.repeat(np.arange(num_states), num_classes)
-    dst = transitions.reshape(-1)
-    keep = dst >= 0
-    src, dst = src[keep], dst[keep]
-    order = np.argsort(dst, kind="stable")
-    preds, starts = src[order], np.searchsorted(dst[order], np.arange(num_states + 1))
-    is_alive = is_accepting.copy()
-    frontier = np.flatnonzero(is_accepting)
-    while len(frontier):
-        counts = starts[frontier + 1] - starts[frontier]
-        offsets = np.repeat(starts[frontier] - (np.cumsum(counts) - counts), counts)
-        found = preds[np.arange(int(counts.sum())) + offsets]
-        found = np.unique(found[~is_alive[found]])
-        is_alive[found] = True
-        frontier = found
-    if not is_alive[0]:
+    # distinct edges (s, t), sorted by s then t
+    flat = transitions.reshape(-1)
+    defined = np.flatnonzero(flat >= 0)
+    edges = np.unique((defined // num_classes).astype(np.int64) * num_states + flat[defined])
+    edge_src, edge_dst = edges // num_states, edges % num_states
+    # co-reachability: reverse search from the accepting states (each edge looked at once)
+    order = np.argsort(edge_dst, kind="stable")
+    preds = edge_src[order].tolist()
+    pred_starts = np.searchsorted(edge_dst[order], np.arange(num_states + 1)).tolist()
+    is_alive_list = is_accepting.tolist()
+    stack = np.flatnonzero(is_accepting).tolist()
+    while stack:
+        t = stack.pop()
+        for s in preds[pred_starts[t] : pred_starts[t + 1]]:
+            if not is_alive_list[s]:
+                is_alive_list[s] = True
+                stack.append(s)
+    if not is_alive_list[0]:
         raise GrammarError("the pattern matches no string (its language is empty)")
+    is_alive = np.array(is_alive_list, dtype=bool)
     safe = np.maximum(transitions, 0)
     table = np.where((transitions >= 0) & is_alive[safe], transitions, DEAD)
     # BFS renumbering (level by level, ascending within a level) from state 0
-    new_id = np.full(num_states, DEAD, dtype=np.int64)
-    new_id[0] = 0
-    order_list = [np.array([0])]
-    frontier = np.array([0])
-    count = 1
-    while len(frontier):
-        nxt = table[frontier].reshape(-1)
-        nxt = nxt[nxt >= 0]
-        nxt = nxt[new_id[nxt] < 0]
-        nxt = np.unique(nxt)
-        new_id[nxt] = np.arange(count, count + len(nxt))
-        count += len(nxt)
-        order_list.append(nxt)
-        frontier = nxt
-    old = np.concatenate(order_list)
+    succs = edge_dst.tolist()
+    succ_starts = np.searchsorted(edge_src, np.arange(num_states + 1)).tolist()
+    new_id_list = [DEAD] * num_states
+    new_id_list[0] = 0
+    order_list = [0]
+    frontier = [0]
+    while frontier:
+        found = set()
+        for s in frontier:
+            for t in succs[succ_starts[s] : succ_starts[s + 1]]:
+                if new_id_list[t] < 0 and is_alive_list[t]:
+                    found.add(t)
+        frontier = sorted(found)
+        for t in frontier:
+            new_id_list[t] = len(order_list)
+            order_list.append(t)
+    new_id = np.array(new_id_list, dtype=np.int64)
+    old = np.array(order_list, dtype=np.int64)
     remapped = table[old]
     remapped = np.where(remapped >= 0, new_id[np.maximum(remapped, 0)], DEAD).astype(np.int32)
     return ByteDFA(

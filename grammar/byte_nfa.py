@@ -3,7 +3,9 @@
 States carry byte-range edges and epsilon edges. A code point set becomes the (suffix-shared)
 UTF-8 fragment of :mod:`formcast.grammar.utf8_sequences`. Counted repetition ``X{m,n}`` is
 expanded into ``m`` copies followed by ``n - m`` optional copies whose skip edges all go
-straight to one exit state, so epsilon closures stay O(1) per copy instead of O(n).
+straight to one exit state, so epsilon closures stay O(1) per copy instead of O(n). A length
+guard ``(?=A)R`` is built as the minimal DFA of ``A & R`` (:mod:`nfa_intersection`), whose
+states and byte edges are copied in.
 """
 
 from __future__ import annotations
@@ -11,9 +13,27 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+import numpy as np
+
+from formcast.errors import GrammarError
 from formcast.grammar.compile_budget import CompileBudget
-from formcast.grammar.regex_ast import Alternation, Anchor, CharSet, Concat, Node, Repeat
+from formcast.grammar.regex_ast import (
+    Alternation,
+    Anchor,
+    CharSet,
+    Concat,
+    Lookahead,
+    Node,
+    Repeat,
+)
 from formcast.grammar.utf8_sequences import fragment
+
+DEAD_EDGE = -1
+# counted repetitions with at least this many copies of a prefix-code item are chained DFA
+# copies (``_Builder.counted_chain``) instead of NFA copies
+CHAIN_MIN_COPIES = 4
+_ITEM_MEMO: dict[str, object] = {}  # to_python_regex(item) -> minimal item DFA or None
+_ITEM_MEMO_SIZE = 256
 
 
 @dataclass
@@ -71,7 +91,12 @@ class _Builder:
             return self.char_set(node)
         if isinstance(node, Concat):
             entry = exit_ = self.new_state(position)
-            for item in node.items:
+            for k, item in enumerate(node.items):
+                if isinstance(item, Lookahead):
+                    # the guard and the rest of this group, as one intersection automaton
+                    first, last = self.guarded(item, Concat(node.items[k + 1 :]))
+                    self.nfa.epsilon_edges[exit_].append(first)
+                    return entry, last
                 if isinstance(item, CharSet) and not self.nfa.byte_edges[exit_]:
                     # chain the fragment onto exit_ directly: exit_ has no outgoing edges yet
                     # and a fragment entry has no incoming ones, so no epsilon is needed
@@ -90,6 +115,8 @@ class _Builder:
             return entry, exit_
         if isinstance(node, Repeat):
             return self.repeat(node)
+        if isinstance(node, Lookahead):
+            return self.guarded(node, Concat(()))
         if isinstance(node, Anchor):
             raise AssertionError("anchors must be stripped before building the NFA")
         raise TypeError(f"unknown regex node {node!r}")
@@ -111,8 +138,112 @@ class _Builder:
             self.budget.check_nfa_states(nfa.num_states, node.pos)
         return entry, base + 1
 
+    def guarded(self, look: Lookahead, rest: Node) -> tuple[int, int]:
+        """``(?=guard)rest`` as the DFA of ``guard & rest`` copied into this NFA.
+
+        Raises
+        ------
+        GrammarError
+            If a string of one side is a proper prefix of a string of the other: then the
+            lookahead also looks past the end of its group and is no intersection.
+        """
+        from formcast.grammar.nfa_intersection import intersect_memoized
+
+        def sides() -> tuple[ByteNFA, ByteNFA]:
+            out = []
+            for part in (look.guard, rest):
+                builder = _Builder(self.budget)
+                builder.nfa.start, builder.nfa.final = builder.build(part, look.pos)
+                out.append(builder.nfa)
+            return out[0], out[1]
+
+        dfa, is_prefix_free = intersect_memoized(look.guard, rest, sides, self.budget, look.pos)
+        if not is_prefix_free:
+            raise GrammarError(
+                "lookahead (?=...) is only supported as an intersection: no string of the "
+                "guard may be a proper prefix of a string of the rest of its group, or vice "
+                "versa (e.g. both end at the same closing quote)",
+                position=look.pos,
+            )
+        if dfa is None:  # empty intersection: an entry that leads nowhere
+            return self.new_state(look.pos), self.new_state(look.pos)
+        return self.embed(
+            dfa.transitions.tolist(),
+            np.flatnonzero(dfa.is_accepting).tolist(),
+            dfa.byte_to_class,
+            look.pos,
+        )
+
+    def embed(
+        self, rows: list[list[int]], accepting: list[int], byte_to_class: np.ndarray, pos: int
+    ) -> tuple[int, int]:
+        """Copy a DFA (``rows[s][c]`` over byte classes, start state 0) into this NFA: a new
+        entry with an epsilon edge to its start, its accepting states epsilon to a new exit."""
+        from formcast.grammar.nfa_intersection import class_ranges
+
+        entry = self.new_state(pos)
+        base = self.nfa.num_states
+        num_states = len(rows)
+        self.budget.check_nfa_states(base + num_states + 1, pos)
+        nfa = self.nfa
+        nfa.byte_edges.extend([] for _ in range(num_states))
+        nfa.epsilon_edges.extend([] for _ in range(num_states))
+        nfa.positions.extend([pos] * num_states)
+        exit_ = self.new_state(pos)
+        ranges = class_ranges(byte_to_class)
+        for s, row in enumerate(rows):
+            edges = nfa.byte_edges[base + s]
+            for c, t in enumerate(row):
+                if t >= 0:
+                    edges.extend((lo, hi, base + t) for lo, hi in ranges[c])
+        for s in accepting:
+            nfa.epsilon_edges[base + s].append(exit_)
+        nfa.epsilon_edges[entry].append(base)
+        return entry, exit_
+
+    def counted_chain(self, node: Repeat) -> tuple[int, int] | None:
+        """``X{m,n}`` / ``X{m,}`` as a chain of copies of the minimal DFA of ``X``, when ``X``
+        is a prefix code without the empty string (e.g. one JSON string character).
+
+        Then the DFA of ``X`` has one accepting state ``f`` without out-edges, every string of
+        ``X{m,n}`` splits uniquely into code words, and the copies can be chained
+        deterministically: copy ``i``'s edges into ``f`` go to copy ``i + 1``'s start, copy
+        ``i``'s start accepts iff ``i >= m`` (for ``n = None`` copy ``m`` loops onto itself).
+        ``None`` if ``X`` is no such code (the caller then expands copies of the NFA).
+        """
+        item = _item_dfa(node.item, self.budget, node.pos)
+        if item is None:
+            return None
+        table, accepting = item.transitions, item.is_accepting
+        num_item = table.shape[0]
+        final = int(np.flatnonzero(accepting)[0])
+        width = num_item - 1  # states per copy: all but f
+        local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
+        inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
+        to_final = inner == final
+        lo, hi = node.min_count, node.max_count
+        num_copies = hi if hi is not None else lo + 1
+        total = num_copies * width + (1 if hi is not None else 0)
+        self.budget.check_nfa_states(self.nfa.num_states + total, node.pos)
+        offsets = (np.arange(num_copies) * width)[:, None, None]  # (C, 1, 1)
+        chained = np.where(inner >= 0, local[np.maximum(inner, 0)][None] + offsets, DEAD_EDGE)
+        next_start = offsets + width  # copy i's f -> copy i + 1's start (or the end state)
+        if hi is None:
+            next_start[-1] = offsets[-1]  # copy m loops
+        chained = np.where(to_final[None], next_start, chained).reshape(-1, inner.shape[1])
+        rows = chained.tolist()
+        if hi is not None:
+            rows.append([DEAD_EDGE] * inner.shape[1])  # the end state
+        starts = [i * width for i in range(lo, num_copies)]
+        accepting_ids = starts + ([num_copies * width] if hi is not None else [])
+        return self.embed(rows, accepting_ids, item.byte_to_class, node.pos)
+
     def repeat(self, node: Repeat) -> tuple[int, int]:
         num_copies = max(node.min_count, node.max_count or 0)
+        if num_copies >= CHAIN_MIN_COPIES:
+            chain = self.counted_chain(node)
+            if chain is not None:
+                return chain
         self.budget.check_nfa_states(self.nfa.num_states + num_copies, node.pos)
         entry = exit_ = self.new_state(node.pos)
         first = last = entry
@@ -145,3 +276,31 @@ class _Builder:
             self.budget.check_time("expanding a counted repetition", node.pos)
         self.nfa.epsilon_edges[exit_].append(final)
         return entry, final
+
+
+def _item_dfa(item: Node, budget: CompileBudget, position: int):  # -> ByteDFA | None
+    """The minimal DFA of ``item`` if its language is a prefix code without the empty string
+    (one accepting state, no edge out of it, start not accepting), else ``None``; memoised by
+    the item's regex text. Items over 64 DFA states are not worth chaining (``None``)."""
+    from formcast.grammar.byte_dfa import determinize
+    from formcast.grammar.dfa_minimizer import minimize
+    from formcast.grammar.regex_ast import to_python_regex
+
+    key = to_python_regex(item)
+    if key in _ITEM_MEMO:
+        return _ITEM_MEMO[key]
+    builder = _Builder(budget)
+    builder.nfa.start, builder.nfa.final = builder.build(item, position)
+    found = None
+    try:
+        dfa = minimize(determinize(builder.nfa, budget), budget, position)
+    except GrammarError:  # empty item language: leave it to the plain expansion
+        dfa = None
+    if dfa is not None and dfa.num_states <= 64 and not dfa.is_accepting[0]:
+        finals = np.flatnonzero(dfa.is_accepting)
+        if len(finals) == 1 and not (dfa.transitions[finals[0]] >= 0).any():
+            found = dfa
+    if len(_ITEM_MEMO) >= _ITEM_MEMO_SIZE:
+        _ITEM_MEMO.clear()
+    _ITEM_MEMO[key] = found
+    return found

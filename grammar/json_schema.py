@@ -20,6 +20,10 @@ Output layout (what a constrained generation writes):
 - Strings: exactly ``json.dumps(s, ensure_ascii=False)``: characters raw except ``\\"``,
   ``\\\\``, ``\\b \\f \\n \\r \\t`` and ``\\u00xx`` (lowercase) for other C0 controls; no
   surrogates. One spelling per string, so ``minLength``/``maxLength`` count characters.
+  With a ``pattern`` whose variable parts cannot absorb the bounds (e.g. ``^[a-z]+\\.[a-z]+$``
+  with ``maxLength``), the string is ``"(?:(?=(?:CHAR){m,n}")(?:PATTERN)")``: a lookahead that
+  formcast builds as the product of the pattern automaton with a character counter (exact;
+  ``SchemaError`` on ``maxLength`` when the product exceeds ``GUARD_MAX_STATES``).
 - Integers: JSON integer literals (``-0`` allowed; no ``1.0`` or ``1e2`` although jsonschema
   calls those integers). Numbers: the full JSON number grammar when unbounded; with bounds or
   ``multipleOf``, decimals without exponent (value comparison over exponents is not regular).
@@ -234,7 +238,43 @@ def compile_json_schema(
     CompileBudgetError
         ``route="regex"`` and the budget is exceeded.
     """
-    from formcast.grammar.compile import compile_regex  # lazy: keeps this module light
+    from formcast.grammar.compile import gc_paused  # lazy: keeps this module light
+
+    with gc_paused():  # see gc_paused: automata and regex text make no reference cycles
+        return _compile_json_schema(
+            schema,
+            vocab,
+            whitespace=whitespace,
+            max_whitespace=max_whitespace,
+            indent=indent,
+            strict=strict,
+            lenient=lenient,
+            route=route,
+            max_any_depth=max_any_depth,
+            max_depth=max_depth,
+            timeout_s=timeout_s,
+            regex_route_chars=regex_route_chars,
+            cache=cache,
+        )
+
+
+def _compile_json_schema(
+    schema: Any,
+    vocab: Any,
+    *,
+    whitespace: str | int | None,
+    max_whitespace: int | None,
+    indent: int | None,
+    strict: bool,
+    lenient: bool,
+    route: str,
+    max_any_depth: int,
+    max_depth: int | None,
+    timeout_s: float,
+    regex_route_chars: int,
+    cache: bool,
+) -> Any:
+    from formcast.grammar.compile import compile_regex
 
     if route not in ("auto", "regex", "cfg"):
         raise SchemaError(f"route must be 'auto', 'regex' or 'cfg', got {route!r}")

@@ -1,4 +1,5 @@
-"""Regex syntax tree: code point sets, concatenation, alternation, counted repetition, anchors.
+"""Regex syntax tree: code point sets, concatenation, alternation, counted repetition, anchors,
+and the positive lookahead that formcast uses as a length guard (an intersection).
 
 The parser resolves every dialect question (what ``\\w`` or ``.`` means, case folding) into
 explicit code point sets, so the tree is dialect-free: it denotes a set of strings, and
@@ -54,7 +55,21 @@ class Anchor:
     pos: int
 
 
-Node = CharSet | Concat | Alternation | Repeat | Anchor
+@dataclass(frozen=True, slots=True)
+class Lookahead:
+    """``(?=guard)``: the rest of the enclosing group must also match ``guard``.
+
+    Inside a concatenation ``(?=A)R`` (``R`` = the items after it, up to the end of its group)
+    denotes ``A & R`` (intersection) whenever no string of ``A`` is a proper prefix of a
+    string of ``R`` or vice versa; then it equals ``re``'s lookahead for every continuation
+    after the group. The automaton builder checks that condition and refuses otherwise.
+    """
+
+    guard: Node
+    pos: int
+
+
+Node = CharSet | Concat | Alternation | Repeat | Anchor | Lookahead
 EMPTY = Concat(())
 
 
@@ -94,6 +109,8 @@ def _strip(node: Node, *, at_start: bool, at_end: bool) -> Node:
         once = node.max_count is not None and node.max_count <= 1
         inner = _strip(node.item, at_start=at_start and once, at_end=at_end and once)
         return Repeat(inner, node.min_count, node.max_count, node.pos)
+    if isinstance(node, Lookahead):
+        return Lookahead(_strip(node.guard, at_start=False, at_end=False), node.pos)
     return node
 
 
@@ -128,8 +145,12 @@ def to_python_regex(node: Node) -> str:
             return _literal(node.ranges[0][0])
         return to_class_text(node.ranges)
     if isinstance(node, Concat):
+        # a nested group holding a lookahead keeps its parentheses: the lookahead's scope (the
+        # rest of its group) must not grow to the items after the group
         return "".join(
-            _atom(item) if isinstance(item, Alternation) else to_python_regex(item)
+            _atom(item)
+            if isinstance(item, Alternation) or _is_guarded(item)
+            else to_python_regex(item)
             for item in node.items
         )
     if isinstance(node, Alternation):
@@ -137,7 +158,13 @@ def to_python_regex(node: Node) -> str:
     if isinstance(node, Repeat):
         hi = "" if node.max_count is None else str(node.max_count)
         return f"{_atom(node.item)}{{{node.min_count},{hi}}}"
+    if isinstance(node, Lookahead):
+        return f"(?={to_python_regex(node.guard)})"
     return "^" if node.kind == "start" else "$"
+
+
+def _is_guarded(node: Node) -> bool:
+    return isinstance(node, Concat) and any(isinstance(x, Lookahead) for x in node.items)
 
 
 def _atom(node: Node) -> str:

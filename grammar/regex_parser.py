@@ -7,11 +7,15 @@ as JSON Schema ``pattern`` does: ASCII ``\\d \\w``, ``\\s`` = WhiteSpace + LineT
 ``.`` excludes ``\\n \\r \\u2028 \\u2029``, ``(?<name>...)`` groups, ``\\u{...}``, ``\\cX``,
 ``[^]``. Constructs a finite automaton cannot express (lookaround, backreferences, word
 boundaries, conditionals, atomic groups, possessive quantifiers) raise :class:`GrammarError`
-with the offset of the construct; so does anything malformed.
+with the offset of the construct; so does anything malformed. One exception: a positive
+lookahead that starts with a counted repetition, ``(?=X{m,n}...)`` (a length guard, see
+:class:`~formcast.grammar.regex_ast.Lookahead`), which the automaton builder turns into an
+intersection when that is exact and refuses otherwise.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -22,6 +26,7 @@ from formcast.grammar.regex_ast import (
     Anchor,
     CharSet,
     Concat,
+    Lookahead,
     Node,
     Repeat,
 )
@@ -31,6 +36,13 @@ _PY_FLAGS = "aiLmsux"
 _SUPPORTED_FLAGS = "aimsux"
 _SIMPLE_ESCAPES = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
 _HEX = "0123456789abcdefABCDEF"
+
+
+# a candidate for the text of one character class (checked against _CLASS_MEMO's keys, which
+# are exact spans consumed by the parser, so a wrong candidate is only a miss)
+_CLASS_SPAN = re.compile(r"\[\^?\]?(?:\\.|[^\]\\])*\]", re.DOTALL)
+_CLASS_MEMO: dict[tuple[str, _Flags, str], cc.Ranges] = {}
+_CLASS_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -156,7 +168,7 @@ class _Parser:
         if bounds is None:
             return atom
         lo, hi, qpos = bounds
-        if isinstance(atom, Anchor):
+        if isinstance(atom, (Anchor, Lookahead)):
             raise self.error("nothing to repeat (an anchor cannot be quantified)", qpos)
         if self.peek() == "?":
             self.i += 1  # lazy: same language under fullmatch
@@ -254,7 +266,9 @@ class _Parser:
             kind = self.text[self.i : self.i + 4]
             if kind.startswith("?:"):
                 self.i += 2
-            elif kind.startswith(("?=", "?!")):
+            elif kind.startswith("?="):
+                return self.lookahead(flags, open_pos)
+            elif kind.startswith("?!"):
                 raise self.error("lookahead is not supported by a finite automaton", open_pos)
             elif kind.startswith(("?<=", "?<!")):
                 raise self.error("lookbehind is not supported by a finite automaton", open_pos)
@@ -285,6 +299,27 @@ class _Parser:
             raise self.error("missing ), unterminated subpattern", open_pos)
         self.i += 1
         return node
+
+    def lookahead(self, flags: _Flags, open_pos: int) -> Lookahead:
+        """``(?=guard)`` where ``guard`` starts with a counted repetition (a length guard).
+
+        Only this form is accepted (what the JSON Schema compiler writes for ``minLength`` /
+        ``maxLength`` over a ``pattern``); whether it is an exact intersection is checked when
+        the automaton is built (see :class:`~formcast.grammar.regex_ast.Lookahead`).
+        """
+        self.i += 2
+        guard = self.alternation(flags)
+        if self.peek() != ")":
+            raise self.error("missing ), unterminated subpattern", open_pos)
+        self.i += 1
+        first = guard.items[0] if isinstance(guard, Concat) and guard.items else guard
+        if not isinstance(first, Repeat):
+            raise self.error(
+                "lookahead is not supported by a finite automaton (only a length guard "
+                "(?=X{m,n}...) followed by text it delimits)",
+                open_pos,
+            )
+        return Lookahead(guard, open_pos)
 
     def group_name(self, close: str) -> None:
         end = self.text.find(close, self.i)
@@ -442,6 +477,23 @@ class _Parser:
     # -- classes ----------------------------------------------------------------------------
 
     def char_class(self, flags: _Flags) -> CharSet:
+        # memo by the exact text a previous parse consumed (the same classes recur hundreds of
+        # times in JSON Schema regexes): a class's parse reads nothing past its closing "]",
+        # so text starting with a consumed span parses to the same set
+        open_pos = self.i
+        span = _CLASS_SPAN.match(self.text, open_pos)
+        if span is not None:
+            found = _CLASS_MEMO.get((span.group(), flags, self.dialect))
+            if found is not None:
+                self.i = span.end()
+                return CharSet(found, open_pos)
+        node = self.parse_char_class(flags)
+        if len(_CLASS_MEMO) >= _CLASS_MEMO_SIZE:
+            _CLASS_MEMO.clear()
+        _CLASS_MEMO[(self.text[open_pos : self.i], flags, self.dialect)] = node.ranges
+        return node
+
+    def parse_char_class(self, flags: _Flags) -> CharSet:
         open_pos = self.i
         self.i += 1
         is_negated = self.peek() == "^"

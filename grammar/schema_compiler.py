@@ -28,6 +28,9 @@ from formcast.grammar.schema_refs import detect_draft, escape_pointer_token, res
 from formcast.grammar.schema_rx import alt, group, literal, repeat
 from formcast.grammar.schema_values import JSON_TYPES, equality_key, ordered, type_of
 
+# states of a string automaton = pattern x character counter (``_guarded_string``)
+GUARD_MAX_STATES = 20_000
+
 # Keywords with validation meaning that formcast does not implement: always refused.
 _REFUSED = {
     "dependencies", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
@@ -604,9 +607,8 @@ class SchemaCompiler:
             nodes = pat.padded(b)
             try:
                 nodes = pat.with_length(nodes, min_len, max_len)
-            except pat.PatternRefused as exc:
-                kw = "maxLength" if max_len is not None else "minLength"
-                self.refuse(f"{exc}", ptr, kw)
+            except pat.PatternRefused:
+                return self._guarded_string(branches, min_len, max_len, ptr, patterns)
             if nodes is None:
                 continue
             try:
@@ -616,6 +618,55 @@ class SchemaCompiler:
                 return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
         body = alt(out)
         return None if body is None else f'"{group(body) if "|" in body else body}"'
+
+    def _guarded_string(
+        self,
+        branches: list[pat.Branch],
+        min_len: int,
+        max_len: int | None,
+        ptr: str,
+        patterns: Any,
+    ) -> str | None:
+        """A string whose pattern and length bounds do not fold into one repetition: the
+        pattern's JSON text under a length guard ``(?=(?:JSON_CHAR){m,n}")``.
+
+        The guard and the body both end at the closing quote and JSON string texts form a
+        prefix code, so the lookahead is the intersection (``regex_ast.Lookahead``); its
+        automaton is the product of the pattern's with a character counter, built here once
+        to check it stays within ``GUARD_MAX_STATES`` (``SchemaError`` otherwise).
+        """
+        from formcast.grammar.compile import regex_to_dfa  # lazy: the automaton layer
+
+        kw = "maxLength" if max_len is not None else "minLength"
+        try:
+            body = alt(pat.encode(pat.padded(b)) for b in branches)
+        except pat.PatternRefused as exc:
+            self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
+            return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
+        if body is None:
+            return None
+        guard = repeat(group(JSON_CHAR), min_len, max_len)
+        rx = f'"(?:(?={guard}")(?:{body})")'
+        try:
+            # the product has about (pattern states) x (counter values) states: refuse early
+            # when that alone is over the budget (the guard's own NFA grows with the bound)
+            num_body = regex_to_dfa(f'"(?:{body})"', dialect="python").num_states
+            bound = max_len if max_len is not None else min_len
+            if num_body * (bound + 1) > GUARD_MAX_STATES:
+                raise CompileBudgetError(
+                    f"~{num_body} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
+                )
+            regex_to_dfa(rx, dialect="python", max_states=GUARD_MAX_STATES, timeout_s=5.0)
+        except CompileBudgetError as exc:
+            self.refuse(
+                f"pattern {patterns!r} with length bounds {min_len}..{max_len}: the product "
+                f"of the pattern automaton and the character counter exceeds the budget "
+                f"({exc})",
+                ptr,
+                kw,
+            )
+            return f'"(?:{body})"'
+        return rx
 
 
 def has_assertions(s: dict) -> bool:
