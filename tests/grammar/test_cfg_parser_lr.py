@@ -146,3 +146,55 @@ LR_SENTENCES = {
         b'a<tool_call>{}</tool_call>b<tool_call>{"q": [[',
     ],
 }
+
+
+def _first_follow_by_definition(grammar) -> tuple[list[set[int]], list[set[int]]]:
+    """FIRST / FOLLOW by iterating the textbook equations over every rule until stable."""
+    rules, is_nullable = grammar.rules, grammar.is_nullable
+    num_nt = len(grammar.nonterminal_names)
+    first: list[set[int]] = [set() for _ in range(num_nt)]
+    follow: list[set[int]] = [set() for _ in range(num_nt)]
+    follow[grammar.start].add(grammar.num_terminals)
+
+    def first_of(symbols) -> tuple[set[int], bool]:
+        found: set[int] = set()
+        for s in symbols:
+            if s >= 0:
+                return found | {s}, False
+            found |= first[~s]
+            if not is_nullable[~s]:
+                return found, False
+        return found, True
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules[1:]:
+            found, _ = first_of(rhs)
+            changed |= not found <= first[lhs]
+            first[lhs] |= found
+            for i, s in enumerate(rhs):
+                if s < 0:
+                    rest, is_rest_nullable = first_of(rhs[i + 1 :])
+                    if is_rest_nullable:
+                        rest = rest | follow[lhs]
+                    changed |= not rest <= follow[~s]
+                    follow[~s] |= rest
+    return first, follow
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_follow_equal_their_definition_on_random_grammars(seed):
+    from formcast.grammar import lr_parser
+    from tests.grammar.test_cfg_parser_signatures import _random_grammar
+
+    prepared = prepare_grammar(_random_grammar(random.Random(seed)))
+    assert lr_parser._first_follow(prepared) == _first_follow_by_definition(prepared)
+
+
+@pytest.mark.parametrize("name", list(LARK_GRAMMARS) + ["json.gbnf", "arithmetic.gbnf"])
+def test_first_follow_equal_their_definition_on_the_test_grammars(name):
+    from formcast.grammar import lr_parser
+
+    prepared = _prepared(name)
+    assert lr_parser._first_follow(prepared) == _first_follow_by_definition(prepared)

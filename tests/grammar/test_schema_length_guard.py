@@ -34,7 +34,13 @@ def _dfa(schema):
 
 
 def _check(schema, values):
-    oracle = validator(schema)
+    # ECMA-262 ``$`` (what formcast implements) is the end of input; jsonschema runs ``pattern``
+    # with Python's ``re``, whose ``$`` also matches before a final newline: ``\Z`` is ECMA's
+    pattern = schema.get("pattern")
+    oracle_schema = schema
+    if pattern is not None and pattern.endswith("$") and not pattern.endswith("\\$"):
+        oracle_schema = {**schema, "pattern": pattern[:-1] + "\\Z"}
+    oracle = validator(oracle_schema)
     try:
         dfa = _dfa(schema)
     except SchemaError as exc:  # e.g. maxLength below the pattern's shortest match
