@@ -24,7 +24,11 @@ at once from per-token byte sets, and split groups are hash-consed by content. T
 that follows, memoised per (group, part), so the parser is only asked which terminals it takes,
 never to read token bytes. Walks over a handful of records run byte by byte (cheaper than
 setting up arrays). :meth:`CfgLexer.precompute` walks parts ahead of use within a compile-time
-budget.
+budget. Parts that are one terminal pair and no ignored text (all parts of grammars without
+``%ignore``, e.g. GBNF and JSON Schema grammars) are walked on that terminal's own DFA instead
+(:mod:`formcast.grammar.cfg_dfa_walk`: trie walks inside strings, no interned-state rows, split
+records filtered by the bytes that can follow the terminal); ``USE_DFA_WALKS = False`` turns
+that off (tests compare both).
 """
 
 from __future__ import annotations
@@ -36,12 +40,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formcast.grammar.cfg_dfa_walk import DfaWalker
 from formcast.grammar.cfg_grammar import PreparedGrammar
 from formcast.grammar.token_index import VocabTable
 
 DEAD = -1
 RESTART = -1  # pseudo-terminal of split groups: an ignored lexeme ended, the next one starts
 _NUM_SCALAR_RECORDS = 48  # walks of at most this many records run byte by byte in Python
+USE_DFA_WALKS = True  # single-terminal parts walk their terminal's DFA (cfg_dfa_walk)
 
 
 @dataclass
@@ -92,10 +98,12 @@ class CfgLexer:
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
         self._class_walks: dict[tuple, TokenWalk] = {}
+        self._dfa_walker = DfaWalker(grammar, table)
 
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
-        "_np_rows", "_splits_any", "_split_flags", "_materialised", "_walks", "_parts", "_fresh", "_first_bytes", "_groups", "_class_walks",
+        "_np_rows", "_splits_any", "_split_flags", "_materialised", "_walks", "_parts", "_fresh",
+        "_first_bytes", "_groups", "_class_walks",
     )  # fmt: skip
 
     def export_state(self) -> dict:
@@ -151,23 +159,37 @@ class CfgLexer:
         if found is not None:
             return found
         expected = self.expected_of[sid]
-        targets: list[set[tuple[int, int]]] = [set() for _ in range(256)]
-        for c, s in self.pairs_of[sid]:
-            nxt = self._full_rows[c][s]
-            for b in np.flatnonzero(nxt >= 0).tolist():
-                targets[b].add((c, int(nxt[b])))
-        out = [DEAD] * 256
+        pairs_of = self.pairs_of[sid]
+        if not pairs_of:
+            self.rows[sid] = [DEAD] * 256
+            return self.rows[sid]
+        # (P, 256): the next state of every live pair on every byte; bytes whose columns are
+        # equal lead to the same lexer state, so each distinct column is interned once
+        nxt = np.stack([self._full_rows[c][s] for c, s in pairs_of], axis=1)  # (256, P)
+        data = np.ascontiguousarray(nxt, dtype=np.int32).tobytes()
+        width = 4 * len(pairs_of)
+        column_of: dict[bytes, int] = {}
+        byte_column = [
+            column_of.setdefault(data[b * width : (b + 1) * width], len(column_of))
+            for b in range(256)
+        ]
+        firsts = {k: b for b, k in reversed(list(enumerate(byte_column)))}
+        columns = nxt[[firsts[k] for k in range(len(column_of))]].tolist()
         ignore_dfas = self.dfas[self.num_terminals :]
-        for b, pairs in enumerate(targets):
+        interned = []
+        for column in columns:
+            pairs = {(c, q) for (c, _), q in zip(pairs_of, column, strict=True) if q >= 0}
             if not pairs:
+                interned.append(DEAD)
                 continue
             boundary = any(
-                c >= self.num_terminals and ignore_dfas[c - self.num_terminals].is_accepting[s]
-                for c, s in pairs
+                c >= self.num_terminals and ignore_dfas[c - self.num_terminals].is_accepting[q]
+                for c, q in pairs
             )
             if boundary:
                 pairs |= self._starts(expected)
-            out[b] = self._intern(expected, pairs, boundary)
+            interned.append(self._intern(expected, pairs, boundary))
+        out = [interned[k] for k in byte_column]
         self.rows[sid] = out
         return out
 
@@ -240,9 +262,48 @@ class CfgLexer:
         """Bit set (an int, bit ``b`` = byte ``b``) of the bytes state ``sid`` can read."""
         found = self._first_bytes.get(sid)
         if found is None:
-            found = sum(1 << b for b, t in enumerate(self.row(sid)) if t >= 0)
+            pair = self._single_pair(sid)
+            if pair is not None:
+                live = np.flatnonzero(self._dfa_walker.first_bytes(*pair)).tolist()
+            else:
+                live = [b for b, t in enumerate(self.row(sid)) if t >= 0]
+            found = sum(1 << b for b in live)
             self._first_bytes[sid] = found
         return found
+
+    def _single_pair(self, sid: int) -> tuple[int, int] | None:
+        """``(terminal, DFA state)`` if ``sid`` is a part with one live terminal pair and no
+        ignored text (its walks are read off that terminal's DFA, :mod:`cfg_dfa_walk`)."""
+        if not USE_DFA_WALKS:
+            return None
+        pairs = self.pairs_of[sid]
+        if len(pairs) == 1 and pairs[0][0] < self.num_terminals and not self.expected_of[sid]:
+            return pairs[0]
+        return None
+
+    def _dfa_walk(self, terminal: int, within_rows, split_rows, split_steps) -> TokenWalk:
+        """A :class:`TokenWalk` from :class:`DfaWalker` output (splits complete ``terminal``;
+        records of tokens that stay within are dropped, as in :meth:`_group_splits`)."""
+        vt = self.table
+        if within_rows.dtype == bool:  # a (T,) mask over the table rows (from a trie walk)
+            is_within = within_rows
+            bits = np.zeros(vt.num_words * 32, dtype=bool)
+            bits[vt.token_ids] = is_within
+            within_row = np.packbits(bits, bitorder="little").view("<i4")
+        else:
+            within_row = pack_ids(vt.token_ids[within_rows], vt.num_words)
+            is_within = None
+            if len(split_rows) and len(within_rows):
+                is_within = np.zeros(len(vt.token_ids), dtype=bool)
+                is_within[within_rows] = True
+        splits = []
+        if len(split_rows):
+            if is_within is not None:
+                keep = ~is_within[split_rows]
+                split_rows, split_steps = split_rows[keep], split_steps[keep]
+            if len(split_rows):
+                splits.append(self._group(frozenset((terminal,)), split_rows, split_steps))
+        return TokenWalk(within_row=within_row, splits=splits)
 
     def step(self, sid: int, byte: int) -> int:
         """The state after ``byte``, or ``-1``."""
@@ -302,7 +363,10 @@ class CfgLexer:
         found = self._walks.get(sid)
         if found is None:
             parts = self.parts(sid)
-            if parts == (sid,):
+            pair = self._single_pair(sid) if parts == (sid,) else None
+            if pair is not None:
+                found = self._dfa_walk(pair[0], *self._dfa_walker.vocabulary_walk(*pair))
+            elif parts == (sid,):
                 found = self._vocabulary_walk(sid)
             else:
                 found = union_walks([self.token_walk(p) for p in parts], self.table.num_words)
@@ -355,6 +419,10 @@ class CfgLexer:
         (``(256,)`` bool, optional) keeps only the records whose first byte it marks.
         """
         assert not self.expected_of[sid], "walks start from parts"
+        pair = self._single_pair(sid) if only_bytes is None else None
+        if pair is not None:
+            found = self._dfa_walker.walk_records(*pair, rows, first_byte_bounds, steps)
+            return self._dfa_walk(pair[0], *found)
         if len(rows) <= _NUM_SCALAR_RECORDS and only_bytes is None:
             return self._walk_records_scalar(sid, rows, steps)
         vt = self.table

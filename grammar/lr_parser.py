@@ -25,6 +25,7 @@ import weakref
 from collections import deque
 from dataclasses import dataclass
 
+from formcast.grammar.cfg_first_follow import bit_set, first_follow
 from formcast.grammar.cfg_grammar import PreparedGrammar
 
 _NUM_RECENT = 4096
@@ -71,7 +72,7 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
     before trusting a lookahead, so that costs nothing in exactness."""
     rules, by_lhs = grammar.rules, grammar.rules_by_lhs
     end = grammar.num_terminals
-    _, follow = _first_follow(grammar)
+    follow = [bit_set(bits) for bits in first_follow(grammar).follow]
     kernels: dict[frozenset, int] = {frozenset({(0, 0)}): 0}
     order = list(kernels)
     actions: list[dict[int, int]] = []
@@ -141,77 +142,6 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
         accept=gotos[0][grammar.start],
         end=end,
     )
-
-
-def _first_follow(grammar: PreparedGrammar) -> tuple[list[set[int]], list[set[int]]]:
-    """FIRST and FOLLOW sets of the nonterminals (terminal ids; ``num_terminals`` = end).
-
-    Both are least fixed points of "base sets plus inclusions along edges", solved by one
-    worklist pass over bit sets (Python ints): FIRST(B) is included in FIRST(A) when B starts a
-    rule of A after a nullable prefix; for ``A -> alpha B beta``, FIRST(beta) is included in
-    FOLLOW(B), and FOLLOW(A) in FOLLOW(B) when beta is nullable. (Iterating over all rules until
-    nothing changes costs rules x chain length: seconds on large JSON-schema grammars.)
-    """
-    rules, is_nullable = grammar.rules, grammar.is_nullable
-    num_nt = len(grammar.nonterminal_names)
-    first_base = [0] * num_nt
-    first_edges: list[list[int]] = [[] for _ in range(num_nt)]  # B -> A: FIRST(B) in FIRST(A)
-    for lhs, rhs in rules[1:]:
-        for s in rhs:
-            if s >= 0:
-                first_base[lhs] |= 1 << s
-                break
-            first_edges[~s].append(lhs)
-            if not is_nullable[~s]:
-                break
-    first = _least_fixed_point(first_base, first_edges)
-    follow_base = [0] * num_nt
-    follow_base[grammar.start] |= 1 << grammar.num_terminals
-    follow_edges: list[list[int]] = [[] for _ in range(num_nt)]  # A -> B: FOLLOW(A) in FOLLOW(B)
-    for lhs, rhs in rules[1:]:
-        suffix_first, is_suffix_nullable = 0, True  # FIRST / nullability of the rhs after s
-        for s in reversed(rhs):
-            if s >= 0:
-                suffix_first, is_suffix_nullable = 1 << s, False
-                continue
-            follow_base[~s] |= suffix_first
-            if is_suffix_nullable:
-                follow_edges[lhs].append(~s)
-            if is_nullable[~s]:
-                suffix_first |= first[~s]
-            else:
-                suffix_first, is_suffix_nullable = first[~s], False
-    follow = _least_fixed_point(follow_base, follow_edges)
-    return [_bits(x) for x in first], [_bits(x) for x in follow]
-
-
-def _least_fixed_point(base: list[int], edges: list[list[int]]) -> list[int]:
-    """Smallest ``sets`` with ``sets[v] >= base[v]`` and ``sets[v] >= sets[u]`` for every edge
-    ``u -> v`` (bit sets)."""
-    sets = list(base)
-    queue = deque(v for v in range(len(base)) if base[v])
-    is_queued = [bool(b) for b in base]
-    while queue:
-        u = queue.popleft()
-        is_queued[u] = False
-        bits = sets[u]
-        for v in edges[u]:
-            merged = sets[v] | bits
-            if merged != sets[v]:
-                sets[v] = merged
-                if not is_queued[v]:
-                    is_queued[v] = True
-                    queue.append(v)
-    return sets
-
-
-def _bits(x: int) -> set[int]:
-    found = set()
-    while x:
-        low = x & -x
-        found.add(low.bit_length() - 1)
-        x ^= low
-    return found
 
 
 class LRNode:

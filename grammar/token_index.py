@@ -334,10 +334,16 @@ class TrieTokens:
     is ``U(s) & U(u(s)) & ... & U(u^(h-1)(s))``: any byte string of length <= ``h`` over those
     bytes stays alive from ``s`` (each step lands on the next state of the chain, and every
     state of a trimmed DFA is alive). A self-loop (inside a JSON string) is the chain
-    ``u(s) = s``; a counted repetition is a chain of distinct states.
+    ``u(s) = s``; a counted repetition is a chain of distinct states. ``num_uniform[s]`` is
+    ``|U(s)|``.
+
+    ``max_height``: longest chain tabulated (default ``MAX_RANGE_HEIGHT``; ``None``: the
+    vocabulary's longest token); fewer when every longer chain is empty.
     """
 
-    def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
+    def __init__(
+        self, dfa: ByteDFA, table: VocabTable, max_height: int | None = MAX_RANGE_HEIGHT
+    ) -> None:
         trie = table.trie
         num_states, num_classes = dfa.transitions.shape
         self.width = num_classes
@@ -345,18 +351,24 @@ class TrieTokens:
         self.node_class = dfa.byte_to_class[trie.node_byte].astype(np.int64)  # (N_trie,)
         uniform = _uniform_successors(dfa)  # (S,)
         is_uniform = (dfa.transitions == uniform[:, None]) & (uniform[:, None] >= 0)  # (S, K)
-        packed = np.packbits(is_uniform[:, dfa.byte_to_class], axis=1, bitorder="little")
+        is_uniform_byte = is_uniform[:, dfa.byte_to_class]  # (S, 256)
+        self.num_uniform = is_uniform_byte.sum(axis=1)  # (S,)
+        packed = np.packbits(is_uniform_byte, axis=1, bitorder="little")
         first = np.ascontiguousarray(packed).view("<u8")  # (S, 4) = U(s)
-        max_height = int(min(MAX_RANGE_HEIGHT, trie.height.max(initial=0)))
-        covered = np.zeros((max_height + 1, num_states, 4), dtype=np.uint64)
+        longest = int(trie.height.max(initial=0))
+        height = longest if max_height is None else min(max_height, longest)
+        covered = np.zeros((height + 1, num_states, 4), dtype=np.uint64)
         covered[0] = ~np.uint64(0)
-        if max_height >= 1:
+        if height >= 1:
             covered[1] = first
         safe_next = np.maximum(uniform, 0)
-        for h in range(2, max_height + 1):
+        for h in range(2, height + 1):
             covered[h] = first & covered[h - 1][safe_next]  # U(s) = {} where u(s) = -1
+            if not covered[h].any():
+                covered = covered[: h + 1]  # every longer chain is empty too
+                break
         self.covered = covered
-        self.max_height = max_height
+        self.max_height = len(covered) - 1
 
 
 def _uniform_successors(dfa: ByteDFA) -> np.ndarray:

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from formcast.errors import GrammarError
+from formcast.grammar.cfg_dfa_walk import follow_terminals
 from formcast.grammar.cfg_grammar import prepare_grammar
 from formcast.grammar.cfg_runtime import CfgRuntime, lr_table
 from formcast.grammar.earley_parser import EarleyParser
@@ -148,6 +149,13 @@ LR_SENTENCES = {
 }
 
 
+def _first_follow_sets(grammar) -> tuple[list[set[int]], list[set[int]]]:
+    from formcast.grammar.cfg_first_follow import bit_set, first_follow
+
+    found = first_follow(grammar)
+    return [bit_set(b) for b in found.first], [bit_set(b) for b in found.follow]
+
+
 def _first_follow_by_definition(grammar) -> tuple[list[set[int]], list[set[int]]]:
     """FIRST / FOLLOW by iterating the textbook equations over every rule until stable."""
     rules, is_nullable = grammar.rules, grammar.is_nullable
@@ -183,18 +191,37 @@ def _first_follow_by_definition(grammar) -> tuple[list[set[int]], list[set[int]]
     return first, follow
 
 
+def _terminal_follow_by_definition(grammar, first, follow) -> list[set[int]]:
+    """FOLLOW(t) = FIRST(beta) for every ``A -> alpha t beta``, plus FOLLOW(A) when beta is
+    nullable (the end of input left out)."""
+    found: list[set[int]] = [set() for _ in range(grammar.num_terminals)]
+    for lhs, rhs in grammar.rules[1:]:
+        for i, s in enumerate(rhs):
+            if s < 0:
+                continue
+            for later in rhs[i + 1 :]:
+                if later >= 0:
+                    found[s].add(later)
+                    break
+                found[s] |= first[~later]
+                if not grammar.is_nullable[~later]:
+                    break
+            else:
+                found[s] |= follow[lhs] - {grammar.num_terminals}
+    return found
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_first_follow_equal_their_definition_on_random_grammars(seed):
-    from formcast.grammar import lr_parser
     from tests.grammar.test_cfg_parser_signatures import _random_grammar
 
     prepared = prepare_grammar(_random_grammar(random.Random(seed)))
-    assert lr_parser._first_follow(prepared) == _first_follow_by_definition(prepared)
+    first, follow = _first_follow_by_definition(prepared)
+    assert _first_follow_sets(prepared) == (first, follow)
+    assert follow_terminals(prepared) == _terminal_follow_by_definition(prepared, first, follow)
 
 
 @pytest.mark.parametrize("name", list(LARK_GRAMMARS) + ["json.gbnf", "arithmetic.gbnf"])
 def test_first_follow_equal_their_definition_on_the_test_grammars(name):
-    from formcast.grammar import lr_parser
-
     prepared = _prepared(name)
-    assert lr_parser._first_follow(prepared) == _first_follow_by_definition(prepared)
+    assert _first_follow_sets(prepared) == _first_follow_by_definition(prepared)

@@ -1,0 +1,152 @@
+"""Single-terminal lexer parts walked on their terminal's DFA (``cfg_dfa_walk``) are exact.
+
+Three checks over the whole SmolLM2 vocabulary:
+
+- part by part, the DFA walk (trie walk for wide states, first-byte classes otherwise, record
+  walks of split groups) equals the generic interned-lexer walk, except for split records whose
+  suffix starts with a byte no lexeme after the terminal can start with (the follow filter);
+- ``FOLLOW`` sets against a hand-derived grammar;
+- masks of a recursive JSON schema compiled through the structural route (chunked long strings,
+  enum strings, nested objects) equal a brute-force read of the vocabulary at prefixes along
+  valid instances, with two fresh compiles visiting the prefixes in opposite orders.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from formcast.grammar import cfg_lexer
+from formcast.grammar.cfg_dfa_walk import follow_terminals
+from formcast.grammar.cfg_grammar import CfgGrammar, prepare_grammar
+from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
+from formcast.grammar.cfg_lexer import CfgLexer
+from formcast.grammar.gbnf_grammar import compile_gbnf
+from formcast.grammar.lark_grammar import compile_lark
+from formcast.grammar.token_index import vocab_table
+from tests.grammar._cfg_grammars import JSON_GBNF, LARK_GRAMMARS
+from tests.grammar._cfg_oracle import brute_force_mask
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 100},
+        "kind": {"enum": ["alpha", "beta gamma", 'quote"d']},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
+        "size": {"type": "integer"},
+        "child": {"$ref": "#"},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+INSTANCES = [
+    b'{"name":"' + b"word " * 19 + b'","kind":"beta gamma","size":-12}',
+    b'{"name":"a\\"b \xc3\xa9\\n\\u001f","tags":["x","\xe2\x82\xac"],"child":{"name":"","child":'
+    b'{"name":"z","kind":"quote\\"d"}}}',
+]
+
+
+def _records(walk) -> tuple[set[int], set[tuple[int, int, frozenset]]]:
+    bits = np.unpackbits(walk.within_row.view(np.uint8), bitorder="little")
+    records = set()
+    for group in walk.splits:
+        for row, step in zip(group.rows.tolist(), group.steps.tolist(), strict=True):
+            records.add((row, step, group.accepts))
+    return set(np.flatnonzero(bits).tolist()), records
+
+
+def _single_parts(prepared, max_states: int) -> list[tuple[int, int]]:
+    """(terminal, state) pairs: every state of small terminals, a spread of large ones."""
+    out = []
+    for t, dfa in enumerate(prepared.terminal_dfas):
+        states = range(dfa.num_states)
+        if dfa.num_states > max_states:
+            states = np.linspace(0, dfa.num_states - 1, max_states).astype(int).tolist()
+        out += [(t, q) for q in states]
+    return out
+
+
+def _compare_parts(prepared, table, parts, monkeypatch) -> int:
+    """Walk each part on both paths; return how many parts had split records to compare."""
+    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
+    generic = CfgLexer(prepared, table)
+    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+    fast = CfgLexer(prepared, table)
+    follow = fast._dfa_walker.follow
+    with_splits = 0
+    for t, q in parts:
+        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
+        old_sid = generic._intern(frozenset(), {(t, q)}, False)
+        old_within, old_records = _records(generic.token_walk(old_sid))
+        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+        new_sid = fast._intern(frozenset(), {(t, q)}, False)
+        assert fast._single_pair(new_sid) == (t, q)
+        new_within, new_records = _records(fast.token_walk(new_sid))
+        assert new_within == old_within, (t, q)
+        kept = {r for r in old_records if follow[t][table.matrix[r[0], r[1]]]}
+        assert new_records == kept, (t, q)
+        with_splits += bool(kept)
+        # split groups' suffix walks from every terminal's start part, on both paths
+        for group in fast.token_walk(new_sid).splits[:1]:
+            for u in range(prepared.num_terminals):
+                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
+                old_part = generic._intern(frozenset(), {(u, 0)}, False)
+                args = (group.rows, group.first_byte_bounds, group.steps)
+                old = _records(generic.walk_records(old_part, *args))
+                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+                new = _records(fast.walk_records(fast._intern(frozenset(), {(u, 0)}, False), *args))
+                assert new[0] == old[0], (t, q, u)
+                assert new[1] == {r for r in old[1] if follow[u][table.matrix[r[0], r[1]]]}
+    return with_splits
+
+
+@pytest.mark.parametrize("name", ["json.gbnf", "json_schema", "sql"])
+def test_dfa_part_walks_equal_generic_walks(name, smollm2_vocab, monkeypatch):
+    if name == "json.gbnf":
+        prepared = compile_gbnf(JSON_GBNF, smollm2_vocab, cache=False).prepared
+    elif name == "json_schema":
+        prepared = compile_json_schema_cfg(SCHEMA, smollm2_vocab, cache=False).prepared
+    else:
+        prepared = compile_lark(LARK_GRAMMARS[name], smollm2_vocab, cache=False).prepared
+    table = vocab_table(smollm2_vocab)
+    parts = _single_parts(prepared, max_states=6)
+    assert _compare_parts(prepared, table, parts, monkeypatch) > 0
+
+
+def test_follow_terminals_by_hand():
+    # s: A x B | y ;  x: "" | C x ;  y: D ; terminals A=0 B=1 C=2 D=3
+    grammar = CfgGrammar(
+        terminal_names=["A", "B", "C", "D"],
+        terminal_regexes=["a", "b", "c", "d"],
+        nonterminal_names=["s", "x", "y"],
+        rules=[(0, (0, ~1, 1)), (0, (~2,)), (1, ()), (1, (2, ~1)), (2, (3,))],
+        start=0,
+    )
+    follow = follow_terminals(prepare_grammar(grammar))
+    assert follow == [{1, 2}, set(), {1, 2}, set()]
+
+
+def _mask_ids(grammar, prefix: bytes) -> set[int]:
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(prefix), prefix
+    bits = np.unpackbits(matcher.packed_row().view(np.uint8), bitorder="little")
+    return set(np.flatnonzero(bits[: grammar.vocab_size]).tolist())
+
+
+def test_structural_schema_masks_equal_brute_force(smollm2_vocab):
+    prefixes = []
+    for text in INSTANCES:
+        cuts = [1, 9, 12, 40, len(text) // 2, len(text) - 3]
+        prefixes += [text[:k] for k in cuts]
+    forward = compile_json_schema_cfg(SCHEMA, smollm2_vocab, cache=False)
+    backward = compile_json_schema_cfg(SCHEMA, smollm2_vocab, cache=False)
+    for text in INSTANCES:
+        matcher = forward.matcher()
+        assert matcher.accept_bytes(text) and matcher.is_accepting(), text
+    got_forward = [_mask_ids(forward, p) for p in prefixes]
+    got_backward = [_mask_ids(backward, p) for p in reversed(prefixes)][::-1]
+    runtime = forward.runtime
+    for prefix, mask_a, mask_b in zip(prefixes, got_forward, got_backward, strict=True):
+        heads = runtime.advance(forward.initial_heads, prefix)
+        assert mask_a == brute_force_mask(runtime, heads, smollm2_vocab), prefix
+        assert mask_b == mask_a, prefix
