@@ -103,8 +103,14 @@ def regex_to_dfa(
             _DFA_MEMO.move_to_end(key)
             return found
     budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
+    node = strip_anchors(parse_regex(pattern, dialect))
     with gc_paused():
-        dfa = _node_to_dfa(strip_anchors(parse_regex(pattern, dialect)), budget)
+        try:
+            dfa = _node_to_dfa(node, budget)
+        except RecursionError:
+            raise GrammarError(
+                "regex groups nested too deeply to build an automaton (Python's recursion limit)"
+            ) from None
     if dfa.transitions.size <= _DFA_MEMO_MAX_CELLS:
         _remember(key, dfa)
     return dfa

@@ -65,7 +65,13 @@ def parse_regex(pattern: str, dialect: str = "python") -> Node:
         raise GrammarError(f"unknown regex dialect {dialect!r}; expected one of {DIALECTS}")
     if not isinstance(pattern, str):
         raise GrammarError(f"a regex pattern must be str, not {type(pattern).__name__}")
-    return _Parser(pattern, dialect).parse()
+    try:
+        return _Parser(pattern, dialect).parse()
+    except RecursionError:
+        raise GrammarError(
+            f"regex ({dialect} dialect): groups nested too deeply to parse "
+            f"({len(pattern)} characters; Python's recursion limit)"
+        ) from None
 
 
 class _Parser:

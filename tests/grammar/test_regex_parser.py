@@ -262,3 +262,13 @@ def test_minimizer_is_minimal_and_exact(pattern):
     expected = np.array([re.fullmatch(pattern, s) is not None for s in strings])
     for dfa in (raw, minimal, merged):
         assert np.array_equal(_accepts_all(dfa, strings + ["x"])[:-1], expected)
+
+
+@pytest.mark.parametrize("depth", [400, 3000])
+def test_deeply_nested_groups_raise_a_typed_error(depth):
+    """Nesting beyond Python's recursion limit is refused with a GrammarError, not a bare
+    RecursionError (JSONSchemaBench kb_1161 produced one through the structural route)."""
+    pattern = "(?:" * depth + "a" + ")" * depth
+    with pytest.raises(GrammarError, match="nested too deeply"):
+        regex_to_dfa(pattern)
+    assert regex_to_dfa("(?:" * 50 + "a" + ")" * 50).num_states == 2
