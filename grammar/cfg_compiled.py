@@ -27,6 +27,7 @@ from formcast.grammar.cfg_grammar import CfgGrammar, PreparedGrammar, prepare_gr
 from formcast.grammar.cfg_lexer import CfgLexer, pack_ids
 from formcast.grammar.cfg_matcher import CfgMatcher
 from formcast.grammar.cfg_runtime import CfgRuntime
+from formcast.grammar.compile_budget import check_deadline
 from formcast.grammar.earley_parser import EarleyParser
 from formcast.grammar.grammar_cache import cache_key, load_payload, store_payload
 from formcast.grammar.token_index import VocabTable, vocab_table
@@ -106,6 +107,7 @@ class CompiledCFG:
         if prepared is None:
             prepared = prepare_grammar(self.cfg, lenient=self.lenient)
         self.prepared: PreparedGrammar = prepared
+        check_deadline("preparing the grammar")
         table = _table(self.vocab)
         self.parser = EarleyParser(prepared)
         self.lexer = CfgLexer(prepared, table)

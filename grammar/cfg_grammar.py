@@ -24,6 +24,7 @@ import numpy as np
 from formcast.errors import GrammarError
 from formcast.grammar.byte_dfa import ByteDFA
 from formcast.grammar.compile import regex_to_dfa
+from formcast.grammar.compile_budget import check_deadline
 
 
 @dataclass
@@ -132,6 +133,7 @@ def prepare_grammar(grammar: CfgGrammar, *, lenient: bool = False) -> PreparedGr
     for t, (name, regex) in enumerate(
         zip(grammar.terminal_names, grammar.terminal_regexes, strict=True)
     ):
+        check_deadline(f"building the automaton of terminal {name}")
         dfa = _terminal_dfa(name, regex)
         nonempty = _without_empty(dfa)
         dfas.append(nonempty if nonempty is not None else dfa)

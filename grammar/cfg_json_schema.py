@@ -34,9 +34,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from formcast.errors import GrammarError, SchemaError
+from formcast.errors import CompileBudgetError, GrammarError, SchemaError
 from formcast.grammar.cfg_compiled import CompiledCFG, check_max_depth, compile_cfg
 from formcast.grammar.cfg_grammar import CfgGrammar
+from formcast.grammar.compile_budget import check_deadline
 from formcast.grammar.json_schema import schema_of
 from formcast.grammar.regex_ast import Alternation, CharSet, Concat, Node, Repeat, to_python_regex
 from formcast.grammar.regex_parser import parse_regex
@@ -378,6 +379,7 @@ def _cfg_from(
         n = pending.pop()
         if regexes[n] is None:
             continue
+        check_deadline("parsing the schema's grammar")
         rules.define_root(n, parse_regex(regexes[n], "python"))
         for k in rules.take_referenced():
             if k + 1 not in seen:
@@ -493,7 +495,7 @@ def compile_json_schema_cfg(
             max_depth=max_depth,
             cache=cache,
         )
-    except SchemaError:
+    except (SchemaError, CompileBudgetError):
         raise
     except GrammarError as exc:
         raise SchemaError(f"schema cannot be compiled as a grammar: {exc}", pointer="") from exc

@@ -3,12 +3,17 @@
 Every expensive loop (repetition expansion, determinisation, minimisation, eager indexing)
 calls :meth:`CompileBudget.check_time` regularly and raises :class:`CompileBudgetError` with
 the pattern offset it was working on, so a pathological pattern fails fast instead of hanging
-or eating memory.
+or eating memory. A compilation made of many automata (the structural JSON-schema path)
+runs inside :func:`compile_deadline`: every budget check of this thread (and
+:func:`check_deadline` in the loops between automata) then also stops at that deadline.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from formcast.errors import CompileBudgetError
@@ -16,6 +21,36 @@ from formcast.errors import CompileBudgetError
 DEFAULT_MAX_STATES = 100_000
 DEFAULT_MAX_NFA_STATES = 2_000_000
 DEFAULT_TIMEOUT_S = 60.0
+
+# (perf_counter deadline, its timeout_s) of the enclosing compile_deadline, or None
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("compile_deadline", default=None)
+
+
+@contextmanager
+def compile_deadline(timeout_s: float) -> Iterator[None]:
+    """Budget checks inside the block raise :class:`CompileBudgetError` after ``timeout_s``
+    wall-clock seconds (nested deadlines: the earliest wins)."""
+    if not timeout_s > 0:
+        raise CompileBudgetError(f"timeout_s must be > 0, got {timeout_s}")
+    outer = _DEADLINE.get()
+    deadline = (time.perf_counter() + timeout_s, timeout_s)
+    if outer is not None and outer[0] <= deadline[0]:
+        deadline = outer
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_deadline(what: str, position: int | None = None) -> None:
+    """Raise :class:`CompileBudgetError` if the enclosing :func:`compile_deadline` is past."""
+    found = _DEADLINE.get()
+    if found is not None and time.perf_counter() > found[0]:
+        raise CompileBudgetError(
+            f"compile budget exceeded: {what} went past timeout_s={found[1]:g} s",
+            position=position,
+        )
 
 
 @dataclass
@@ -51,6 +86,7 @@ class CompileBudget:
                 f"compile budget exceeded: {what} took more than timeout_s={self.timeout_s:g} s",
                 position=position,
             )
+        check_deadline(what, position)
 
     def check_states(self, num_states: int, position: int | None) -> None:
         """Raise :class:`CompileBudgetError` if ``num_states`` exceeds ``max_states``."""

@@ -219,7 +219,8 @@ def compile_json_schema(
         The bound is enforced on the structural path, so ``route="auto"`` takes that path when
         it is set, and ``route="regex"`` with ``max_depth`` is a ``SchemaError``.
     timeout_s:
-        Compile budget of the regex path's automaton (``CompileBudgetError`` beyond it).
+        Compile budget in wall-clock seconds, both paths included (the regex path's automaton
+        gets half of it under ``route="auto"``): ``CompileBudgetError`` beyond it.
     regex_route_chars:
         Regex size above which ``"auto"`` takes the structural path.
     cache:
@@ -239,8 +240,10 @@ def compile_json_schema(
         ``route="regex"`` and the budget is exceeded.
     """
     from formcast.grammar.compile import gc_paused  # lazy: keeps this module light
+    from formcast.grammar.compile_budget import compile_deadline
 
-    with gc_paused():  # see gc_paused: automata and regex text make no reference cycles
+    # gc_paused: automata and regex text make no reference cycles (see there)
+    with gc_paused(), compile_deadline(timeout_s):
         return _compile_json_schema(
             schema,
             vocab,

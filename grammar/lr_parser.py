@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from formcast.grammar.cfg_first_follow import bit_set, first_follow
 from formcast.grammar.cfg_grammar import PreparedGrammar
+from formcast.grammar.compile_budget import check_deadline
 
 _NUM_RECENT = 4096
 
@@ -80,6 +81,7 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
     reductions: list[tuple[int, int]] = []
     reduction_ids: dict[tuple[int, int], int] = {}
     for kernel in order:  # grows while iterating: breadth first over the LR(0) automaton
+        check_deadline("building the LR tables")
         items = set(kernel)
         stack = list(kernel)
         predicted: set[int] = set()
