@@ -10,6 +10,7 @@ masks exact: a byte string is a prefix of the language iff walking it never hits
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -117,6 +118,26 @@ def byte_classes(nfa: ByteNFA) -> np.ndarray:
     return (np.cumsum(is_boundary[:256]) - 1).astype(np.uint8)
 
 
+def refine_class_blocks(
+    blocks: list[tuple[int, tuple[int, ...]]], moves: Iterable[tuple[int, int]]
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Split ``(class bit set, targets)`` blocks by each ``(target, class bit set)`` move: the
+    classes inside the move's set gain its target. Blocks stay a partition of the classes."""
+    for target, mask in moves:
+        refined = []
+        for block, targets in blocks:
+            inside = block & mask
+            if not inside:
+                refined.append((block, targets))
+                continue
+            refined.append((inside, (*targets, target)))
+            outside = block & ~mask
+            if outside:
+                refined.append((outside, targets))
+        blocks = refined
+    return blocks
+
+
 def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
     """Subset construction, then removal of states that cannot reach acceptance.
 
@@ -164,18 +185,7 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
         else:
             blocks = [(all_classes, ())]
         for s in movers:
-            for target, mask in moves[s]:
-                refined = []
-                for block, targets in blocks:
-                    inside = block & mask
-                    if not inside:
-                        refined.append((block, targets))
-                        continue
-                    refined.append((inside, (*targets, target)))
-                    outside = block & ~mask
-                    if outside:
-                        refined.append((outside, targets))
-                blocks = refined
+            blocks = refine_class_blocks(blocks, moves[s])
         row = [DEAD] * num_classes
         for block, targets in blocks:
             if not targets:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from formcast.errors import GrammarError
-from formcast.grammar.byte_dfa import DEAD, ByteDFA, _ClosureCache, trim
+from formcast.grammar.byte_dfa import DEAD, ByteDFA, _ClosureCache, refine_class_blocks, trim
 from formcast.grammar.byte_nfa import ByteNFA
 from formcast.grammar.compile_budget import CompileBudget
 from formcast.grammar.dfa_minimizer import minimize
@@ -104,22 +104,10 @@ def intersect(
                 is_prefix_free = False
         # partition of the classes by (targets in a, targets in b); -t - 1 marks a b target
         blocks: list[tuple[int, tuple[int, ...]]] = [(all_classes, ())]
-        for side, current in ((moves_a, set_a), (moves_b, set_b)):
-            is_b = side is moves_b
-            for s in current:
-                for target, mask in side[s]:
-                    tag = -target - 1 if is_b else target
-                    refined = []
-                    for block, targets in blocks:
-                        inside = block & mask
-                        if not inside:
-                            refined.append((block, targets))
-                            continue
-                        refined.append((inside, (*targets, tag)))
-                        outside = block & ~mask
-                        if outside:
-                            refined.append((outside, targets))
-                    blocks = refined
+        for s in set_a:
+            blocks = refine_class_blocks(blocks, moves_a[s])
+        for s in set_b:
+            blocks = refine_class_blocks(blocks, ((-t - 1, mask) for t, mask in moves_b[s]))
         row = [DEAD] * num_classes
         for block, targets in blocks:
             union_a: set[int] = set()
