@@ -608,7 +608,8 @@ class SchemaCompiler:
             try:
                 nodes = pat.with_length(nodes, min_len, max_len)
             except pat.PatternRefused:
-                return self._guarded_string(branches, min_len, max_len, ptr, patterns)
+                source = f"pattern {patterns!r}" if fmt_rx is None else f"format {fmt!r}"
+                return self._guarded_string(branches, min_len, max_len, ptr, source)
             if nodes is None:
                 continue
             try:
@@ -625,7 +626,7 @@ class SchemaCompiler:
         min_len: int,
         max_len: int | None,
         ptr: str,
-        patterns: Any,
+        source: str,
     ) -> str | None:
         """A string whose pattern and length bounds do not fold into one repetition: the
         pattern's JSON text under a length guard ``(?=(?:JSON_CHAR){m,n}")``.
@@ -633,7 +634,8 @@ class SchemaCompiler:
         The guard and the body both end at the closing quote and JSON string texts form a
         prefix code, so the lookahead is the intersection (``regex_ast.Lookahead``); its
         automaton is the product of the pattern's with a character counter, built here once
-        to check it stays within ``GUARD_MAX_STATES`` (``SchemaError`` otherwise).
+        to check it stays within ``GUARD_MAX_STATES`` (``SchemaError`` otherwise). ``source``
+        names the constraint in messages (``pattern '...'`` or ``format 'email'``).
         """
         from formcast.grammar.compile import regex_to_dfa  # lazy: the automaton layer
 
@@ -641,7 +643,7 @@ class SchemaCompiler:
         try:
             body = alt(pat.encode(pat.padded(b)) for b in branches)
         except pat.PatternRefused as exc:
-            self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
+            self.refuse(f"{source}: {exc}", ptr, "pattern")
             return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
         if body is None:
             return None
@@ -659,7 +661,7 @@ class SchemaCompiler:
             regex_to_dfa(rx, dialect="python", max_states=GUARD_MAX_STATES, timeout_s=5.0)
         except CompileBudgetError as exc:
             self.refuse(
-                f"pattern {patterns!r} with length bounds {min_len}..{max_len}: the product "
+                f"{source} with length bounds {min_len}..{max_len}: the product "
                 f"of the pattern automaton and the character counter exceeds the budget "
                 f"({exc})",
                 ptr,

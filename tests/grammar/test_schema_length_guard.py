@@ -151,3 +151,12 @@ def test_bench_schema_token_by_token(vocab, route):
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         ids = tok.encode(text, add_special_tokens=False)
         assert _walk(grammar, ids) == oracle.is_valid(value), (route, len(name), name[-8:])
+
+
+def test_refusal_names_the_format_when_the_format_is_guarded():
+    """JSONSchemaBench Github_easy o9780: ``format: email`` with ``maxLength: 1024`` is over the
+    product budget; the refusal names the format (it said ``pattern None``)."""
+    schema = {"type": "string", "format": "email", "maxLength": 1024}
+    with pytest.raises(SchemaError, match="format 'email' with length bounds 0..1024") as info:
+        json_schema_to_regex(schema, strict=False)
+    assert info.value.keyword == "maxLength"
