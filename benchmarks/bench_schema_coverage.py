@@ -104,6 +104,13 @@ def evaluate_coverage(eng, schema, items) -> dict:
         out["reason"] = "over 10 s"
         out["message"] = f"compiled, but in {out['compile']:.1f} s (over the 10 s budget)"
         return out
+    out.update(walk_items(eng, g, items))
+    return out
+
+
+def walk_items(eng, g, items) -> dict:
+    """Walk every instance's tokens through compiled grammar ``g``: accepted flags, errors."""
+    out = {"accepted": [], "errors": []}
     for ids, _ in items:
         try:
             accepted = eng.walk(g, ids, [])
@@ -132,15 +139,7 @@ def evaluate_forked(eng, schema, items) -> dict:
                         "message": f"{type(exc).__name__}: {exc}"})  # fmt: skip
             return
         child.send({"reason": None, "compile": time.perf_counter() - start})
-        out = {"accepted": [], "errors": []}
-        for ids, _ in items:
-            try:
-                accepted = eng.walk(g, ids, [])
-            except Exception as exc:
-                accepted = False
-                out["errors"].append(f"{type(exc).__name__}: {shorten(exc, 160)}")
-            out["accepted"].append(accepted)
-        child.send(out)
+        child.send(walk_items(eng, g, items))
 
     proc = ctx.Process(target=work)
     proc.start()

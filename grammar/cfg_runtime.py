@@ -351,6 +351,16 @@ class CfgRuntime:
         self._memo_put(self._head_masks, node, sid, row, saved)
         return row
 
+    def _after(self, node, terminal: int):
+        """The parser node after ``terminal`` completes at ``node`` and the lexer parts of the
+        fresh lexeme that follows (``None`` if the parser rejects ``terminal``)."""
+        if terminal == RESTART:  # ignored text ended: the parser has not moved
+            return node, self.lexer.fresh_parts(node.expected, False)
+        nxt = self._successor(node, terminal)
+        if nxt is None:
+            return None
+        return nxt, self.lexer.fresh_parts(nxt.expected, True)
+
     def _add_group_mask(self, node, group: SplitGroup, acc: np.ndarray) -> None:
         """OR :meth:`_group_mask` into ``acc``, skipping (sub)groups ``acc`` covers already."""
         if group.is_covered(acc):
@@ -361,14 +371,10 @@ class CfgRuntime:
             return
         lexer = self.lexer
         for terminal in group.accepts:
-            if terminal == RESTART:
-                nxt = node
-                parts = lexer.fresh_parts(node.expected, False)
-            else:
-                nxt = self._successor(node, terminal)
-                if nxt is None:
-                    continue
-                parts = lexer.fresh_parts(nxt.expected, True)
+            step = self._after(node, terminal)
+            if step is None:
+                continue
+            nxt, parts = step
             walk = group.walk_from(lexer, parts)
             if walk.has_within:
                 acc |= walk.within_row
@@ -442,14 +448,10 @@ class CfgRuntime:
         row = None  # read-only while it is a shared row, a private copy once ORed into
         is_private = False
         for terminal in group.accepts:
-            if terminal == RESTART:  # ignored text ended: the parser has not moved
-                nxt = node
-                parts = lexer.fresh_parts(node.expected, False)
-            else:
-                nxt = self._successor(node, terminal)
-                if nxt is None:
-                    continue
-                parts = lexer.fresh_parts(nxt.expected, True)
+            step = self._after(node, terminal)
+            if step is None:
+                continue
+            nxt, parts = step
             walk = group.walk_from(lexer, parts)
             rows = [walk.within_row] if walk.has_within else []
             for inner in walk.splits:

@@ -183,24 +183,22 @@ class LRNode:
     @property
     def expected(self) -> frozenset[int]:
         """Terminals the stack can take next (exact)."""
-        parser = self._parser
-        viable = self._viable
-        if viable is None:
-            viable = parser._compute_viable(self)
-        if self._viable_floor < parser.floor:
-            parser.floor = self._viable_floor
-        return viable - parser.end_set
+        return self._viable_set() - self._parser.end_set
 
     @property
     def is_accepting(self) -> bool:
         """True if the terminals read so far form a sentence."""
+        return self._parser.table.end in self._viable_set()
+
+    def _viable_set(self) -> frozenset[int]:
+        """Terminals (``end`` included) the stack can take next; records the stack read."""
         parser = self._parser
         viable = self._viable
         if viable is None:
             viable = parser._compute_viable(self)
         if self._viable_floor < parser.floor:
             parser.floor = self._viable_floor
-        return parser.table.end in viable
+        return viable
 
     def tops(self, count: int) -> tuple[int, ...]:
         """The states of the top ``count`` stack nodes (all of them if the stack is lower)."""
