@@ -30,8 +30,9 @@ distribution (not the same random stream: seeded requests draw different noise).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -438,6 +439,36 @@ class Speculator:
         self.stats.verify_seconds += time.perf_counter() - begin
         return deltas
 
+    def _process_rows(
+        self,
+        raw: torch.Tensor,
+        states: list,
+        row_requests: tuple[list, list, list],
+        mask_rows: list[int],
+        rows_of: Callable[[Any], list[int]],
+        what: str,
+    ) -> torch.Tensor:
+        """The sampler's processing (penalties, bias, grammar mask, temperature, truncation) of
+        the verified rows ``raw (R, V)``; ``row_requests`` = per row (params, prompt, output so
+        far); ``mask_rows`` = per row its bitmask row; unconstrained states' rows (``rows_of``)
+        are opened to every token first."""
+        device = raw.device
+        params, prompts, outputs = row_requests
+        batch = SamplingBatch.build(
+            params, prompts, outputs, self.llm.vocab_size, self.llm.eos_token_ids, None, device
+        )
+        bitmask = None
+        if any(state.seq.matcher is not None for state in states):
+            free_rows = [r for state in states if state.seq.matcher is None for r in rows_of(state)]
+            if free_rows:
+                self._bitmask[free_rows] = -1
+            bitmask = self._bitmask[mask_rows].to(device)
+        try:
+            return self.llm.sampler.process_logits(raw, batch, bitmask)
+        except DeadEndError as exc:
+            names = ", ".join(repr(s.seq.request_id) for s in states)
+            raise DeadEndError(f"{what} of requests {names}: {exc}") from exc
+
     def _judge(
         self, states: list[_SpecState], logits: torch.Tensor
     ) -> tuple[list[Verdict], list[torch.Tensor]]:
@@ -452,23 +483,15 @@ class Speculator:
                 prompts.append(seq.prompt_token_ids)
                 outputs.append(seq.token_ids[start : state.committed_len + r])
             mask_rows.extend(state.rows)
-        device = logits.device
-        rows = logits[torch.tensor(row_ids, device=device)]  # (R, V)
-        batch = SamplingBatch.build(
-            params, prompts, outputs, self.llm.vocab_size, self.llm.eos_token_ids, None, device
-        )
-        is_constrained = any(state.seq.matcher is not None for state in states)
-        bitmask = None
-        if is_constrained:
-            free_rows = [r for state in states if state.seq.matcher is None for r in state.rows]
-            if free_rows:
-                self._bitmask[free_rows] = -1
-            bitmask = self._bitmask[mask_rows].to(device)
-        try:
-            processed = self.llm.sampler.process_logits(rows, batch, bitmask)  # (R, V)
-        except DeadEndError as exc:
-            names = ", ".join(repr(s.seq.request_id) for s in states)
-            raise DeadEndError(f"speculative verification of requests {names}: {exc}") from exc
+        rows = logits[torch.tensor(row_ids, device=logits.device)]  # (R, V)
+        processed = self._process_rows(
+            rows,
+            states,
+            (params, prompts, outputs),
+            mask_rows,
+            lambda state: state.rows,
+            "speculative verification",
+        )  # (R, V)
         verdicts: list[Verdict | None] = [None] * len(states)
         sample_logits = []
         sampled, sampled_probs, sampled_index = [], [], []

@@ -64,9 +64,8 @@ from formcast.engine.speculator import (
     _SpecState,
     mark_verification,
 )
-from formcast.errors import DeadEndError, EngineConfigError, EngineError
+from formcast.errors import EngineConfigError, EngineError
 from formcast.grammar import allocate_token_bitmask
-from formcast.samplers import SamplingBatch
 
 if TYPE_CHECKING:
     from formcast.decoding.speculative.spec_config import SpeculativeConfig
@@ -372,27 +371,15 @@ class TreeSpeculator(Speculator):
                 outputs.append(committed + path)
             mask_rows.append(state.root_row)
             mask_rows.extend(tree.mask_rows)
-        device = logits.device
-        raw = logits[torch.tensor(row_ids, device=device)]  # (R, V)
-        batch = SamplingBatch.build(
-            params, prompts, outputs, self.llm.vocab_size, self.llm.eos_token_ids, None, device
-        )
-        bitmask = None
-        if any(state.seq.matcher is not None for state in states):
-            free = [
-                r
-                for state in states
-                if state.seq.matcher is None
-                for r in [state.root_row, *state.tree.mask_rows]
-            ]
-            if free:
-                self._bitmask[free] = -1
-            bitmask = self._bitmask[mask_rows].to(device)
-        try:
-            processed = self.llm.sampler.process_logits(raw, batch, bitmask)  # (R, V)
-        except DeadEndError as exc:
-            names = ", ".join(repr(s.seq.request_id) for s in states)
-            raise DeadEndError(f"Medusa tree verification of requests {names}: {exc}") from exc
+        raw = logits[torch.tensor(row_ids, device=logits.device)]  # (R, V)
+        processed = self._process_rows(
+            raw,
+            states,
+            (params, prompts, outputs),
+            mask_rows,
+            lambda state: [state.root_row, *state.tree.mask_rows],
+            "Medusa tree verification",
+        )  # (R, V)
         return processed, raw
 
     def _judge_tree(
