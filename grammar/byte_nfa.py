@@ -91,15 +91,28 @@ class _Builder:
             return self.char_set(node)
         if isinstance(node, Concat):
             entry = exit_ = self.new_state(position)
+            nfa = self.nfa
+            byte_edges, epsilon_edges, positions = nfa.byte_edges, nfa.epsilon_edges, nfa.positions
             for k, item in enumerate(node.items):
                 if isinstance(item, Lookahead):
                     # the guard and the rest of this group, as one intersection automaton
                     first, last = self.guarded(item, Concat(node.items[k + 1 :]))
                     self.nfa.epsilon_edges[exit_].append(first)
                     return entry, last
-                if isinstance(item, CharSet) and not self.nfa.byte_edges[exit_]:
+                if isinstance(item, CharSet) and not byte_edges[exit_]:
                     # chain the fragment onto exit_ directly: exit_ has no outgoing edges yet
                     # and a fragment entry has no incoming ones, so no epsilon is needed
+                    ranges = item.ranges
+                    if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
+                        nxt = len(byte_edges)
+                        byte_edges.append([])
+                        epsilon_edges.append([])
+                        positions.append(item.pos)
+                        byte_edges[exit_].extend([(lo, hi, nxt) for lo, hi in ranges])
+                        exit_ = nxt
+                        if nxt >= self.budget.max_nfa_states:
+                            self.budget.check_nfa_states(nxt + 1, item.pos)
+                        continue
                     exit_ = self.char_set(item, entry=exit_)[1]
                     continue
                 first, last = self.build(item, position)
@@ -123,8 +136,24 @@ class _Builder:
 
     def char_set(self, node: CharSet, entry: int | None = None) -> tuple[int, int]:
         """Instantiate the UTF-8 fragment; its entry node is ``entry`` if given (no epsilon)."""
-        num_nodes, edges = fragment(node.ranges)
         nfa = self.nfa
+        ranges = node.ranges
+        if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
+            exit_ = nfa.num_states
+            nfa.byte_edges.append([])
+            nfa.epsilon_edges.append([])
+            nfa.positions.append(node.pos)
+            if entry is None:
+                entry = exit_
+                exit_ += 1
+                nfa.byte_edges.append([])
+                nfa.epsilon_edges.append([])
+                nfa.positions.append(node.pos)
+            nfa.byte_edges[entry].extend([(lo, hi, exit_) for lo, hi in ranges])
+            if exit_ >= self.budget.max_nfa_states:
+                self.budget.check_nfa_states(exit_ + 1, node.pos)
+            return entry, exit_
+        num_nodes, edges = fragment(ranges)
         base = nfa.num_states
         nfa.byte_edges.extend([] for _ in range(num_nodes))
         nfa.epsilon_edges.extend([] for _ in range(num_nodes))
@@ -168,34 +197,41 @@ class _Builder:
         if dfa is None:  # empty intersection: an entry that leads nowhere
             return self.new_state(look.pos), self.new_state(look.pos)
         return self.embed(
-            dfa.transitions.tolist(),
+            dfa.transitions,
             np.flatnonzero(dfa.is_accepting).tolist(),
             dfa.byte_to_class,
             look.pos,
         )
 
     def embed(
-        self, rows: list[list[int]], accepting: list[int], byte_to_class: np.ndarray, pos: int
+        self, rows: np.ndarray, accepting: list[int], byte_to_class: np.ndarray, pos: int
     ) -> tuple[int, int]:
-        """Copy a DFA (``rows[s][c]`` over byte classes, start state 0) into this NFA: a new
+        """Copy a DFA (``rows[s, c]`` over byte classes, start state 0) into this NFA: a new
         entry with an epsilon edge to its start, its accepting states epsilon to a new exit."""
-        from formcast.grammar.nfa_intersection import class_ranges
-
         entry = self.new_state(pos)
         base = self.nfa.num_states
-        num_states = len(rows)
+        num_states, num_classes = rows.shape
         self.budget.check_nfa_states(base + num_states + 1, pos)
+        # maximal byte runs of each class: run k is bytes run_lo[k]..run_hi[k] of run_cls[k]
+        starts = np.flatnonzero(np.diff(byte_to_class.astype(np.int64), prepend=-1) != 0)
+        run_lo, run_hi = starts, np.append(starts[1:], 256) - 1
+        run_cls = byte_to_class[starts].astype(np.int64)
+        order = np.argsort(run_cls, kind="stable")
+        run_lo, run_hi = run_lo[order], run_hi[order]
+        runs_of = np.searchsorted(run_cls[order], np.arange(num_classes + 1))  # (K + 1,)
+        # one edge per (state, class with a move, run of the class), grouped by state
+        src, cls = np.nonzero(rows >= 0)
+        counts = runs_of[cls + 1] - runs_of[cls]
+        offsets = np.cumsum(counts) - counts
+        run = np.arange(int(counts.sum())) + np.repeat(runs_of[cls] - offsets, counts)
+        dst = np.repeat(rows[src, cls].astype(np.int64) + base, counts)
+        triples = list(zip(run_lo[run].tolist(), run_hi[run].tolist(), dst.tolist(), strict=True))
+        bounds = np.searchsorted(np.repeat(src, counts), np.arange(num_states + 1)).tolist()
         nfa = self.nfa
-        nfa.byte_edges.extend([] for _ in range(num_states))
+        nfa.byte_edges.extend(triples[bounds[s] : bounds[s + 1]] for s in range(num_states))
         nfa.epsilon_edges.extend([] for _ in range(num_states))
         nfa.positions.extend([pos] * num_states)
         exit_ = self.new_state(pos)
-        ranges = class_ranges(byte_to_class)
-        for s, row in enumerate(rows):
-            edges = nfa.byte_edges[base + s]
-            for c, t in enumerate(row):
-                if t >= 0:
-                    edges.extend((lo, hi, base + t) for lo, hi in ranges[c])
         for s in accepting:
             nfa.epsilon_edges[base + s].append(exit_)
         nfa.epsilon_edges[entry].append(base)
@@ -214,28 +250,7 @@ class _Builder:
         item = _item_dfa(node.item, self.budget, node.pos)
         if item is None:
             return None
-        table, accepting = item.transitions, item.is_accepting
-        num_item = table.shape[0]
-        final = int(np.flatnonzero(accepting)[0])
-        width = num_item - 1  # states per copy: all but f
-        local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
-        inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
-        to_final = inner == final
-        lo, hi = node.min_count, node.max_count
-        num_copies = hi if hi is not None else lo + 1
-        total = num_copies * width + (1 if hi is not None else 0)
-        self.budget.check_nfa_states(self.nfa.num_states + total, node.pos)
-        offsets = (np.arange(num_copies) * width)[:, None, None]  # (C, 1, 1)
-        chained = np.where(inner >= 0, local[np.maximum(inner, 0)][None] + offsets, DEAD_EDGE)
-        next_start = offsets + width  # copy i's f -> copy i + 1's start (or the end state)
-        if hi is None:
-            next_start[-1] = offsets[-1]  # copy m loops
-        chained = np.where(to_final[None], next_start, chained).reshape(-1, inner.shape[1])
-        rows = chained.tolist()
-        if hi is not None:
-            rows.append([DEAD_EDGE] * inner.shape[1])  # the end state
-        starts = [i * width for i in range(lo, num_copies)]
-        accepting_ids = starts + ([num_copies * width] if hi is not None else [])
+        rows, accepting_ids = _chain_rows(item, node, self.budget, self.nfa.num_states)
         return self.embed(rows, accepting_ids, item.byte_to_class, node.pos)
 
     def repeat(self, node: Repeat) -> tuple[int, int]:
@@ -276,6 +291,50 @@ class _Builder:
             self.budget.check_time("expanding a counted repetition", node.pos)
         self.nfa.epsilon_edges[exit_].append(final)
         return entry, final
+
+
+def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
+    """The chained copies of ``item`` (a prefix-code DFA, see :meth:`_Builder.counted_chain`)
+    for ``node``'s counts: ``(rows (states, K) over item's byte classes, accepting ids)``,
+    start state 0, ``-1`` = no move."""
+    table, accepting = item.transitions, item.is_accepting
+    num_item = table.shape[0]
+    final = int(np.flatnonzero(accepting)[0])
+    width = num_item - 1  # states per copy: all but f
+    local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
+    inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
+    to_final = inner == final
+    lo, hi = node.min_count, node.max_count
+    num_copies = hi if hi is not None else lo + 1
+    total = num_copies * width + (1 if hi is not None else 0)
+    budget.check_nfa_states(num_before + total, node.pos)
+    offsets = (np.arange(num_copies) * width)[:, None, None]  # (C, 1, 1)
+    chained = np.where(inner >= 0, local[np.maximum(inner, 0)][None] + offsets, DEAD_EDGE)
+    next_start = offsets + width  # copy i's f -> copy i + 1's start (or the end state)
+    if hi is None:
+        next_start[-1] = offsets[-1]  # copy m loops
+    rows = np.where(to_final[None], next_start, chained).reshape(-1, inner.shape[1])
+    if hi is not None:
+        rows = np.vstack([rows, np.full((1, rows.shape[1]), DEAD_EDGE)])  # the end state
+    starts = [i * width for i in range(lo, num_copies)]
+    return rows, starts + ([num_copies * width] if hi is not None else [])
+
+
+def counted_chain_dfa(node: Node, budget: CompileBudget):  # -> ByteDFA | None
+    """The DFA of a whole pattern that is one counted repetition ``X{m,n}`` (``n >= 4``) of a
+    prefix code ``X`` (a JSON string chunk), built directly as the chain of copies, without an
+    NFA or subset construction; ``None`` for any other pattern. Trimmed, not minimised."""
+    from formcast.grammar.byte_dfa import trim
+
+    if not isinstance(node, Repeat) or max(node.min_count, node.max_count or 0) < CHAIN_MIN_COPIES:
+        return None
+    item = _item_dfa(node.item, budget, node.pos)
+    if item is None:
+        return None
+    rows, accepting_ids = _chain_rows(item, node, budget)
+    is_accepting = np.zeros(len(rows), dtype=bool)
+    is_accepting[accepting_ids] = True
+    return trim(rows.astype(np.int32), item.byte_to_class, is_accepting)
 
 
 def _item_dfa(item: Node, budget: CompileBudget, position: int):  # -> ByteDFA | None

@@ -41,7 +41,15 @@ class FirstFollow:
 
 
 def first_follow(grammar: PreparedGrammar) -> FirstFollow:
-    """FIRST and FOLLOW of ``grammar`` (rule 0, ``S' -> start``, is the augmented start)."""
+    """FIRST and FOLLOW of ``grammar`` (rule 0, ``S' -> start``, is the augmented start);
+    computed once per grammar (the LR tables and the lexer's follow sets both need them)."""
+    found = grammar.__dict__.get("_first_follow")
+    if found is None:
+        found = grammar.__dict__["_first_follow"] = _first_follow(grammar)
+    return found
+
+
+def _first_follow(grammar: PreparedGrammar) -> FirstFollow:
     rules, is_nullable = grammar.rules, grammar.is_nullable
     num_nt = len(grammar.nonterminal_names)
     first_base = [0] * num_nt
@@ -99,9 +107,4 @@ def least_fixed_point(base: list[int], edges: list[list[int]]) -> list[int]:
 
 def bit_set(bits: int) -> set[int]:
     """The members of an int bit set."""
-    found = set()
-    while bits:
-        low = bits & -bits
-        found.add(low.bit_length() - 1)
-        bits ^= low
-    return found
+    return {k for k, bit in enumerate(bin(bits)[:1:-1]) if bit == "1"}

@@ -16,25 +16,22 @@ text restarts the expected terminals, so a state's walk is the union of the walk
 *parts* (:meth:`CfgLexer.parts`): one per live terminal pair and one for the ignored text, whose
 restarts are recorded as :data:`RESTART` splits and resolved against the parser's expected
 terminals at mask time. Parts do not depend on the parse context, so the many lexer states of
-different expected sets share a few walks. A part's walk is one vectorised walk of the whole
-vocabulary per *first-byte class* (bytes leading to the same state, memoised per (state, class)),
-records whose remaining bytes all loop on a non-splitting state (a string's inside) are settled
-at once from per-token byte sets, and split groups are hash-consed by content. The same walker
-(:meth:`CfgLexer.walk_records`) reads a group's remaining suffixes from each part of the lexeme
-that follows, memoised per (group, part), so the parser is only asked which terminals it takes,
-never to read token bytes. Walks over a handful of records run byte by byte (cheaper than
-setting up arrays). :meth:`CfgLexer.precompute` walks parts ahead of use within a compile-time
-budget. Parts that are one terminal pair and no ignored text (all parts of grammars without
-``%ignore``, e.g. GBNF and JSON Schema grammars) are walked on that terminal's own DFA instead
-(:mod:`formcast.grammar.cfg_dfa_walk`: trie walks inside strings, no interned-state rows, split
-records filtered by the bytes that can follow the terminal); ``USE_DFA_WALKS = False`` turns
-that off (tests compare both).
+different expected sets share a few walks. A part's walk is one walk of the vocabulary
+trie and split groups are hash-consed by content. The same walker (:meth:`CfgLexer.
+walk_records`) reads a group's remaining suffixes from each part of the lexeme that follows,
+memoised per (group, part), so the parser is only asked which terminals it takes, never to
+read token bytes. Both walks are numba kernels over an ``(S, 256)`` table
+(:mod:`formcast.grammar.cfg_walk_kernels`). :meth:`CfgLexer.precompute` walks parts ahead of
+use within a compile-time budget. Parts that are one terminal pair and no ignored text (all
+parts of grammars without ``%ignore``, e.g. GBNF and JSON Schema grammars) are walked on that
+terminal's own DFA instead (:mod:`formcast.grammar.cfg_dfa_walk`: no interned-state rows,
+split records filtered by the bytes that can follow the terminal); ``USE_DFA_WALKS = False``
+turns that off (tests compare both).
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass
 
@@ -42,12 +39,18 @@ import numpy as np
 
 from formcast.grammar.cfg_dfa_walk import DfaWalker
 from formcast.grammar.cfg_grammar import PreparedGrammar
+from formcast.grammar.cfg_walk_kernels import (
+    NO_COVERAGE,
+    sort_records,
+    walk_suffixes,
+    walk_trie,
+)
 from formcast.grammar.token_index import VocabTable
 
 DEAD = -1
 RESTART = -1  # pseudo-terminal of split groups: an ignored lexeme ended, the next one starts
-_NUM_SCALAR_RECORDS = 48  # walks of at most this many records run byte by byte in Python
 USE_DFA_WALKS = True  # single-terminal parts walk their terminal's DFA (cfg_dfa_walk)
+_EVERY_BYTE = np.ones(257, dtype=bool)  # walks over interned states split before any byte
 
 
 @dataclass
@@ -76,7 +79,6 @@ class CfgLexer:
 
     def __init__(self, grammar: PreparedGrammar, table: VocabTable) -> None:
         self.table = table
-        _suffix_byte_sets(table)  # once per vocabulary (like the table itself)
         self.num_terminals = grammar.num_terminals
         self.dfas = list(grammar.terminal_dfas) + list(grammar.ignore_dfas)
         self.ignore_components = range(self.num_terminals, len(self.dfas))
@@ -90,20 +92,20 @@ class CfgLexer:
         self._initial: dict[frozenset[int], int] = {}
         self._np_rows = np.zeros((0, 256), dtype=np.int32)
         self._splits_any = np.zeros(0, dtype=bool)
-        self._split_flags: list[bool] = []  # the same as a list (for byte-by-byte walks)
+        self._num_tabled = 0  # states whose row and split flag are in the numpy table
         self._materialised: set[int] = set()
         self._walks: dict[int, TokenWalk] = {}
         self._parts: dict[int, tuple[int, ...]] = {}
+        self._pair_parts: dict[tuple[int, int], int] = {}  # see _pair_part (not exported)
         self._fresh: dict[tuple[frozenset[int], bool], tuple[int, ...]] = {}
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
-        self._class_walks: dict[tuple, TokenWalk] = {}
         self._dfa_walker = DfaWalker(grammar, table)
 
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
-        "_np_rows", "_splits_any", "_split_flags", "_materialised", "_walks", "_parts", "_fresh",
-        "_first_bytes", "_groups", "_class_walks",
+        "_np_rows", "_splits_any", "_num_tabled", "_materialised", "_walks", "_parts", "_fresh",
+        "_first_bytes", "_groups",
     )  # fmt: skip
 
     def export_state(self) -> dict:
@@ -216,14 +218,18 @@ class CfgLexer:
             if not self.expected_of[sid] and (len(pairs) == 1 or len(ignore) == len(pairs)):
                 found = (sid,)  # a part already
             else:
-                found = tuple(
-                    self._intern(frozenset(), {(c, s)}, False)
-                    for c, s in pairs
-                    if c < self.num_terminals
-                )
+                found = tuple(self._pair_part(c, s) for c, s in pairs if c < self.num_terminals)
                 if ignore:
                     found += (self._intern(frozenset(), ignore, self.is_boundary[sid]),)
             self._parts[sid] = found
+        return found
+
+    def _pair_part(self, terminal: int, state: int) -> int:
+        """The part of the single pair ``(terminal, state)`` (memoised :meth:`_intern`)."""
+        found = self._pair_parts.get((terminal, state))
+        if found is None:
+            found = self._intern(frozenset(), {(terminal, state)}, False)
+            self._pair_parts[(terminal, state)] = found
         return found
 
     def fresh_parts(self, expected: frozenset[int], with_ignore: bool) -> tuple[int, ...]:
@@ -281,28 +287,11 @@ class CfgLexer:
             return pairs[0]
         return None
 
-    def _dfa_walk(self, terminal: int, within_rows, split_rows, split_steps) -> TokenWalk:
-        """A :class:`TokenWalk` from :class:`DfaWalker` output (splits complete ``terminal``;
-        records of tokens that stay within are dropped, as in :meth:`_group_splits`)."""
-        vt = self.table
-        if within_rows.dtype == bool:  # a (T,) mask over the table rows (from a trie walk)
-            is_within = within_rows
-            bits = np.zeros(vt.num_words * 32, dtype=bool)
-            bits[vt.token_ids] = is_within
-            within_row = np.packbits(bits, bitorder="little").view("<i4")
-        else:
-            within_row = pack_ids(vt.token_ids[within_rows], vt.num_words)
-            is_within = None
-            if len(split_rows) and len(within_rows):
-                is_within = np.zeros(len(vt.token_ids), dtype=bool)
-                is_within[within_rows] = True
+    def _dfa_walk(self, terminal: int, within_row, split_rows, split_steps) -> TokenWalk:
+        """A :class:`TokenWalk` from :class:`DfaWalker` output (splits complete ``terminal``)."""
         splits = []
         if len(split_rows):
-            if is_within is not None:
-                keep = ~is_within[split_rows]
-                split_rows, split_steps = split_rows[keep], split_steps[keep]
-            if len(split_rows):
-                splits.append(self._group(frozenset((terminal,)), split_rows, split_steps))
+            splits.append(self._group(frozenset((terminal,)), split_rows, split_steps))
         return TokenWalk(within_row=within_row, splits=splits)
 
     def step(self, sid: int, byte: int) -> int:
@@ -312,12 +301,12 @@ class CfgLexer:
             row = self.row(sid)
         return row[byte]
 
-    # -- vectorised vocabulary walk ---------------------------------------------------------------
+    # -- walks over the interned states (parts with ignored text) --------------------------------
 
     def _grow_table(self) -> None:
         """Extend the numpy table and the split flags to every interned state (rows not
         computed yet are stored as dead; :meth:`_materialise_from` refreshes them)."""
-        known = len(self._split_flags)  # states in the table (its capacity may be larger)
+        known = self._num_tabled  # states in the table (its capacity may be larger)
         num_states = self.num_states
         if known < num_states:
             if self._np_rows.shape[0] < num_states:  # grow geometrically (amortised copies)
@@ -331,9 +320,8 @@ class CfgLexer:
             for s in range(known, num_states):
                 if self.rows[s] is not None:
                     self._np_rows[s] = self.rows[s]
-            splits = [bool(self.split_key(s)) for s in range(known, num_states)]
-            self._splits_any[known:num_states] = splits
-            self._split_flags += splits
+                self._splits_any[s] = bool(self.split_key(s))
+            self._num_tabled = num_states
 
     def _materialise_from(self, sid: int) -> np.ndarray:
         """Rows of every state reachable from ``sid``, as an ``(N, 256)`` int32 table (rows
@@ -348,7 +336,7 @@ class CfgLexer:
                 if t >= 0 and t not in seen:
                     seen.add(t)
                     stack.append(t)
-        known = len(self._split_flags)
+        known = self._num_tabled
         self._grow_table()
         # rows interned but not yet expanded were stored as dead; refresh the ones we expanded
         for s in seen:
@@ -359,7 +347,7 @@ class CfgLexer:
 
     def token_walk(self, sid: int) -> TokenWalk:
         """Within-lexeme mask and split points of every vocabulary token from state ``sid``
-        (the union of its :meth:`parts`' walks; a part's is one vectorised vocabulary walk)."""
+        (the union of its :meth:`parts`' walks; a part's is one walk of the vocabulary trie)."""
         found = self._walks.get(sid)
         if found is None:
             parts = self.parts(sid)
@@ -367,257 +355,68 @@ class CfgLexer:
             if pair is not None:
                 found = self._dfa_walk(pair[0], *self._dfa_walker.vocabulary_walk(*pair))
             elif parts == (sid,):
-                found = self._vocabulary_walk(sid)
+                table = self._materialise_from(sid)
+                found = self._walk(walk_trie(table, sid, *self._flags(), NO_COVERAGE, self.table))
             else:
                 found = union_walks([self.token_walk(p) for p in parts], self.table.num_words)
             self._walks[sid] = found
         return found
 
-    def _vocabulary_walk(self, sid: int) -> TokenWalk:
-        """The walk of every token from part ``sid``, as the union of one walk per *first-byte
-        class*: the bytes ``B`` that lead to the same state ``q``. What tokens starting with a
-        byte of ``B`` do after it depends on ``(q, B)`` only, so class walks are memoised on
-        that and shared by states that differ only on other bytes (e.g. the digit-counting
-        states of a number all reach the same state on a space)."""
-        row = self.row(sid)
-        bounds = self.table.first_byte_bounds
-        classes: dict[int, list[int]] = {}
-        for b, q in enumerate(row):
-            if q >= 0 and bounds[b + 1] > bounds[b]:
-                classes.setdefault(q, []).append(b)
-        walks = []
-        for q, first in classes.items():
-            # a state that reads nothing more behaves like any other such state with the
-            # same split key (the end of a terminal, say): share their class walks
-            state_key = ("end", self.split_key(q)) if not self.first_bytes(q) else q
-            key = (state_key, sum(1 << b for b in first))
-            walk = self._class_walks.get(key)
-            if walk is None:
-                only = np.zeros(256, dtype=bool)
-                only[first] = True
-                rows = np.arange(len(self.table.token_ids), dtype=np.int32)
-                walk = self.walk_records(sid, rows, bounds, 0, only)
-                self._class_walks[key] = walk
-            walks.append(walk)
-        if len(walks) == 1:
-            return walks[0]
-        return union_walks(walks, self.table.num_words)
+    def _flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(is_split, follow)`` of walks over the interned states: every state whose
+        :meth:`split_key` is not empty splits, before any byte."""
+        return self._splits_any, _EVERY_BYTE
 
     def walk_records(
-        self, sid: int, rows: np.ndarray, first_byte_bounds: np.ndarray, steps, only_bytes=None
+        self, sid: int, rows: np.ndarray, first_byte_bounds: np.ndarray, steps: np.ndarray
     ) -> TokenWalk:
-        """Read token suffixes from lexer state ``sid``, vectorised.
+        """Read token suffixes from lexer state ``sid``.
 
-        A record is ``(rows[k], steps[k])``: the bytes of table row ``rows[k]`` from offset
-        ``steps[k]`` on (never empty). Records are sorted by their first byte
+        A record is ``(rows[k], steps[k])`` (int32 arrays): the bytes of table row ``rows[k]``
+        from offset ``steps[k]`` on (never empty). Records are sorted by their first byte
         (``first_byte_bounds``, ``(257,)``), so bytes dead in ``sid`` are skipped whole.
-        ``steps`` is an array parallel to ``rows`` or one int for all.
         Returns the tokens of the records that end inside the lexeme (``within_row``) and the
-        records that complete a terminal (or an ignored lexeme) strictly inside their bytes,
-        grouped by :meth:`split_key` (``splits``; offsets are where the next lexeme starts).
-        ``sid`` must be a part (no expected terminals, see :meth:`parts`). ``only_bytes``
-        (``(256,)`` bool, optional) keeps only the records whose first byte it marks.
+        records of the other tokens that complete a terminal (or an ignored lexeme) strictly
+        inside their bytes, grouped by :meth:`split_key` (``splits``; offsets are where the
+        next lexeme starts). ``sid`` must be a part (no expected terminals, see :meth:`parts`).
         """
         assert not self.expected_of[sid], "walks start from parts"
-        pair = self._single_pair(sid) if only_bytes is None else None
+        pair = self._single_pair(sid)
         if pair is not None:
             found = self._dfa_walker.walk_records(*pair, rows, first_byte_bounds, steps)
             return self._dfa_walk(pair[0], *found)
-        if len(rows) <= _NUM_SCALAR_RECORDS and only_bytes is None:
-            return self._walk_records_scalar(sid, rows, steps)
-        vt = self.table
-        first_next = np.asarray(self.row(sid), dtype=np.int64)
-        is_live = (first_next >= 0) & (np.diff(first_byte_bounds[:257]) > 0)
-        if only_bytes is not None:
-            is_live &= only_bytes
-        first_bytes = np.flatnonzero(is_live)
-        lo, hi = first_byte_bounds[first_bytes], first_byte_bounds[first_bytes + 1]
-        counts = hi - lo
-        total = int(counts.sum())
-        idx = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts - lo, counts)
-        if isinstance(steps, np.ndarray):
-            steps = steps[idx]
-        if total <= _NUM_SCALAR_RECORDS:
-            return self._walk_records_scalar(sid, rows[idx], steps)
-        table_np = self._materialise_from(sid)
-        flat_table = table_np.reshape(-1)  # state s, byte b -> flat_table[s * 256 + b]
-        splits_any = self._splits_any
-        by_step = vt.bytes_by_step  # (max_len, T) uint16, 256 past the end
-        max_len, num_rows = by_step.shape
-        flat_bytes = by_step.reshape(-1)
-        cur_rows = rows[idx].astype(np.int64)
-        uniform = not isinstance(steps, np.ndarray)  # every record starts at the same offset
-        pos = steps + 1 if uniform else steps.astype(np.int64) + 1
-        cur = np.repeat(first_next[first_bytes], counts)
-        within: list[np.ndarray] = []
-        if uniform and pos == 1 and len(cur_rows) > _NUM_SCALAR_RECORDS:
-            # records whose other bytes all loop on the state the first byte reached (a
-            # string's inside, say) end inside the lexeme without a split: settle them at once
-            cur_rows, cur = self._settle_loops(cur_rows, cur, within)
-        split_rows: list[np.ndarray] = []
-        split_pos: list[np.ndarray] = []
-        split_states: list[np.ndarray] = []
-        while len(cur_rows):
-            # pos: offset of the next byte to read (>= 1 byte read from the record already)
-            if len(cur_rows) <= _NUM_SCALAR_RECORDS:  # a few long tokens left: finish by hand
-                positions = np.full(len(cur_rows), pos) if uniform else pos
-                found = (within, split_rows, split_pos, split_states)
-                self._finish_scalar(cur_rows, positions, cur, *found)
-                break
-            if uniform:
-                if pos >= max_len:
-                    within.append(cur_rows)
-                    break
-                byte = by_step[pos][cur_rows]
-            else:
-                byte = flat_bytes[np.minimum(pos, max_len - 1) * num_rows + cur_rows]
-                byte[pos >= max_len] = 256
-            is_end = byte == 256
-            if is_end.any():
-                within.append(cur_rows[is_end])
-                go = ~is_end
-                cur_rows, cur, byte = cur_rows[go], cur[go], byte[go]
-                if not uniform:
-                    pos = pos[go]
-            is_split = splits_any[cur]
-            if is_split.any():
-                split_rows.append(cur_rows[is_split])
-                split_pos.append(
-                    np.full(int(is_split.sum()), pos, dtype=np.int64) if uniform else pos[is_split]
-                )
-                split_states.append(cur[is_split])
-            nxt = flat_table[cur * 256 + byte]
-            alive = nxt >= 0
-            cur_rows, cur = cur_rows[alive], nxt[alive]
-            pos = pos + 1 if uniform else pos[alive] + 1
-        within_ids = vt.token_ids[np.concatenate(within)] if within else np.zeros(0, np.int32)
-        return TokenWalk(
-            within_row=pack_ids(within_ids, vt.num_words),
-            splits=self._group_splits(within_ids, split_rows, split_pos, split_states),
-        )
+        table = self._materialise_from(sid)
+        args = (rows, steps, first_byte_bounds, *self._flags())
+        return self._walk(walk_suffixes(table, sid, *args, self.table))
 
-    def _settle_loops(self, rows: np.ndarray, states: np.ndarray, within: list) -> tuple:
-        """Move to ``within`` the records (first byte read, in state ``states``) whose remaining
-        bytes all loop on that state when it records no split; return the others."""
-        keep = np.ones(len(rows), dtype=bool)
-        suffix_sets = None
-        for s in np.flatnonzero(np.bincount(states)).tolist():
-            if self._split_flags[s]:
-                continue
-            loop = np.asarray(self.row(s)) == s
-            if not loop.any():
-                continue
-            if suffix_sets is None:
-                suffix_sets = _suffix_byte_sets(self.table)
-            leave = ~np.packbits(loop, bitorder="little").view("<u8")  # (4,) bytes leaving s
-            sel = np.flatnonzero(states == s)
-            sel_rows = rows[sel]
-            outside = np.zeros(len(sel), dtype=np.uint64)
-            for w in np.flatnonzero(leave).tolist():
-                outside |= suffix_sets[w][sel_rows] & leave[w]
-            keep[sel[outside == 0]] = False
-        if keep.all():
-            return rows, states
-        within.append(rows[~keep])
-        return rows[keep], states[keep]
-
-    def _finish_scalar(self, rows, positions, states, within, split_rows, split_pos, split_states):
-        """Continue records (at least one byte read) byte by byte; append to the result lists."""
-        vt = self.table
-        matrix, lengths, step = vt.matrix, vt.lengths, self.step
-        self._grow_table()
-        accepts = self._split_flags  # grown in place below as states are interned
-        out_within: list[int] = []
-        out_split: list[tuple[int, int, int]] = []
-        for row, start, state in zip(
-            rows.tolist(), positions.tolist(), states.tolist(), strict=True
-        ):
-            for k, byte in enumerate(matrix[row, start : lengths[row]].tobytes()):
-                if state >= len(accepts):
-                    self._grow_table()
-                if accepts[state]:
-                    out_split.append((row, start + k, state))
-                state = step(state, byte)
-                if state < 0:
-                    break
-            else:
-                out_within.append(row)
-        if out_within:
-            within.append(np.asarray(out_within, dtype=np.int64))
-        if out_split:
-            found = np.asarray(out_split, dtype=np.int64)
-            split_rows.append(found[:, 0])
-            split_pos.append(found[:, 1])
-            split_states.append(found[:, 2])
-
-    def _walk_records_scalar(self, sid: int, rows: np.ndarray, steps) -> TokenWalk:
-        """:meth:`walk_records` for a few records: byte by byte, no array set-up (and only the
-        states the records reach are expanded, not every state reachable from ``sid``)."""
-        vt = self.table
-        matrix, lengths, step = vt.matrix, vt.lengths, self.step
-        self._grow_table()
-        accepts = self._split_flags  # grown in place below as states are interned
-        starts = steps.tolist() if isinstance(steps, np.ndarray) else [steps] * len(rows)
-        within: list[int] = []
-        split_rows: list[int] = []
-        split_pos: list[int] = []
-        split_states: list[int] = []
-        for row, start in zip(rows.tolist(), starts, strict=True):
-            state = sid
-            for k, byte in enumerate(matrix[row, start : lengths[row]].tobytes()):
-                if state >= len(accepts):
-                    self._grow_table()
-                if k and accepts[state]:
-                    split_rows.append(row)
-                    split_pos.append(start + k)
-                    split_states.append(state)
-                state = step(state, byte)
-                if state < 0:
-                    break
-            else:
-                within.append(row)
-        within_ids = vt.token_ids[np.asarray(within, dtype=np.int64)]
-        as_arrays = [np.asarray(x, dtype=np.int64) for x in (split_rows, split_pos, split_states)]
-        return TokenWalk(
-            within_row=pack_ids(within_ids, vt.num_words),
-            splits=self._group_splits(within_ids, *([x] if len(x) else [] for x in as_arrays)),
-        )
-
-    def _group_splits(self, within_ids, split_rows, split_pos, split_states):
-        if not split_rows:
-            return []
-        rows = np.concatenate(split_rows)
-        steps = np.concatenate(split_pos)
-        states = np.concatenate(split_states)
-        if len(within_ids):
-            is_within = np.zeros(self.table.num_words * 32, dtype=bool)
-            is_within[within_ids] = True
-            keep = ~is_within[self.table.token_ids[rows]]
-            rows, steps, states = rows[keep], steps[keep], states[keep]
-        # group by the set of completed terminals (few distinct sets)
+    def _walk(self, found: tuple[np.ndarray, ...]) -> TokenWalk:
+        """A :class:`TokenWalk` from a kernel's output over the interned states: split records
+        grouped by the :meth:`split_key` of the state they split in (few distinct keys)."""
+        within_row, rows, steps, states = found
+        if not len(rows):
+            return TokenWalk(within_row=within_row, splits=[])
         groups: dict[frozenset[int], list[int]] = {}
-        for s in np.flatnonzero(np.bincount(states)).tolist():
+        for s in np.unique(states).tolist():
             groups.setdefault(self.split_key(s), []).append(s)
-        out = []
-        for accepts, members in groups.items():
-            if len(groups) > 1:
-                is_member = np.zeros(self.num_states, dtype=bool)
-                is_member[members] = True
-                sel = is_member[states]
-                out.append(self._group(accepts, rows[sel], steps[sel]))
-            else:
-                out.append(self._group(accepts, rows, steps))
-        return out
+        if len(groups) == 1:
+            (key,) = groups
+            return TokenWalk(within_row=within_row, splits=[self._group(key, rows, steps)])
+        splits = []
+        for key, members in groups.items():
+            sel = np.isin(states, members)
+            splits.append(self._group(key, rows[sel], steps[sel]))
+        return TokenWalk(within_row=within_row, splits=splits)
 
     def _group(self, accepts: frozenset[int], rows: np.ndarray, steps: np.ndarray) -> SplitGroup:
         """The :class:`SplitGroup` of these records, hash-consed: walks from lexer states that
         split the same tokens at the same offsets (e.g. every state after which a leading
         space completes a lexeme) share one group, hence its memoised suffix walks."""
-        group = SplitGroup.build(accepts, rows, steps, self.table)
-        key = (accepts, group.rows.tobytes(), group.steps.tobytes())
+        rows, steps, bounds, first_bytes = sort_records(rows, steps, self.table)
+        key = (accepts, rows.tobytes(), steps.tobytes())
         found = self._groups.get(key)
         if found is None:
-            found = self._groups[key] = group
+            found = SplitGroup(accepts, rows, steps, bounds, first_bytes, self.table)
+            self._groups[key] = found
         return found
 
 
@@ -626,35 +425,26 @@ class SplitGroup:
 
     ``accepts`` holds terminal ids, or :data:`RESTART` (ignored text ended there). Records
     ``(token row, split offset j)`` are kept as int32 arrays sorted by the first suffix byte
-    (``token[j]``). What the suffixes do from a fresh lexeme depends only on that lexeme's
+    (``token[j]``), then by row and offset (:func:`~formcast.grammar.cfg_walk_kernels.
+    sort_records`; ``first_bytes`` is the int bit set of those first bytes). What the suffixes do from a fresh lexeme depends only on that lexeme's
     parts, so :meth:`walk_from` is memoised per part and per tuple of parts: only the completed
     terminal's parse (which terminals follow, whether the parser takes the terminal at all) is
     looked up at mask time. Groups are hash-consed by content (:meth:`CfgLexer._group`), so
     their walks and the runtime's memo entries (keyed by group identity) are shared.
     """
 
-    def __init__(self, accepts, rows, steps, first_byte_bounds) -> None:
+    def __init__(self, accepts, rows, steps, first_byte_bounds, first_bytes, table) -> None:
         self.accepts: frozenset[int] = accepts
         self.rows = rows
         self.steps = steps
         self.first_byte_bounds = first_byte_bounds
-        self._token_ids = np.zeros(0, dtype=np.int32)  # token id per record (set by build)
-        self._num_words = 0
+        self._token_ids = table.token_ids[rows]  # token id per record
+        self._num_words = table.num_words
         self._token_row: np.ndarray | None = None  # their packed row, built on first use
         # bit set of the suffixes' first bytes: a part that reads none of them walks nothing
-        self.first_bytes = sum(1 << b for b in np.flatnonzero(np.diff(first_byte_bounds)).tolist())
+        self.first_bytes: int = first_bytes
         # per part (int) and per tuple of parts (their union)
         self._walks: dict[int | tuple[int, ...], TokenWalk] = {}
-
-    @classmethod
-    def build(cls, accepts, rows, steps, table: VocabTable) -> SplitGroup:
-        firsts = table.matrix[rows, steps]
-        order = np.argsort(firsts, kind="stable")
-        bounds = np.searchsorted(firsts[order], np.arange(257))
-        group = cls(accepts, rows[order].astype(np.int32), steps[order].astype(np.int32), bounds)
-        group._token_ids = table.token_ids[group.rows]
-        group._num_words = table.num_words
-        return group
 
     def is_covered(self, row: np.ndarray) -> bool:
         """True if every token of the group is set in packed ``row`` (``(num_words,)``)."""
@@ -694,35 +484,10 @@ def union_walks(walks: list[TokenWalk], num_words: int) -> TokenWalk:
     row = np.zeros(num_words, dtype=np.int32)
     splits: list[SplitGroup] = []
     for walk in walks:
-        row |= walk.within_row
+        if walk.has_within:
+            row |= walk.within_row
         splits += walk.splits
     return TokenWalk(within_row=row, splits=splits)
-
-
-_SUFFIX_SETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _suffix_byte_sets(table: VocabTable) -> np.ndarray:
-    """``(4, T)`` uint64: bit ``b % 64`` of word ``b // 64`` of table row ``r`` is set iff byte
-    ``b`` occurs in the token after its first byte (computed once per vocabulary table)."""
-    found = _SUFFIX_SETS.get(table)
-    if found is None:
-        lengths = table.lengths.astype(np.int64)
-        mask = np.arange(table.matrix.shape[1]) < lengths[:, None]
-        mask[:, 0] = False
-        row_of = np.nonzero(mask)[0]  # row of each suffix byte, ascending
-        data = table.matrix[mask].astype(np.uint64)  # (N,) the suffix bytes, row by row
-        found = np.zeros((4, len(lengths)), dtype=np.uint64)
-        has = np.flatnonzero(lengths > 1)
-        if len(has):
-            starts = np.searchsorted(row_of, has)
-            bits = np.left_shift(np.uint64(1), data & np.uint64(63))
-            word = data >> np.uint64(6)
-            for w in range(4):
-                values = np.where(word == w, bits, np.uint64(0))
-                found[w, has] = np.bitwise_or.reduceat(values, starts)
-        _SUFFIX_SETS[table] = found
-    return found
 
 
 def pack_ids(token_ids: np.ndarray, num_words: int) -> np.ndarray:

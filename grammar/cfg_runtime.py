@@ -13,7 +13,7 @@ completes a terminal before the first byte (``L`` accepts ``T``: the mask of the
 ``T``), or (c) completes a terminal ``T`` strictly inside ``v``. For (c) the split points are
 precomputed per ``L`` and grouped by the set of terminals completed there; what the remaining
 suffixes do from a fresh lexeme depends only on the lexer state that lexeme starts in, so it is
-precomputed per (group, start state) too (a vectorised walk, memoised): again "within" tokens
+precomputed per (group, start state) too (a compiled walk, memoised): again "within" tokens
 and groups of further splits. At mask time only the parser is consulted: does the node take
 ``T``, which lexer state follows — context-independent token sets are ORed as packed bitsets,
 no token is looked at one by one. (A :data:`~formcast.grammar.cfg_lexer.RESTART` group, ignored

@@ -71,9 +71,10 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
     if they have a conflict (ambiguous or not SLR(1)): then only the Earley parser is exact for
     it. SLR reduces on more lookaheads than LALR would; :class:`LRParser` simulates reductions
     before trusting a lookahead, so that costs nothing in exactness."""
-    rules, by_lhs = grammar.rules, grammar.rules_by_lhs
+    rules = grammar.rules
     end = grammar.num_terminals
     follow = [bit_set(bits) for bits in first_follow(grammar).follow]
+    predicted = _predicted_rules(grammar)
     kernels: dict[frozenset, int] = {frozenset({(0, 0)}): 0}
     order = list(kernels)
     actions: list[dict[int, int]] = []
@@ -82,25 +83,25 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
     reduction_ids: dict[tuple[int, int], int] = {}
     for kernel in order:  # grows while iterating: breadth first over the LR(0) automaton
         check_deadline("building the LR tables")
-        items = set(kernel)
-        stack = list(kernel)
-        predicted: set[int] = set()
-        while stack:  # LR(0) closure
-            r, d = stack.pop()
-            rhs = rules[r][1]
-            if d < len(rhs) and rhs[d] < 0 and ~rhs[d] not in predicted:
-                predicted.add(~rhs[d])
-                for r2 in by_lhs[~rhs[d]]:
-                    if (r2, 0) not in items:
-                        items.add((r2, 0))
-                        stack.append((r2, 0))
-        successors: dict[int, set[tuple[int, int]]] = {}
+        # LR(0) closure: the kernel items, plus (r, 0) for every rule predicted by a
+        # nonterminal after a kernel dot (those items advance to (r, 1) or are complete)
+        successors: dict[int, list[tuple[int, int]]] = {}
         complete = []
-        for r, d in sorted(items):
+        closure: set[int] = set()
+        for r, d in kernel:
             rhs = rules[r][1]
             if d < len(rhs):
-                successors.setdefault(rhs[d], set()).add((r, d + 1))
+                symbol = rhs[d]
+                successors.setdefault(symbol, []).append((r, d + 1))
+                if symbol < 0:
+                    closure.update(predicted[~symbol])
             elif r != 0:
+                complete.append(r)
+        for r in closure:
+            rhs = rules[r][1]
+            if rhs:
+                successors.setdefault(rhs[0], []).append((r, 1))
+            else:
                 complete.append(r)
         action: dict[int, int] = {}
         goto: dict[int, int] = {}
@@ -144,6 +145,28 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
         accept=gotos[0][grammar.start],
         end=end,
     )
+
+
+def _predicted_rules(grammar: PreparedGrammar) -> list[frozenset[int]]:
+    """Per nonterminal ``n``: the rules whose item ``(r, 0)`` the LR(0) closure of an item with
+    the dot before ``n`` contains (rules of ``n`` and, transitively, of every nonterminal that
+    starts one of them)."""
+    rules, by_lhs = grammar.rules, grammar.rules_by_lhs
+    num_nt = len(by_lhs)
+    # starts[n]: nonterminals that begin a rule of n
+    starts = [{~rules[r][1][0] for r in by_lhs[n] if rules[r][1] and rules[r][1][0] < 0}
+              for n in range(num_nt)]  # fmt: skip
+    out: list[frozenset[int]] = []
+    for n in range(num_nt):
+        seen = {n}
+        stack = [n]
+        while stack:
+            for m in starts[stack.pop()]:
+                if m not in seen:
+                    seen.add(m)
+                    stack.append(m)
+        out.append(frozenset(r for m in seen for r in by_lhs[m]))
+    return out
 
 
 class LRNode:

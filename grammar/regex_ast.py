@@ -95,20 +95,32 @@ def _strip(node: Node, *, at_start: bool, at_end: bool) -> Node:
                 position=node.pos,
             )
         return EMPTY
+    if isinstance(node, CharSet):
+        return node
     if isinstance(node, Concat):
         items = node.items
-        out = []
+        # item k is at the start (end) iff every item before (after) it is an anchor
+        first = next((k for k, x in enumerate(items) if not isinstance(x, Anchor)), len(items))
+        last = next(
+            (k for k in range(len(items) - 1, -1, -1) if not isinstance(items[k], Anchor)), -1
+        )
+        out = list(items)
+        is_changed = False
         for k, item in enumerate(items):
-            before = all(isinstance(x, Anchor) for x in items[:k])
-            after = all(isinstance(x, Anchor) for x in items[k + 1 :])
-            out.append(_strip(item, at_start=at_start and before, at_end=at_end and after))
-        return Concat(tuple(out))
+            if not isinstance(item, CharSet):
+                out[k] = _strip(item, at_start=at_start and k <= first, at_end=at_end and k >= last)
+                is_changed |= out[k] is not item
+        return Concat(tuple(out)) if is_changed else node
     if isinstance(node, Alternation):
-        return Alternation(tuple(_strip(o, at_start=at_start, at_end=at_end) for o in node.options))
+        options = tuple(_strip(o, at_start=at_start, at_end=at_end) for o in node.options)
+        same = all(a is b for a, b in zip(options, node.options, strict=True))
+        return node if same else Alternation(options)
     if isinstance(node, Repeat):
         once = node.max_count is not None and node.max_count <= 1
         inner = _strip(node.item, at_start=at_start and once, at_end=at_end and once)
-        return Repeat(inner, node.min_count, node.max_count, node.pos)
+        return (
+            node if inner is node.item else Repeat(inner, node.min_count, node.max_count, node.pos)
+        )
     if isinstance(node, Lookahead):
         return Lookahead(_strip(node.guard, at_start=False, at_end=False), node.pos)
     return node

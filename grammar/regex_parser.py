@@ -53,6 +53,10 @@ class _Flags:
     is_ascii: bool = False
 
 
+# characters that are literal in both dialects, outside a class, without the verbose flag
+_LITERAL_RUN = re.compile(r"[^\\()\[\]{}|.^$*+?]+")
+
+
 def parse_regex(pattern: str, dialect: str = "python") -> Node:
     """Parse ``pattern`` into a syntax tree with anchors still in place.
 
@@ -155,9 +159,28 @@ class _Parser:
 
     def concat(self, flags: _Flags) -> Node:
         items: list[Node] = []
+        text = self.text
         while True:
             self.skip_verbose(flags)
-            ch = self.peek()
+            if not flags.is_verbose:
+                # a run of plain characters: one literal each (the last one is left to the
+                # general path when a quantifier may follow it)
+                run = _LITERAL_RUN.match(text, self.i)
+                if run is not None:
+                    end = run.end()
+                    if end < len(text) and text[end] in "*+?{":
+                        end -= 1
+                    if flags.is_ignorecase:
+                        items.extend(
+                            self.literal(ord(text[j]), j, flags) for j in range(self.i, end)
+                        )
+                    else:
+                        items.extend(
+                            CharSet(((cp, cp),) if not 0xD800 <= cp <= 0xDFFF else (), j)
+                            for j, cp in enumerate(map(ord, text[self.i : end]), self.i)
+                        )
+                    self.i = end
+            ch = text[self.i] if self.i < len(text) else ""
             if ch == "" or ch in "|)":
                 break
             atom = self.atom(flags)

@@ -9,6 +9,7 @@ exact decimals; a float bound from the schema is read through its shortest ``rep
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from fractions import Fraction
 
@@ -50,6 +51,7 @@ def _same_length_range(a: str, b: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)  # pure; the same bounds recur across a schema and schemas
 def nonneg_int_range(lo: int, hi: int | None) -> str | None:
     """Canonical decimal literals (no leading zeros) of the integers in [lo, hi], lo >= 0."""
     if hi is not None and hi < lo:

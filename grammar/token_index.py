@@ -7,14 +7,16 @@ bytes the state allows (dead branches are never touched), and each further step 
 surviving (state, token) pairs by one byte with one gather. A token is allowed iff its walk
 never hits a dead transition (the DFA is trimmed, so alive means "some completion exists").
 
-Masks are built with :func:`walk_trie` instead: the vocabulary as a byte trie (children of a
-node contiguous, a node's subtree = one contiguous range of sorted token rows), walked level by
-level for a batch of states, one (state, node) pair per surviving token *prefix*. A pair whose
-remaining subtree stays on its state's uniform chain (bytes that loop on the state inside a
-JSON string, or advance a ``maxLength`` counter; see :class:`TrieTokens`) is finished at once
-as a row range: every token below is allowed. So the cost is the number of distinct alive
-prefixes off such chains, not the number of allowed (state, token) pairs (millions for a
-JSON-schema DFA).
+Masks are built by :func:`index_packed_rows` instead: a numba kernel
+(:mod:`formcast.grammar.token_index_kernels`) walks the vocabulary as a byte trie (children of
+a node contiguous, a node's subtree = one contiguous range of sorted token rows) depth first
+from each state, one step per alive token *prefix*, and sets the allowed bits straight into
+the packed rows. A (state, node) pair whose remaining subtree stays on its state's uniform
+chain (bytes that loop on the state inside a JSON string, or advance a ``maxLength`` counter;
+see :class:`TrieTokens`) is finished at once as a row range (large subtrees as one OR of a
+precomputed packed row): every token below is allowed. So the cost is the number of distinct
+alive prefixes off such chains, not the number of allowed (state, token) pairs (millions for
+a JSON-schema DFA).
 
 Rows are stored packed (bit ``i % 32`` of int32 word ``i // 32`` = token ``i``); the sparse
 transition table (allowed token ids and the state each leads to) is computed per state on
@@ -27,15 +29,19 @@ from __future__ import annotations
 import collections
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from formcast.grammar.byte_dfa import ByteDFA
 from formcast.grammar.compile_budget import CompileBudget
+from formcast.grammar.token_index_kernels import chain_coverage, dense_rows, index_rows
 from formcast.grammar.vocabulary import Vocabulary
 
-_MAX_PAIRS_PER_CHUNK = 1 << 21
+_EAGER_CHUNK = 256  # states indexed between two clock checks
+# trie subtrees with at least this many tokens get a precomputed packed row: finishing one as
+# a row range is then one OR of num_words words instead of one bit write per token
+DENSE_MIN_TOKENS = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,6 +191,22 @@ class VocabTable:
     num_words: int
     bytes_by_step: np.ndarray
     trie: VocabTrie
+    _dense: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def dense_subtrees(self) -> tuple[np.ndarray, np.ndarray]:
+        """Packed token sets of the large trie subtrees (computed once): ``(dense_of, dense)``,
+        ``dense[dense_of[n]]`` the ``(num_words,)`` uint32 row of node ``n``'s subtree for
+        subtrees of at least ``DENSE_MIN_TOKENS`` tokens (``dense_of[n] = -1`` otherwise)."""
+        if self._dense is None:
+            trie = self.trie
+            sizes = trie.row_hi - trie.row_lo
+            nodes = np.flatnonzero(sizes >= DENSE_MIN_TOKENS)
+            nodes = nodes[nodes > 0]  # the root is never a child
+            dense_of = np.full(trie.num_nodes, -1, dtype=np.int64)
+            dense_of[nodes] = np.arange(len(nodes))
+            dense = dense_rows(nodes, trie.row_lo, trie.row_hi, self.token_ids, self.num_words)
+            object.__setattr__(self, "_dense", (dense_of, dense))
+        return self._dense
 
     @classmethod
     def from_vocabulary(cls, vocab: Vocabulary) -> VocabTable:
@@ -248,8 +270,8 @@ def vocab_table(vocab: Vocabulary) -> VocabTable:
 def estimate_index_pairs(dfa: ByteDFA, table: VocabTable) -> int:
     """(state, token) pairs the first walk step of an eager index build would touch."""
     counts = np.diff(table.first_byte_bounds)  # (256,) tokens per first byte
-    is_alive = dfa.transitions[:, dfa.byte_to_class] >= 0  # (N, 256)
-    return int((is_alive.astype(np.int64) @ counts).sum())
+    per_class = np.bincount(dfa.byte_to_class, weights=counts, minlength=dfa.num_classes)  # (K,)
+    return int(((dfa.transitions >= 0) @ per_class).sum())  # (N, K) @ (K,)
 
 
 class GrammarTokens:
@@ -322,177 +344,59 @@ def walk_tokens(
     return owner[order], rows[order], ends[order]
 
 
-# subtrees deeper than this below a node are never finished as a row range (their children are)
-MAX_RANGE_HEIGHT = 16
-
-
 class TrieTokens:
-    """Per-grammar tables for :func:`walk_trie`: trie node -> byte class, and uniform chains.
+    """Per-DFA uniform chains for the trie walk of :func:`index_packed_rows`.
 
     Every state ``s`` has a *uniform successor* ``u(s)``: the state most bytes lead to (``-1``
-    if none), and ``U(s)``, the bytes leading there. ``covered[h, s]`` (``(4,)`` uint64 bitset)
-    is ``U(s) & U(u(s)) & ... & U(u^(h-1)(s))``: any byte string of length <= ``h`` over those
-    bytes stays alive from ``s`` (each step lands on the next state of the chain, and every
-    state of a trimmed DFA is alive). A self-loop (inside a JSON string) is the chain
-    ``u(s) = s``; a counted repetition is a chain of distinct states. ``num_uniform[s]`` is
-    ``|U(s)|``.
-
-    ``max_height``: longest chain tabulated (default ``MAX_RANGE_HEIGHT``; ``None``: the
-    vocabulary's longest token); fewer when every longer chain is empty.
+    if none; ties to the smaller id), and ``U(s)``, the bytes leading there. ``covered[h, s]``
+    (``(4,)`` uint64 bitset) is ``U(s) & U(u(s)) & ... & U(u^(h-1)(s))``: any byte string of
+    length <= ``h`` over those bytes stays alive from ``s`` (each step lands on the next state
+    of the chain, and every state of a trimmed DFA is alive). A self-loop (inside a JSON
+    string) is the chain ``u(s) = s``; a counted repetition is a chain of distinct states.
+    Levels stop where they stop changing, so ``covered[min(h, max_height), s]`` is exact for
+    every ``h`` (computed by :func:`~formcast.grammar.token_index_kernels.chain_coverage`).
     """
 
-    def __init__(
-        self, dfa: ByteDFA, table: VocabTable, max_height: int | None = MAX_RANGE_HEIGHT
-    ) -> None:
-        trie = table.trie
-        num_states, num_classes = dfa.transitions.shape
-        self.width = num_classes
-        self.flat = np.ascontiguousarray(dfa.transitions).reshape(-1).astype(np.int64)
-        self.node_class = dfa.byte_to_class[trie.node_byte].astype(np.int64)  # (N_trie,)
-        uniform = _uniform_successors(dfa)  # (S,)
-        is_uniform = (dfa.transitions == uniform[:, None]) & (uniform[:, None] >= 0)  # (S, K)
-        is_uniform_byte = is_uniform[:, dfa.byte_to_class]  # (S, 256)
-        self.num_uniform = is_uniform_byte.sum(axis=1)  # (S,)
-        packed = np.packbits(is_uniform_byte, axis=1, bitorder="little")
-        first = np.ascontiguousarray(packed).view("<u8")  # (S, 4) = U(s)
-        longest = int(trie.height.max(initial=0))
-        height = longest if max_height is None else min(max_height, longest)
-        covered = np.zeros((height + 1, num_states, 4), dtype=np.uint64)
-        covered[0] = ~np.uint64(0)
-        if height >= 1:
-            covered[1] = first
-        safe_next = np.maximum(uniform, 0)
-        for h in range(2, height + 1):
-            covered[h] = first & covered[h - 1][safe_next]  # U(s) = {} where u(s) = -1
-            if not covered[h].any():
-                covered = covered[: h + 1]  # every longer chain is empty too
-                break
-        self.covered = covered
-        self.max_height = len(covered) - 1
+    def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
+        longest = int(table.trie.height.max(initial=0))
+        self.covered, _ = chain_coverage(dfa.transitions, dfa.byte_to_class, max(longest, 1))
+        self.max_height = len(self.covered) - 1
 
 
-def _uniform_successors(dfa: ByteDFA) -> np.ndarray:
-    """``(S,)`` int64: per state, the successor reached by the most byte values (or -1)."""
-    num_states, num_classes = dfa.transitions.shape
-    class_size = np.bincount(dfa.byte_to_class, minlength=num_classes)  # (K,)
-    src = np.repeat(np.arange(num_states, dtype=np.int64), num_classes)
-    dst = dfa.transitions.reshape(-1).astype(np.int64)
-    weight = np.tile(class_size, num_states)
-    keep = dst >= 0
-    src, dst, weight = src[keep], dst[keep], weight[keep]
-    pairs, inverse = np.unique(src * (num_states + 1) + dst, return_inverse=True)
-    totals = np.bincount(inverse.reshape(-1), weights=weight)  # bytes per (state, successor)
-    pair_src, pair_dst = pairs // (num_states + 1), pairs % (num_states + 1)
-    order = np.lexsort((-totals, pair_src))  # per state, heaviest successor first
-    is_first = np.ones(len(order), dtype=bool)
-    is_first[1:] = pair_src[order][1:] != pair_src[order][:-1]
-    uniform = np.full(num_states, -1, dtype=np.int64)
-    uniform[pair_src[order][is_first]] = pair_dst[order][is_first]
-    return uniform
-
-
-@dataclass(frozen=True)
-class TrieWalk:
-    """What :func:`walk_trie` found for a batch of states (``owner`` = index into the batch).
-
-    Single tokens: ``owner``, ``rows``, ``ends`` (the state after the token). Whole row ranges
-    ``[range_lo, range_hi)`` whose every token is allowed. Within one owner, all rows (single
-    or in a range) are distinct.
-    """
-
-    owner: np.ndarray
-    rows: np.ndarray
-    ends: np.ndarray
-    range_owner: np.ndarray
-    range_lo: np.ndarray
-    range_hi: np.ndarray
-
-
-def walk_trie(
-    dfa: ByteDFA, table: VocabTable, states: np.ndarray, tokens: TrieTokens | None = None
-) -> TrieWalk:
-    """Walk the vocabulary trie from each of ``states``; exact, like :func:`walk_tokens`.
-
-    A (state, node) pair lives iff the DFA is alive after the node's prefix. A pair whose
-    subtree (strict descendants' bytes, height) is covered by its state's uniform chain (see
-    :class:`TrieTokens`) is emitted as the node's row range, all allowed; other pairs emit
-    their own tokens and expand their children.
-    """
+def index_packed_rows(
+    dfa: ByteDFA,
+    table: VocabTable,
+    states: np.ndarray,
+    tokens: TrieTokens | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``(len(states), num_words)`` int32 packed masks of ``states``: the text tokens that keep
+    the DFA alive (walked through the vocabulary trie by
+    :func:`~formcast.grammar.token_index_kernels.index_rows`), plus the EOS ids in accepting
+    states. Exact, like :func:`walk_tokens`. ``out``: a zeroed ``(len(states), num_words)``
+    uint32 array to fill in place (returned as an int32 view)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     trie = table.trie
-    child_start, child_end = trie.child_start, trie.child_end
-    has_token, below, height = trie.has_token, trie.bytes_below, trie.height
-    covered, max_height = tokens.covered, tokens.max_height
-    flat, width, node_class = tokens.flat, tokens.width, tokens.node_class
-    owner = np.arange(len(states), dtype=np.int64)
-    node = np.zeros(len(states), dtype=np.int64)
-    cur = np.asarray(states, dtype=np.int64)
-    singles: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    ranges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    while len(node):
-        # expand every pair into its children and keep the alive ones
-        lo = child_start[node]
-        counts = child_end[node] - lo
-        total = int(counts.sum())
-        if not total:
-            break
-        offsets = np.cumsum(counts) - counts
-        child = np.arange(total, dtype=np.int64) + np.repeat(lo - offsets, counts)
-        nxt = flat[np.repeat(cur * width, counts) + node_class[child]]
-        alive = np.flatnonzero(nxt >= 0)
-        node, cur = child[alive], nxt[alive]
-        owner = np.repeat(owner, counts)[alive]
-        # the subtree stays on the state's uniform chain: its whole row range is allowed
-        node_height = height[node]
-        is_short = (node_height > 0) & (node_height <= max_height)  # leaves are plain singles
-        uncovered = below[node] & ~covered[np.minimum(node_height, max_height), cur]  # (P, 4)
-        is_covered = (uncovered[:, 0] | uncovered[:, 1] | uncovered[:, 2] | uncovered[:, 3]) == 0
-        is_covered &= is_short
-        if is_covered.any():
-            ranges.append((owner[is_covered], node[is_covered], cur[is_covered]))
-            keep = ~is_covered
-            owner, node, cur = owner[keep], node[keep], cur[keep]
-        is_token = has_token[node]
-        if is_token.any():
-            singles.append((owner[is_token], node[is_token], cur[is_token]))
-    s_owner, s_node, s_ends = _concat3(singles)
-    # a node may carry several token ids with the same bytes
-    starts = trie.token_start
-    per_node = starts[s_node + 1] - starts[s_node]
-    offsets = np.cumsum(per_node) - per_node
-    rows = trie.token_rows[
-        np.arange(int(per_node.sum()), dtype=np.int64)
-        + np.repeat(starts[s_node] - offsets, per_node)
-    ]
-    r_owner, r_node, _ = _concat3(ranges)
-    return TrieWalk(
-        owner=np.repeat(s_owner, per_node),
-        rows=rows,
-        ends=np.repeat(s_ends, per_node),
-        range_owner=r_owner,
-        range_lo=trie.row_lo[r_node],
-        range_hi=trie.row_hi[r_node],
-    )
-
-
-def _concat3(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))
-
-
-def allowed_pairs(walk: TrieWalk, table: VocabTable) -> tuple[np.ndarray, np.ndarray]:
-    """Every allowed (owner, token id) pair of ``walk``, row ranges expanded."""
-    counts = walk.range_hi - walk.range_lo
-    offsets = np.cumsum(counts) - counts
-    range_rows = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(
-        walk.range_lo - offsets, counts
-    )
-    owner = np.concatenate([walk.owner, np.repeat(walk.range_owner, counts)])
-    rows = np.concatenate([walk.rows, range_rows])
-    return owner, table.token_ids[rows]
+    states = np.asarray(states, dtype=np.int64)
+    if out is None:
+        out = np.zeros((len(states), table.num_words), dtype=np.uint32)
+    dense_of, dense = table.dense_subtrees()
+    index_rows(
+        dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
+        trie.child_end,
+        trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
+        trie.height, trie.bytes_below, tokens.covered, dense_of, dense, out,
+    )  # fmt: skip
+    if len(table.eos_token_ids):
+        eos = table.eos_token_ids.astype(np.int64)
+        accepting = np.flatnonzero(dfa.is_accepting[states])
+        np.bitwise_or.at(
+            out,
+            (np.repeat(accepting, len(eos)), np.tile(eos >> 5, len(accepting))),
+            np.tile(np.left_shift(np.uint32(1), (eos & 31).astype(np.uint32)), len(accepting)),
+        )
+    return out.view(np.int32)
 
 
 class TokenIndex:
@@ -524,9 +428,14 @@ class TokenIndex:
 
     def build_eager(self, budget: CompileBudget) -> None:
         """Index every state now (in chunks of states), checking the time budget."""
-        states = np.arange(self.dfa.num_states)
-        for chunk in self._chunks(states):
-            self._index_states(chunk)
+        if self._trie_tokens is None:
+            self._trie_tokens = TrieTokens(self.dfa, self.table)
+        packed = self.packed.view(np.uint32)  # zeros: the kernel ORs bits in place
+        for lo in range(0, self.dfa.num_states, _EAGER_CHUNK):
+            hi = min(lo + _EAGER_CHUNK, self.dfa.num_states)
+            index_packed_rows(
+                self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out=packed[lo:hi]
+            )
             budget.check_time("indexing the vocabulary", None)
 
     def row(self, state: int) -> np.ndarray:
@@ -554,29 +463,12 @@ class TokenIndex:
                 self.sparse[state] = found
         return found
 
-    def _chunks(self, states: np.ndarray) -> list[np.ndarray]:
-        # bound the number of (state, token) pairs alive in one walk
-        per_state = max(1, len(self.table.token_ids))
-        size = max(1, min(256, _MAX_PAIRS_PER_CHUNK // per_state * 8))
-        return [states[i : i + size] for i in range(0, len(states), size)]
-
     def _index_states(self, states: np.ndarray) -> None:
         if self._trie_tokens is None:
             self._trie_tokens = TrieTokens(self.dfa, self.table)
-        walk = walk_trie(self.dfa, self.table, states, self._trie_tokens)
-        owner, token_ids = allowed_pairs(walk, self.table)
-        width = self.table.num_words * 32
-        bits = np.zeros((len(states), width), dtype=bool)  # (S, 32 W)
-        bits.reshape(-1)[owner * width + token_ids] = True
-        accepting = self.dfa.is_accepting[states]
-        if len(self.table.eos_token_ids):
-            bits[np.ix_(np.flatnonzero(accepting), self.table.eos_token_ids)] = True
-        packed = np.packbits(bits, axis=1, bitorder="little").view("<i4")  # (S, num_words)
+        packed = index_packed_rows(self.dfa, self.table, states, self._trie_tokens)
         for k, state in enumerate(states.tolist()):
-            if self.packed is not None:
-                self.packed[state] = packed[k]
-            else:
-                self.lazy_rows[state] = packed[k].copy()
+            self.lazy_rows[state] = packed[k]
 
     def _eos_only_row(self) -> np.ndarray:
         bits = np.zeros(self.table.num_words * 32, dtype=bool)

@@ -264,6 +264,52 @@ def test_minimizer_is_minimal_and_exact(pattern):
         assert np.array_equal(_accepts_all(dfa, strings + ["x"])[:-1], expected)
 
 
+_JSON_CHAR = r'(?:[ !#-\[\]-\ud7ff\ue000-\U0010ffff]|\\["\\/bfnrt]|\\u00[01][0-9a-f])'
+
+
+@pytest.mark.parametrize(
+    "pattern,pieces",
+    [
+        (_JSON_CHAR + "{0,12}", ["a", "é", "中", " ", '"', "\\n", "\\u001f", "\\"]),
+        (_JSON_CHAR + "{6}", ["a", "é", "中", '"', "\\t", "\\u0000", "\\"]),
+        (r"(?:ab|c){4,}", ["ab", "c", "a", "b"]),
+        (r"[a-c]{5,9}", ["a", "b", "c", "d"]),
+        (r"(?:é|x){0,4}", ["é", "x", "e"]),
+    ],
+)
+def test_counted_chain_dfa_equals_the_nfa_route(pattern, pieces):
+    """A whole-pattern counted repetition of a prefix code is built directly as a chain of
+    DFA copies; after minimisation it is the same automaton size as the Thompson NFA ->
+    subset construction route, and both fullmatch what ``re`` fullmatches."""
+    from formcast.grammar.byte_dfa import determinize
+    from formcast.grammar.byte_nfa import _ITEM_MEMO, build_nfa, counted_chain_dfa
+    from formcast.grammar.regex_ast import Repeat, strip_anchors
+    from formcast.grammar.regex_parser import parse_regex
+
+    budget = CompileBudget()
+    node = strip_anchors(parse_regex(pattern))
+    assert isinstance(node, Repeat)
+    direct = counted_chain_dfa(node, budget)
+    assert direct is not None
+    _ITEM_MEMO.clear()
+    import formcast.grammar.byte_nfa as byte_nfa
+
+    saved = byte_nfa.CHAIN_MIN_COPIES
+    byte_nfa.CHAIN_MIN_COPIES = 10**9  # plain NFA copies: an independent construction
+    try:
+        via_nfa = minimize(determinize(build_nfa(node, budget), budget), budget)
+    finally:
+        byte_nfa.CHAIN_MIN_COPIES = saved
+    minimal = minimize(direct, budget)
+    assert minimal.num_states == via_nfa.num_states
+    rng = np.random.default_rng(1)
+    strings = ["".join(rng.choice(pieces, size=rng.integers(0, 14))) for _ in range(600)]
+    expected = np.array([re.fullmatch(pattern, s) is not None for s in strings])
+    assert expected.any() and not expected.all()
+    for dfa in (direct, minimal, via_nfa):
+        assert np.array_equal(_accepts_all(dfa, strings), expected)
+
+
 @pytest.mark.parametrize("depth", [400, 3000])
 def test_deeply_nested_groups_raise_a_typed_error(depth):
     """Nesting beyond Python's recursion limit is refused with a GrammarError, not a bare

@@ -97,32 +97,22 @@ def test_special_and_padding_ids_never_allowed(smollm2_tokenizer):
 # -- the trie walk (row ranges for looping subtrees) against the token-by-token walk ----------
 
 
-def _dense_walk(walk, num_states: int, table) -> np.ndarray:
-    """``(S, T)`` int64: end state per single (state, token row), -2 in a row range, -1 where
-    the token is not allowed."""
-    ends = np.full((num_states, len(table.token_ids)), -1, dtype=np.int64)
-    counts = walk.range_hi - walk.range_lo
-    for owner, lo, hi in zip(walk.range_owner, walk.range_lo, walk.range_hi, strict=True):
-        assert (ends[owner, lo:hi] == -1).all(), "row ranges of one state overlap"
-        ends[owner, lo:hi] = -2
-    assert (ends[walk.owner, walk.rows] == -1).all(), "a single token inside a row range"
-    ends[walk.owner, walk.rows] = walk.ends
-    assert int((ends != -1).sum()) == int(counts.sum()) + len(walk.rows)
-    return ends
-
-
 def _assert_trie_walk_exact(dfa, vocab) -> None:
-    from formcast.grammar.token_index import vocab_table, walk_tokens, walk_trie
+    """The trie kernel's packed rows (row ranges, dense subtree rows, singles, EOS) equal the
+    allowed sets of the plain per-token walk (``walk_tokens``, one gather per byte)."""
+    from formcast.grammar.token_index import index_packed_rows, vocab_table, walk_tokens
 
     table = vocab_table(vocab)
     states = np.arange(dfa.num_states)
-    expected = np.full((len(states), len(table.token_ids)), -1, dtype=np.int64)
-    owner, rows, ends = walk_tokens(dfa, table, states)
-    expected[owner, rows] = ends
-    got = _dense_walk(walk_trie(dfa, table, states), len(states), table)
-    assert np.array_equal(got != -1, expected >= 0), "allowed tokens differ"
-    is_single = got >= 0
-    assert np.array_equal(got[is_single], expected[is_single]), "end states differ"
+    width = table.num_words * 32
+    expected = np.zeros((len(states), width), dtype=bool)
+    owner, rows, _ = walk_tokens(dfa, table, states)
+    expected[owner, table.token_ids[rows]] = True
+    expected[np.ix_(np.flatnonzero(dfa.is_accepting), table.eos_token_ids)] = True
+    packed = index_packed_rows(dfa, table, states)  # (S, W) int32
+    got = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    assert got.shape == expected.shape
+    assert np.array_equal(got, expected), "allowed tokens differ"
 
 
 # patterns whose DFAs have self-loops over wide byte sets and counted chains (the row-range
@@ -210,7 +200,7 @@ def test_lazy_index_equals_eager_on_a_schema(smollm2_vocab):
         },
         "required": ["id"],
     }
-    dfa = regex_to_dfa(json_schema_to_regex(schema, strict=False))
+    dfa = regex_to_dfa(json_schema_to_regex(schema, strict=False, max_any_depth=2))
     eager = compile_dfa(dfa, smollm2_vocab)
     lazy = compile_dfa(dfa, smollm2_vocab, eager_max_states=0)
     assert eager.index.is_eager and not lazy.index.is_eager
