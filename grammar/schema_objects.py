@@ -7,6 +7,14 @@ The comma logic is the linear construction: with ``B_k`` the nonempty choices am
 ``B_k = B_{k-1}(,p_k)? | p_k`` (``p_k`` optional; ``| p_k`` only if ``E_{k-1}``) and
 ``B_k = (B_{k-1},)?p_k`` or ``B_{k-1},p_k`` (``p_k`` required), so every property regex occurs
 at most twice and the regex grows linearly.
+
+Extra properties: without ``patternProperties``, keys other than the declared names (a trie
+complement) with values valid against ``additionalProperties``. With ``patternProperties``,
+one alternative per key class (``key_classes``): the keys matching exactly the patterns ``S``
+(declared names excluded) with values valid against every schema of ``S`` (against
+``additionalProperties`` when ``S`` is empty); a declared name's value must also satisfy every
+pattern it matches. An absent ``additionalProperties`` is ``false`` under ``strict`` and
+``true`` otherwise, with or without patterns.
 """
 
 from __future__ import annotations
@@ -14,6 +22,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from formcast.grammar import schema_pattern as pat
+from formcast.grammar.char_dfa import KeyLanguageTooLarge
+from formcast.grammar.key_classes import KeySpace
 from formcast.grammar.schema_rx import alt, group, literal, repeat, seq
 
 if TYPE_CHECKING:
@@ -105,7 +116,7 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     if "additionalProperties" in s:
         additional = s["additionalProperties"]
     else:
-        additional = False if c.strict and not pattern_props else True
+        additional = not c.strict
     names_schema = s.get("propertyNames", True)
     names_rx = (
         None
@@ -143,25 +154,8 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     # extra properties
     extra: str | None = None
     if pattern_props:
-        if len(pattern_props) > 1 or additional not in (False,):
-            c.refuse(
-                "patternProperties are supported alone (one pattern, additionalProperties false)",
-                ptr,
-                "patternProperties",
-            )
-        else:
-            ((pat, sub),) = pattern_props.items()
-            if any(c.pattern_matches(pat, n) for n, _, _ in declared):
-                c.refuse(
-                    "patternProperties matching a declared property name", ptr, "patternProperties"
-                )
-            else:
-                key_rx = c.compile({"type": "string", "pattern": pat}, ptr + "/patternProperties")
-                with c.child():
-                    val = c.compile(sub, f"{ptr}/patternProperties/{c.pointer_token(pat)}")
-                if names_rx is not None:
-                    c.refuse("propertyNames with patternProperties", ptr, "propertyNames")
-                extra = seq(key_rx, key_sep, group(val) if val else None) if val else None
+        names = [n for n, _, _ in declared]
+        extra = _pattern_extras(c, pattern_props, additional, names_schema, names, ptr)
     elif additional is not False:
         with c.child():
             val = c.compile(additional, ptr + "/additionalProperties")
@@ -184,6 +178,8 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     min_p = int(s.get("minProperties", 0))
     max_p = s.get("maxProperties")
     max_p = None if max_p is None else int(max_p)
+    if max_p is not None and max_p < min_p:
+        return None
     extra_lo, extra_hi = 0, None
     need_nonempty = False
     if min_p > n_req or (max_p is not None and (max_p < n_all or extra is not None)):
@@ -196,6 +192,19 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
             need_nonempty = min_p == 1 and n_req == 0
             if n_all == 0 and min_p == 1:
                 return None
+        elif extra is not None and min_p <= 1 and max_p is None:
+            need_nonempty = min_p == 1  # (n_req == 0): some declared or extra member
+        elif max_p is not None and max_p <= 1 and min_p <= max_p:
+            # at most one member: the required one alone, or any one declared or extra member
+            if n_req > max_p:
+                return None
+            if max_p == 0:
+                return lay.container("{}", "", False, c.depth)
+            singles = [p for p, r in pairs if r or n_req == 0]
+            content = alt(singles + ([extra] if extra is not None and n_req == 0 else []))
+            if content is None:
+                return lay.container("{}", "", False, c.depth) if min_p == 0 else None
+            return lay.container("{}", content, n_req == 0 and min_p == 0, c.depth)
         elif max_p is not None and max_p < n_req:
             return None
         else:
@@ -231,12 +240,12 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
         )
         if body is None:
             content = first
-            is_optional = extra_lo == 0
+            is_optional = extra_lo == 0 and not need_nonempty
         else:
             with_decl = f"{group(body)}{tail}"
             if empty_ok:
                 content = alt([with_decl, first])
-                is_optional = extra_lo == 0
+                is_optional = extra_lo == 0 and not need_nonempty
             else:
                 content = with_decl
         if content is None and not is_optional:
@@ -247,3 +256,70 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
         content = body
         is_optional = empty_ok and not need_nonempty
     return lay.container("{}", content, is_optional, c.depth)
+
+
+_NAME_PATTERN_KEYS = {"type", "pattern", "title", "description", "$comment", "examples", "default"}
+
+
+def _pattern_extras(
+    c: SchemaCompiler,
+    pattern_props: dict[str, Any],
+    additional: Any,
+    names_schema: Any,
+    names: list[str],
+    ptr: str,
+) -> str | None:
+    """Regex for one undeclared member of an object with ``patternProperties``.
+
+    One alternative per key class (``key_classes``): the keys matching exactly the patterns
+    ``S`` (declared names excluded) with a value valid against every schema of ``S``, or
+    against ``additionalProperties`` when ``S`` is empty. A ``propertyNames`` that is a bare
+    ``pattern`` restricts every class; any other ``propertyNames`` is refused here.
+    """
+    name_pattern = None
+    if names_schema not in (True, {}):
+        if (
+            isinstance(names_schema, dict)
+            and set(names_schema) <= _NAME_PATTERN_KEYS
+            and names_schema.get("type", "string") == "string"
+            and isinstance(names_schema.get("pattern"), str)
+        ):
+            name_pattern = names_schema["pattern"]
+        else:
+            c.refuse(
+                "propertyNames other than a bare pattern together with patternProperties",
+                ptr,
+                "propertyNames",
+            )
+    try:
+        space = KeySpace(list(pattern_props), names, name_pattern)
+        classes = space.classes()
+    except (pat.PatternRefused, KeyLanguageTooLarge) as exc:
+        c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
+        with c.child():  # lenient: any key, any value (a superset)
+            return f"{c.lexeme(c.string_rx)}{c.layout.key_sep()}{group(c.any_value())}"
+    members = []
+    for hits in classes:
+        matched = [p for p, hit in zip(pattern_props, hits, strict=True) if hit]
+        if not matched:
+            sub, sub_ptr = additional, ptr + "/additionalProperties"
+        elif len(matched) == 1:
+            sub = pattern_props[matched[0]]
+            sub_ptr = f"{ptr}/patternProperties/{c.pointer_token(matched[0])}"
+        else:
+            sub, sub_ptr = {"allOf": [pattern_props[p] for p in matched]}, ptr
+        if sub is False:
+            continue
+        with c.child():
+            value = c.compile(sub, sub_ptr)
+        if value is None:
+            continue
+        try:
+            key_rx = space.class_regex(hits)
+        except KeyLanguageTooLarge as exc:
+            c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
+            key_rx = c.string_rx
+        if key_rx is not None:
+            members.append(f"{group(c.lexeme(key_rx))}{c.layout.key_sep()}{group(value)}")
+    body = alt(members)
+    return None if body is None else group(body)

@@ -46,15 +46,21 @@ leaf = st.one_of(
 
 def objects(children):
     return st.builds(
-        lambda props, req, add: {
+        lambda props, req, add, patterns, counts: {
             "type": "object",
             "properties": props,
             "required": [k for k in props if k in req],
             "additionalProperties": add,
+            **({"patternProperties": patterns} if patterns else {}),
+            **counts,
         },
         st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), children, max_size=3),
         st.sets(st.sampled_from(["a", "b", "c", "d"])),
         st.sampled_from([False, {"type": "integer"}]),
+        st.dictionaries(st.sampled_from(["^a", "b|c", "^[a-c]$", "e$"]), children, max_size=2),
+        st.fixed_dictionaries(
+            {}, optional={"minProperties": st.integers(0, 2), "maxProperties": st.integers(0, 2)}
+        ),
     )
 
 
