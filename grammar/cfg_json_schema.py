@@ -15,7 +15,7 @@ placeholder code point (Plane 16 private use, U+100000 + k) that stands for nont
 
 Unconstrained values (``true``/``{}`` schemas) become one recursive "any JSON value"
 nonterminal, nested without bound (``max_any_depth`` only bounds the regex path), except under
-``indent`` where the whitespace depends on the depth.
+``indent`` where the whitespace depends on the depth (there ``max_any_depth=None`` is refused).
 
 Each resulting regex is parsed into a regex syntax tree and turned into rules: subtrees without
 placeholders become terminals (maximal runs in a concatenation are merged, so e.g.
@@ -37,6 +37,7 @@ from typing import Any
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
 from formcast.grammar.cfg_compiled import CompiledCFG, check_max_depth, compile_cfg
 from formcast.grammar.cfg_grammar import CfgGrammar
+from formcast.grammar.compile import remember_parsed
 from formcast.grammar.compile_budget import check_deadline
 from formcast.grammar.json_schema import schema_of
 from formcast.grammar.regex_ast import Alternation, CharSet, Concat, Node, Repeat, to_python_regex
@@ -102,7 +103,11 @@ class _CuttingCompiler(SchemaCompiler):
             and "format" not in s
         ):
             min_len = int(s.get("minLength", 0))
-            return None if int(max_len) < min_len else self._chunked(min_len, int(max_len))
+            if int(max_len) < min_len:
+                return None
+            # one nonterminal per (minLength, maxLength): every string with the same bounds
+            # shares its chunk-count chain (~2 rules per chunk) instead of repeating it
+            return self._cut(self._chunked(min_len, int(max_len)))
         rx = super()._string(s, ptr)
         return None if rx is None else self.lexeme(rx)
 
@@ -140,7 +145,17 @@ class _CuttingCompiler(SchemaCompiler):
     def any_value(self, depth: int | None = None) -> str:
         # any JSON value, nested without bound: one recursive nonterminal (not under indent,
         # whose whitespace depends on the depth; not for text that will be fullmatched)
-        if self._is_exact or self.layout.is_depth_dependent or self.cut_chars is None:
+        is_unbounded = depth is None and self.max_any_depth is None
+        if self._is_exact or (not is_unbounded and self.cut_chars is None):
+            return super().any_value(depth)
+        if self.layout.is_depth_dependent:
+            if is_unbounded:
+                raise SchemaError(
+                    "unconstrained values under the indent layout nest without bound only on "
+                    "the regex route (route='auto' or 'regex'); the structural route needs "
+                    "max_any_depth=N",
+                    pointer="",
+                )
             return super().any_value(depth)
         if self._any_index is None:
             self._any_index = len(self.regexes)
@@ -257,6 +272,7 @@ class _RegexToRules:
         if found is None:
             found = self._terminal_ids[rx] = len(self.terminal_regexes)
             self.terminal_regexes.append(rx)
+            remember_parsed(rx, "python", node)  # its automaton is built next: skip re-parsing
         return found
 
     def fresh(self) -> int:
@@ -332,7 +348,7 @@ def json_schema_to_cfg(
     indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
-    max_any_depth: int = 2,
+    max_any_depth: int | None = None,
     cut_chars: int | None = DEFAULT_CUT_CHARS,
 ) -> CfgGrammar:
     """The JSON texts (formcast layout) valid against ``schema``, as a CFG (module docstring).
@@ -356,7 +372,7 @@ def json_schema_to_cfg(
 
 
 def _cfg_from(
-    root: Any, layout: Layout, strict: bool, lenient: bool, max_any_depth: int, cut_chars
+    root: Any, layout: Layout, strict: bool, lenient: bool, max_any_depth: int | None, cut_chars
 ) -> CfgGrammar:
     compiler = _CuttingCompiler(
         root,
@@ -433,7 +449,7 @@ def compile_json_schema_cfg(
     indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
-    max_any_depth: int = 2,
+    max_any_depth: int | None = None,
     cut_chars: int | None = DEFAULT_CUT_CHARS,
     max_depth: int | None = None,
     cache: bool = True,

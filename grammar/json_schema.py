@@ -27,9 +27,13 @@ Output layout (what a constrained generation writes):
 - Integers: JSON integer literals (``-0`` allowed; no ``1.0`` or ``1e2`` although jsonschema
   calls those integers). Numbers: the full JSON number grammar when unbounded; with bounds or
   ``multipleOf``, decimals without exponent (value comparison over exponents is not regular).
-- ``true`` / ``{}`` schemas (any JSON value) are limited to ``max_any_depth`` nested containers
-  (default 2) on the regex path: arbitrary nesting is not regular. The structural path
-  (``cfg_json_schema``) nests them without bound.
+- ``true`` / ``{}`` schemas and, under ``strict=False``, undeclared properties (any JSON value)
+  nest without bound by default (``max_any_depth=None``). Arbitrary nesting is not regular:
+  the regex route writes each container inside such a value as a marker byte and runs the DFA
+  as a stack of automata (``any_value_grammar``: exact, masks from precomputed rows); the
+  structural path (``cfg_json_schema``) nests them as a recursive nonterminal. An int
+  ``max_any_depth=N`` bounds them to ``N`` nested containers instead (deeper values are then
+  *rejected*); only that form has one plain regex (``json_schema_to_regex``).
 
 Routes (``compile_json_schema(route="auto")``): a schema whose regex has at most
 ``REGEX_ROUTE_CHARS`` characters and whose automaton builds within the budget becomes one byte
@@ -105,7 +109,7 @@ def json_schema_to_regex(
     indent: int | None = None,
     strict: bool = True,
     lenient: bool = False,
-    max_any_depth: int = 2,
+    max_any_depth: int | None = None,
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
 ) -> str:
     """Python-dialect regex for the JSON texts (formcast layout) valid against ``schema``.
@@ -121,7 +125,10 @@ def json_schema_to_regex(
     lenient:
         Downgrade refusals to warnings (the keyword is dropped, the language grows).
     max_any_depth:
-        Nesting bound for unconstrained values (``true``/``{}`` schemas).
+        Nesting bound ``N`` for unconstrained values (``true``/``{}`` schemas; deeper values
+        are rejected). ``None`` (default): unbounded, which no regex can express: a schema
+        with unconstrained values then raises ``SchemaError`` (``compile_json_schema``
+        handles them exactly).
     max_regex_chars:
         Budget on the regex size; beyond it ``CompileBudgetError`` is raised.
 
@@ -131,6 +138,45 @@ def json_schema_to_regex(
         The regex (use with ``re.fullmatch`` or ``compile_regex``). A schema no value satisfies
         raises ``SchemaError``.
     """
+    rx = marked_schema_regex(
+        schema,
+        whitespace=whitespace,
+        max_whitespace=max_whitespace,
+        indent=indent,
+        strict=strict,
+        lenient=lenient,
+        max_any_depth=max_any_depth,
+        max_regex_chars=max_regex_chars,
+    )
+    if has_any_marker(rx):
+        raise SchemaError(
+            "the schema has unconstrained values (true/{} or undeclared properties), which nest "
+            "without bound: no regular expression describes them; pass max_any_depth=N for a "
+            "regex that bounds them, or use compile_json_schema",
+            pointer="",
+        )
+    return rx
+
+
+def has_any_marker(rx: str) -> bool:
+    """True if regex text from :func:`marked_schema_regex` contains an unbounded-value marker."""
+    return "\\x01" in rx
+
+
+def marked_schema_regex(
+    schema: Any,
+    *,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+    strict: bool = True,
+    lenient: bool = False,
+    max_any_depth: int | None = None,
+    max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
+) -> str:
+    """:func:`json_schema_to_regex`, except that with ``max_any_depth=None`` containers in
+    unconstrained values are the marker of ``schema_compiler.any_marker`` (for
+    ``any_value_grammar``), not JSON text."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
@@ -163,7 +209,7 @@ def compile_json_schema(
     strict: bool = True,
     lenient: bool = False,
     route: str = "auto",
-    max_any_depth: int = 2,
+    max_any_depth: int | None = None,
     max_depth: int | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     regex_route_chars: int = REGEX_ROUTE_CHARS,
@@ -210,8 +256,13 @@ def compile_json_schema(
         (``cfg_json_schema``: one nonterminal per ``$ref`` target and per large sub-schema,
         automata per leaf). ``"regex"`` / ``"cfg"`` force one path.
     max_any_depth:
-        Nesting bound for unconstrained values (``true``/``{}`` schemas) on the regex path
-        (the structural path nests them without bound, except under ``indent``).
+        ``None`` (default): unconstrained values (``true``/``{}`` schemas, undeclared
+        properties under ``strict=False``) nest without bound, exactly, on both paths (on
+        the regex path the grammar is an ``AnyValueGrammar``: the schema DFA plus one
+        automaton frame per nested container; under ``indent`` only the regex path can do
+        this). An int ``N``: at most ``N`` nested containers on the regex path (deeper
+        values are *rejected*; one plain DFA); the structural path nests them without bound
+        except under ``indent``.
     max_depth:
         ``None`` (default): recursive schemas nest without bound. ``N``: output nesting past
         ``N`` levels (the root schema plus each ``$ref`` being expanded) is refused with a
@@ -228,8 +279,8 @@ def compile_json_schema(
 
     Returns
     -------
-    CompiledGrammar or CompiledCFG
-        Both offer ``matcher()`` with the same cursor API.
+    CompiledGrammar, AnyValueGrammar or CompiledCFG
+        All offer ``matcher()`` with the same cursor API.
 
     Raises
     ------
@@ -239,9 +290,10 @@ def compile_json_schema(
     CompileBudgetError
         ``route="regex"`` and the budget is exceeded.
     """
-    from formcast.grammar.compile import gc_paused  # lazy: keeps this module light
+    from formcast.grammar.compile import gc_paused, warm_kernels  # lazy: keeps this module light
     from formcast.grammar.compile_budget import compile_deadline
 
+    warm_kernels(vocab)  # numba's one-off load/JIT is not compile time (before the clock)
     # gc_paused: automata and regex text make no reference cycles (see there)
     with gc_paused(), compile_deadline(timeout_s):
         return _compile_json_schema(
@@ -271,7 +323,7 @@ def _compile_json_schema(
     strict: bool,
     lenient: bool,
     route: str,
-    max_any_depth: int,
+    max_any_depth: int | None,
     max_depth: int | None,
     timeout_s: float,
     regex_route_chars: int,
@@ -304,7 +356,7 @@ def _compile_json_schema(
     if route == "cfg" or max_depth is not None:
         return structural()
     try:
-        rx = json_schema_to_regex(
+        rx = marked_schema_regex(
             root,
             strict=strict,
             lenient=lenient,
@@ -323,12 +375,21 @@ def _compile_json_schema(
         if route == "regex" or not is_recursion_error(exc):
             raise
         return structural()
+
+    def regex_route(budget_s: float) -> Any:
+        grammar = compile_regex(rx, vocab, dialect="python", timeout_s=budget_s, cache=cache)
+        if not has_any_marker(rx):
+            return grammar
+        from formcast.grammar.any_value_grammar import AnyValueGrammar
+
+        return AnyValueGrammar(grammar, make_layout(**layout_options))
+
     if route == "regex":
-        return compile_regex(rx, vocab, dialect="python", timeout_s=timeout_s, cache=cache)
+        return regex_route(timeout_s)
     if _largest_count(rx) > REGEX_ROUTE_MAX_COUNT:
         return structural()  # e.g. maxLength 4096: ~14 DFA states per counted character
     try:
-        return compile_regex(rx, vocab, dialect="python", timeout_s=timeout_s / 2, cache=cache)
+        return regex_route(timeout_s / 2)
     except CompileBudgetError:
         return structural()
 

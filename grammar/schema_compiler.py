@@ -19,6 +19,7 @@ from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar import schema_numbers as num
 from formcast.grammar import schema_pattern as pat
 from formcast.grammar.formats import format_regex
+from formcast.grammar.pattern_intersection import intersect_branches
 from formcast.grammar.schema_arrays import array_regex
 from formcast.grammar.schema_charset import JSON_CHAR
 from formcast.grammar.schema_layout import Layout
@@ -30,6 +31,22 @@ from formcast.grammar.schema_values import JSON_TYPES, equality_key, ordered, ty
 
 # states of a string automaton = pattern x character counter (``_guarded_string``)
 GUARD_MAX_STATES = 20_000
+# max_any_depth=None: containers this many levels inside an unconstrained value are written
+# as the marker ``any_marker`` (expanded without bound by ``any_value_grammar``)
+ANY_WINDOW = 0
+
+
+def any_marker(layout: Layout, depth: int) -> str:
+    """Regex text of the marker for "one container value at ``depth``, nested without bound".
+
+    Raw byte 0x01 (formcast never writes C0 controls: strings escape them); under the
+    depth-dependent ``indent`` layout preceded by ``depth`` bytes 0x02 (the depth of the
+    container, which fixes its indentation).
+    """
+    if layout.is_depth_dependent and depth:
+        return f"\\x02{{{depth}}}\\x01"
+    return "\\x01"
+
 
 # Keywords with validation meaning that formcast does not implement: always refused.
 _REFUSED = {
@@ -51,7 +68,7 @@ class SchemaCompiler:
         layout: Layout | None = None,
         strict: bool = True,
         lenient: bool = False,
-        max_any_depth: int = 2,
+        max_any_depth: int | None = None,
         max_regex_chars: int = 4_000_000,
     ) -> None:
         self.root = root
@@ -66,7 +83,7 @@ class SchemaCompiler:
         self._ref_stack: list[str] = []
         self._pattern_cache: dict[str, str] = {}
         self.string_rx = '"' + group(JSON_CHAR) + '*"'  # type: ignore[arg-type]
-        self._any_cache: dict[tuple[int, int], str] = {}
+        self._any_cache: dict[tuple[int, int, bool], str] = {}
 
     @contextmanager
     def child(self) -> Iterator[None]:
@@ -96,6 +113,10 @@ class SchemaCompiler:
     # ---- helpers used by the object/array modules ---------------------------------------------
 
     def fullmatch(self, rx: str, text: str) -> bool:
+        if "\\x01" in rx:  # unbounded-value markers: run as the frame machine does
+            from formcast.grammar.any_value_grammar import marked_fullmatch
+
+            return marked_fullmatch(rx, text, self.layout)
         return re.fullmatch(rx, text) is not None
 
     def pattern_matches(self, pattern: str, name: str) -> bool:
@@ -149,20 +170,30 @@ class SchemaCompiler:
         return None
 
     def any_value(self, depth: int | None = None) -> str:
-        """Any JSON value nested at most ``depth`` containers deep (formcast's bound)."""
-        limit = self.max_any_depth if depth is None else depth
-        return self._any(limit, self.depth if self.layout.is_depth_dependent else 0)
+        """Any JSON value nested at most ``depth`` (default ``max_any_depth``) containers deep.
 
-    def _any(self, limit: int, at: int) -> str:
-        key = (limit, at)
+        With ``max_any_depth=None`` nesting is unbounded: containers ``ANY_WINDOW`` levels
+        down are the marker :func:`any_marker` (not JSON text: ``any_value_grammar`` runs it;
+        :meth:`fullmatch` too).
+        """
+        at = self.depth if self.layout.is_depth_dependent else 0
+        limit = self.max_any_depth if depth is None else depth
+        if limit is not None:
+            return self._any(limit, at, False)
+        return self._any(ANY_WINDOW, at, True)
+
+    def _any(self, limit: int, at: int, is_marked: bool) -> str:
+        key = (limit, at, is_marked)
         if key in self._any_cache:
             return self._any_cache[key]
         lay = self.layout
         scalar = f"null|true|false|{num.NUMBER}|{self.string_rx}"
-        if limit == 0:
+        if limit == 0 and is_marked:
+            rx = f"{scalar}|{any_marker(lay, at)}"
+        elif limit == 0:
             rx = f"{scalar}|{lay.container('[]', '', True, at)}|{lay.container('{}', '', True, at)}"
         else:
-            inner = group(self._any(limit - 1, at + 1 if lay.is_depth_dependent else 0))
+            inner = group(self._any(limit - 1, at + 1 if lay.is_depth_dependent else 0, is_marked))
             sep = lay.item_sep(at)
             member = f"{self.string_rx}{lay.key_sep()}{inner}"
             rx = (
@@ -597,9 +628,13 @@ class SchemaCompiler:
                 self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
                 branches = None
         if fmt_rx is not None:
-            if branches is not None:
-                self.refuse("pattern together with format cannot be intersected", ptr, "pattern")
-            branches = pat.parse_python(fmt_rx)
+            fmt_branches = pat.parse_python(fmt_rx)
+            if branches is not None:  # pattern & format: one anchored pattern (exact, bounded)
+                try:
+                    fmt_branches = intersect_branches(branches, fmt_branches)
+                except pat.PatternRefused as exc:
+                    self.refuse(f"pattern {patterns!r} with format {fmt!r}: {exc}", ptr, "pattern")
+            branches = fmt_branches
         if branches is None:
             return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
         out = []

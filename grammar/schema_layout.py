@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from formcast.errors import SchemaError
+from formcast.grammar.schema_rx import group
 
 LAYOUT_MODES = ("none", "compact", "spaced", "flexible")
 DEFAULT_MAX_WHITESPACE = 8
@@ -90,7 +91,8 @@ class Layout:
         lo, hi = ("\\{", "\\}") if bracket == "{}" else ("\\[", "\\]")
         if content is None or content == "":
             return f"{lo}{self.empty()}{hi}"
-        full = f"{self.open(depth)}{content}{self.close(depth)}"
+        # content may be an alternation: grouped, so the whitespace around it applies to all
+        full = f"{self.open(depth)}{group(content)}{self.close(depth)}"
         if not is_optional:
             return f"{lo}{full}{hi}"
         return f"{lo}(?:{full}|{self.empty()}){hi}"

@@ -134,11 +134,11 @@ def _schema(path: str) -> Any:
 def _compile(args: argparse.Namespace, vocab: Any) -> tuple[str, Any]:
     """(description, compiled grammar) of the grammar options, compiled without caches."""
     from formcast.grammar import compile_choice, compile_regex
-    from formcast.grammar.json_schema import json_schema_to_regex
+    from formcast.grammar.json_schema import compile_json_schema
 
     if args.schema:
-        regex = json_schema_to_regex(_schema(args.schema))
-        return f"json schema {args.schema}", compile_regex(regex, vocab, cache=False)
+        grammar = compile_json_schema(_schema(args.schema), vocab, cache=False)
+        return f"json schema {args.schema}", grammar
     if args.regex is not None:
         return f"regex {args.regex!r}", compile_regex(args.regex, vocab, cache=False)
     if args.choice:

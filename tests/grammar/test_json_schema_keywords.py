@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import warnings
@@ -9,9 +10,14 @@ import warnings
 import pytest
 
 from formcast.errors import SchemaError
-from formcast.grammar.json_schema import json_schema_to_regex
+from formcast.grammar import json_schema
 from formcast.grammar.schema_values import serialize
 from tests.grammar.schema_oracle import validator
+
+# one plain regex per schema (re.fullmatch is the oracle's partner here): unconstrained values
+# bounded to 2 nested containers (the test values nest at most 1 deep); the unbounded default
+# is tested in test_any_value_frames.py
+json_schema_to_regex = functools.partial(json_schema.json_schema_to_regex, max_any_depth=2)
 
 
 def check(schema, values, *, strict=False, whitespace=None):
@@ -82,6 +88,23 @@ def test_min_max_properties():
     check(extra, [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}])
     refused({"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 2,
              "additionalProperties": True}, "minProperties")  # fmt: skip
+
+
+def test_min_max_properties_zero_or_one_member():
+    """minProperties <= 1 / maxProperties <= 1 with optional and extra members are exact."""
+    props = {"a": {"type": "integer"}, "b": {"type": "string"}}
+    values = [{}, {"a": 1}, {"b": "s"}, {"z": 2}, {"a": 1, "b": "s"}, {"a": 1, "z": 2},
+              {"z": 1, "y": True}, {"a": "x"}]  # fmt: skip
+    for counts in ({"minProperties": 1}, {"maxProperties": 1}, {"maxProperties": 0},
+                   {"minProperties": 1, "maxProperties": 1}):  # fmt: skip
+        for required in ([], ["a"]):
+            for extra in ({}, {"additionalProperties": {"type": "integer"}}):
+                schema = {"type": "object", "properties": props, "required": required,
+                          **extra, **counts}  # fmt: skip
+                if required and counts.get("maxProperties") == 0:
+                    refused(schema, None)  # unsatisfiable
+                    continue
+                check(schema, values)
 
 
 def test_items_prefix_items_counts():

@@ -98,6 +98,39 @@ def test_auto_tool_grammar_language(smollm2_vocab):
     assert not accepts("")
 
 
+def test_auto_tool_grammar_nests_unconstrained_arguments_without_bound(smollm2_vocab):
+    tools = [
+        ToolDefinition.model_validate(
+            {
+                "type": "function",
+                "function": {
+                    "name": "store",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"data": {}},
+                        "required": ["data"],
+                        "additionalProperties": False,
+                    },
+                },
+            }
+        )
+    ]
+    grammar = tool_grammar("auto", tools).compile_fn(smollm2_vocab)
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
+
+    # (strict=True closes the object branch of the `{}` schema itself, not of nested values)
+    deep = [{"b": {"c": [[{"d": [1, "}]"]}]]}}, [[[]]]]
+    assert accepts(json.dumps({"name": "store", "arguments": {"data": deep}}))
+    assert accepts(json.dumps({"name": "store", "arguments": {"data": [[[[[]]]]]}}))
+    assert accepts("No call [{[{ needed")
+    assert not accepts('{"name":"store","arguments":{"data":[[[[]]]}}')
+    assert not accepts('{"name":"store","arguments":{"data":{},"x":1}}')
+    assert not accepts("free \x01 text")  # the marker byte is never text
+
+
 def test_sampling_mapping():
     def request(**fields):
         return ChatCompletionRequest(

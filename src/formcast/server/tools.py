@@ -10,7 +10,8 @@ always validate against that tool's ``parameters`` schema.
 - ``"required"``: the output is exactly one tool call (the schema above);
 - a named function: the same with only that tool;
 - ``"auto"`` (default when tools are given): a regular grammar with two branches, the tool
-  call (the schema above compiled to its regex) or free text that does not start with ``{``.
+  call (the schema above compiled to its regex) or free text that does not start with ``{``
+  (and holds no C0 control 0x01/0x02).
   The model chooses with its first character: ``{`` commits to a tool call. (Tool parameter
   schemas must therefore be regular, i.e. without recursive ``$ref``; ``"required"`` and named
   choices also accept recursive schemas through the context-free path.)
@@ -31,8 +32,9 @@ from formcast.server.errors import bad_request
 from formcast.server.protocol import NamedToolChoice, ToolDefinition
 
 _NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-# free text for tool_choice="auto": at least one character, the first is not "{"
-_FREE_TEXT_REGEX = r"[^{][\s\S]*"
+# free text for tool_choice="auto": at least one character, the first is not "{"; never the
+# C0 controls 0x01/0x02, which are the unbounded-value markers of the call's automaton
+_FREE_TEXT_REGEX = r"[^{\x01\x02][^\x01\x02]*"
 
 
 def tool_parameters(tool: ToolDefinition) -> dict[str, Any]:
@@ -103,15 +105,22 @@ def tool_grammar(mode: str, tools: list[ToolDefinition]) -> GrammarSpec | None:
     def compile_auto(vocab: Any) -> Any:
         from formcast.errors import SchemaError
         from formcast.grammar import compile_regex
-        from formcast.grammar.json_schema import json_schema_to_regex
+        from formcast.grammar.any_value_grammar import AnyValueGrammar
+        from formcast.grammar.json_schema import has_any_marker, marked_schema_regex
+        from formcast.grammar.schema_layout import make_layout
 
         try:
-            call_regex = json_schema_to_regex(schema)
+            call_regex = marked_schema_regex(schema)
         except SchemaError as exc:
             if exc.keyword == "$ref":
                 exc.add_note("tool_choice='auto' needs regular tool schemas; use 'required'")
             raise
-        return compile_regex(f"(?:{call_regex})|{_FREE_TEXT_REGEX}", vocab, dialect="python")
+        grammar = compile_regex(f"(?:{call_regex})|{_FREE_TEXT_REGEX}", vocab, dialect="python")
+        if not has_any_marker(call_regex):
+            return grammar
+        # unconstrained argument values nest without bound (any_value_grammar); free text
+        # never holds the marker bytes, so the frames only ever open inside the call
+        return AnyValueGrammar(grammar, make_layout("compact"))
 
     return GrammarSpec(("tools-auto", text), compile_auto, f"tool calls (auto) {text[:40]!r}")
 

@@ -1,0 +1,245 @@
+"""AnyValueMatcher: the per-sequence cursor over an AnyValueGrammar (frame stacks).
+
+The cursor API of :class:`~formcast.grammar.matcher.Matcher`. Its position is a set of frame
+stacks (usually one; more only where the schema allows both a typed container and an
+unconstrained value at the same place), kept per accepted step for ``rollback``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from formcast.errors import GrammarError
+from formcast.grammar import any_value_frames as frames
+from formcast.grammar.any_value_grammar import TOKEN_NEVER, AnyValueGrammar
+
+Configs = tuple[tuple[int, ...], ...]
+
+
+class AnyValueMatcher:
+    """Cursor over an :class:`AnyValueGrammar` for one sequence.
+
+    A token is allowed iff some valid output starts with the bytes accepted so far followed by
+    the token's bytes; EOS ids are allowed exactly when the output is complete; special and
+    padding ids never.
+    """
+
+    __slots__ = (
+        "grammar",
+        "_history",
+        "_is_eos_accepted",
+        "_eos_ids",
+        "_token_bytes",
+        "_kinds",
+        "_bitmask",
+        "_bitmask_ptr",
+        "_bitmask_np",
+    )
+
+    def __init__(self, grammar: AnyValueGrammar) -> None:
+        self.grammar = grammar
+        self._history: list[Configs] = [grammar.start_configs]
+        self._is_eos_accepted = False
+        self._eos_ids = grammar.vocab.eos_token_ids
+        self._token_bytes = grammar.vocab.token_bytes
+        self._kinds = grammar.candidates.kinds
+        self._bitmask: torch.Tensor | None = None
+        self._bitmask_ptr = 0
+        self._bitmask_np: np.ndarray | None = None
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> Configs:
+        """The current frame stacks (global automaton states, bottom first)."""
+        return self._history[-1]
+
+    @property
+    def num_accepted(self) -> int:
+        """Tokens (and byte strings) accepted so far, EOS included."""
+        return len(self._history) - 1
+
+    def _is_complete(self, stack: tuple[int, ...]) -> bool:
+        grammar = self.grammar.schema_grammar
+        return len(stack) == 1 and bool(grammar.dfa.is_accepting[stack[0]])
+
+    def is_accepting(self) -> bool:
+        """True if the text so far is a complete valid output (EOS would be allowed)."""
+        return any(self._is_complete(s) for s in self._history[-1])
+
+    def is_terminated(self) -> bool:
+        """True once EOS was accepted, or when the text is complete and nothing can follow."""
+        if self._is_eos_accepted:
+            return True
+        dfa = self.grammar.schema_grammar.dfa
+        return all(
+            self._is_complete(s) and not bool((dfa.transitions[s[0]] >= 0).any())
+            for s in self._history[-1]
+        )
+
+    # -- advancing --------------------------------------------------------------------------
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; return False (and change nothing) if it is not allowed."""
+        if self._is_eos_accepted:
+            return False
+        configs = self._history[-1]
+        if token_id in self._eos_ids:
+            if not self.is_accepting():
+                return False
+            self._history.append(configs)
+            self._is_eos_accepted = True
+            return True
+        if not 0 <= token_id < len(self._kinds):
+            return False
+        kind = int(self._kinds[token_id])
+        if kind == TOKEN_NEVER:
+            return False
+        nxt = self.grammar.advance(configs, self._token_bytes[token_id], kind)
+        if not nxt:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
+        """Accept tokens in order until one is rejected; return how many were accepted."""
+        count = 0
+        for token_id in token_ids:
+            if not self.accept_token(int(token_id)):
+                break
+            count += 1
+        return count
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback."""
+        if self._is_eos_accepted:
+            return False
+        data = bytes(data)
+        nxt = self.grammar.advance(self._history[-1], data, self.grammar.byte_kind(data))
+        if not nxt:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted steps (EOS included).
+
+        Raises
+        ------
+        GrammarError
+            If ``num_tokens`` is negative or more than were accepted.
+        """
+        if not 0 <= num_tokens <= len(self._history) - 1:
+            raise GrammarError(
+                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
+            )
+        if num_tokens == 0:
+            return
+        self._is_eos_accepted = False
+        del self._history[-num_tokens:]
+
+    def reset(self) -> None:
+        """Back to the start."""
+        del self._history[1:]
+        self._is_eos_accepted = False
+
+    def fork(self) -> AnyValueMatcher:
+        """An independent copy at the same position (and with the same history)."""
+        other = AnyValueMatcher(self.grammar)
+        other._history = list(self._history)
+        other._is_eos_accepted = self._is_eos_accepted
+        return other
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def forced_bytes(self) -> bytes:
+        """Bytes every valid continuation starts with ("" if none or done).
+
+        Stops before a point where a container could open an unconstrained value (a push),
+        and when several readings of the output are alive (then it may be shorter than the
+        longest common prefix, never wrong).
+        """
+        configs = self._history[-1]
+        if self._is_eos_accepted or len(configs) != 1:
+            return b""
+        grammar = self.grammar
+        tables = grammar.machine.tables
+        stack = list(configs[0])
+        out = bytearray()
+        while True:
+            g = stack[-1]
+            if tables.opt_lo[g] < tables.opt_lo[g + 1]:
+                break  # a marker is possible here: the next byte may open a frame
+            automaton, local = grammar.locate(g)
+            byte = int(automaton.forced_bytes_table()[local])
+            if byte < 0 or byte in (frames.MARKER_BYTE, frames.DEPTH_BYTE):
+                break
+            out.append(byte)
+            stack[-1] = g - local + automaton.dfa.step(local, byte)
+            while len(stack) > 1 and tables.is_pop[stack[-1]]:
+                stack.pop()
+        return bytes(out)
+
+    def packed_row(self) -> np.ndarray:
+        """The current ``(ceil(V/32),)`` int32 mask row (read-only; do not modify)."""
+        if self._is_eos_accepted:
+            return self.grammar.schema_grammar.index.eos_row
+        return self.grammar.mask(self._history[-1])
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """Ascending int64 ids of every allowed token (EOS included where accepting)."""
+        bits = np.unpackbits(self.packed_row().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.grammar.vocab_size])
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        """Write the allowed-token mask into ``bitmask[row]`` (int32, ``(B, ceil(V/32))``).
+
+        A CPU bitmask with contiguous rows of exactly ``ceil(V/32)`` words is filled by one
+        numpy row copy (its view is kept between calls); any other by a torch copy, zeroing
+        columns beyond ``ceil(V/32)``.
+
+        Raises
+        ------
+        GrammarError
+            If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
+        """
+        src = self.packed_row()
+        if bitmask is not self._bitmask or bitmask.data_ptr() != self._bitmask_ptr:
+            self._prepare_bitmask(bitmask, len(src))
+        target = self._bitmask_np
+        if target is not None and 0 <= row < target.shape[0]:
+            target[row] = src
+            return
+        view = bitmask
+        if bitmask.dim() == 2:
+            if not -bitmask.shape[0] <= row < bitmask.shape[0]:
+                raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
+            view = bitmask[row]
+        view[: len(src)].copy_(torch.from_numpy(src), non_blocking=True)
+        if view.shape[0] > len(src):
+            view[len(src) :].zero_()
+
+    def _prepare_bitmask(self, bitmask: torch.Tensor, num_words: int) -> None:
+        if bitmask.dtype != torch.int32:
+            raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
+        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
+            raise GrammarError(
+                f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row "
+                f"(vocab_size={self.grammar.vocab_size}); use allocate_token_bitmask"
+            )
+        is_fast = (
+            bitmask.device.type == "cpu"
+            and bitmask.dim() == 2
+            and bitmask.shape[1] == num_words
+            and bitmask.stride(1) == 1
+        )
+        self._bitmask = bitmask  # keeps the numpy view's memory alive
+        self._bitmask_ptr = bitmask.data_ptr()
+        self._bitmask_np = bitmask.numpy() if is_fast else None
+
+    def __repr__(self) -> str:
+        return (
+            f"AnyValueMatcher(readings={len(self._history[-1])}, accepted={self.num_accepted}, "
+            f"accepting={self.is_accepting()}, terminated={self.is_terminated()})"
+        )
