@@ -13,11 +13,12 @@ import torch
 from formcast.errors import GrammarError
 from formcast.grammar import any_value_frames as frames
 from formcast.grammar.any_value_grammar import TOKEN_NEVER, AnyValueGrammar
+from formcast.grammar.cursor_history import CursorHistory
 
 Configs = tuple[tuple[int, ...], ...]
 
 
-class AnyValueMatcher:
+class AnyValueMatcher(CursorHistory):
     """Cursor over an :class:`AnyValueGrammar` for one sequence.
 
     A token is allowed iff some valid output starts with the bytes accepted so far followed by
@@ -26,9 +27,6 @@ class AnyValueMatcher:
     """
 
     __slots__ = (
-        "grammar",
-        "_history",
-        "_is_eos_accepted",
         "_eos_ids",
         "_token_bytes",
         "_kinds",
@@ -38,9 +36,7 @@ class AnyValueMatcher:
     )
 
     def __init__(self, grammar: AnyValueGrammar) -> None:
-        self.grammar = grammar
-        self._history: list[Configs] = [grammar.start_configs]
-        self._is_eos_accepted = False
+        super().__init__(grammar, grammar.start_configs)
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
         self._kinds = grammar.candidates.kinds
@@ -54,11 +50,6 @@ class AnyValueMatcher:
     def state(self) -> Configs:
         """The current frame stacks (global automaton states, bottom first)."""
         return self._history[-1]
-
-    @property
-    def num_accepted(self) -> int:
-        """Tokens (and byte strings) accepted so far, EOS included."""
-        return len(self._history) - 1
 
     def _is_complete(self, stack: tuple[int, ...]) -> bool:
         grammar = self.grammar.schema_grammar
@@ -102,15 +93,6 @@ class AnyValueMatcher:
         self._history.append(nxt)
         return True
 
-    def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
-        """Accept tokens in order until one is rejected; return how many were accepted."""
-        count = 0
-        for token_id in token_ids:
-            if not self.accept_token(int(token_id)):
-                break
-            count += 1
-        return count
-
     def accept_bytes(self, data: bytes) -> bool:
         """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback."""
         if self._is_eos_accepted:
@@ -121,35 +103,6 @@ class AnyValueMatcher:
             return False
         self._history.append(nxt)
         return True
-
-    def rollback(self, num_tokens: int) -> None:
-        """Undo the last ``num_tokens`` accepted steps (EOS included).
-
-        Raises
-        ------
-        GrammarError
-            If ``num_tokens`` is negative or more than were accepted.
-        """
-        if not 0 <= num_tokens <= len(self._history) - 1:
-            raise GrammarError(
-                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
-            )
-        if num_tokens == 0:
-            return
-        self._is_eos_accepted = False
-        del self._history[-num_tokens:]
-
-    def reset(self) -> None:
-        """Back to the start."""
-        del self._history[1:]
-        self._is_eos_accepted = False
-
-    def fork(self) -> AnyValueMatcher:
-        """An independent copy at the same position (and with the same history)."""
-        other = AnyValueMatcher(self.grammar)
-        other._history = list(self._history)
-        other._is_eos_accepted = self._is_eos_accepted
-        return other
 
     # -- queries ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from formcast.errors import GrammarError
+from formcast.grammar.cursor_history import CursorHistory
 
 if TYPE_CHECKING:
     from formcast.grammar.cfg_compiled import CompiledCFG
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 _MAX_FORCED_BYTES = 4096
 
 
-class CfgMatcher:
+class CfgMatcher(CursorHistory):
     """Cursor over a :class:`~formcast.grammar.cfg_compiled.CompiledCFG` for one sequence.
 
     A token is allowed iff the bytes accepted so far followed by the token's bytes are a
@@ -32,32 +33,22 @@ class CfgMatcher:
     """
 
     __slots__ = (
-        "grammar",
         "_runtime",
-        "_history",
         "_offsets",
-        "_is_eos_accepted",
         "_eos_ids",
         "_token_bytes",
         "_fill_target",
     )
 
     def __init__(self, grammar: CompiledCFG) -> None:
-        self.grammar = grammar
+        super().__init__(grammar, grammar.initial_heads)
         self._runtime = grammar.runtime
-        self._history = [grammar.initial_heads]
         self._offsets = [0]  # output length in bytes after each history entry
-        self._is_eos_accepted = False
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
         # (weak ref to the last CPU bitmask, row, data_ptr, shape, numpy view of the row): a
         # repeated fill of the same bitmask row skips torch's indexing and conversion (~13 us)
         self._fill_target: tuple | None = None
-
-    @property
-    def num_accepted(self) -> int:
-        """Tokens (and byte strings) accepted so far, EOS included."""
-        return len(self._history) - 1
 
     def is_accepting(self) -> bool:
         """True if the text so far is a sentence of the grammar (EOS would be allowed)."""
@@ -96,21 +87,6 @@ class CfgMatcher:
             return False  # special or padding id
         return self._push(self._runtime.advance(heads, data, self._offsets[-1]), len(data))
 
-    def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
-        """Accept tokens in order until one is rejected; return how many were accepted.
-
-        Raises
-        ------
-        GrammarError
-            As :meth:`accept_token`.
-        """
-        count = 0
-        for token_id in token_ids:
-            if not self.accept_token(int(token_id)):
-                break
-            count += 1
-        return count
-
     def accept_bytes(self, data: bytes) -> bool:
         """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback.
 
@@ -124,44 +100,15 @@ class CfgMatcher:
         heads = self._runtime.advance(self._history[-1], data, self._offsets[-1])
         return self._push(heads, len(data))
 
+    def _step_lists(self) -> tuple[list, ...]:
+        return (self._history, self._offsets)
+
     def _push(self, heads: frozenset, num_bytes: int) -> bool:
         if not heads:
             return False
         self._history.append(heads)
         self._offsets.append(self._offsets[-1] + num_bytes)
         return True
-
-    def rollback(self, num_tokens: int) -> None:
-        """Undo the last ``num_tokens`` accepted steps (EOS included); any depth is kept.
-
-        Raises
-        ------
-        GrammarError
-            If ``num_tokens`` is negative or more than were accepted.
-        """
-        if not 0 <= num_tokens <= len(self._history) - 1:
-            raise GrammarError(
-                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
-            )
-        if num_tokens == 0:
-            return
-        self._is_eos_accepted = False
-        del self._history[-num_tokens:]
-        del self._offsets[-num_tokens:]
-
-    def reset(self) -> None:
-        """Back to the start."""
-        del self._history[1:]
-        del self._offsets[1:]
-        self._is_eos_accepted = False
-
-    def fork(self) -> CfgMatcher:
-        """An independent copy at the same position (and with the same history)."""
-        other = CfgMatcher(self.grammar)
-        other._history = list(self._history)
-        other._offsets = list(self._offsets)
-        other._is_eos_accepted = self._is_eos_accepted
-        return other
 
     def forced_bytes(self) -> bytes:
         """The longest byte string every valid continuation starts with ("" if none or done)."""

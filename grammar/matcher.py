@@ -13,6 +13,7 @@ import torch
 from formcast.errors import GrammarError
 from formcast.grammar.byte_dfa import DEAD
 from formcast.grammar.compiled_grammar import CompiledGrammar
+from formcast.grammar.cursor_history import CursorHistory
 
 # the last bitmask prepared by any matcher: (tensor, data_ptr, num_words, numpy view, rows).
 # A new matcher filling the same bitmask (one per request, the same engine buffer) reuses it
@@ -20,7 +21,7 @@ from formcast.grammar.compiled_grammar import CompiledGrammar
 _last_prepared: tuple | None = None
 
 
-class Matcher:
+class Matcher(CursorHistory):
     """Cursor over a :class:`CompiledGrammar` for one sequence.
 
     A token is allowed iff some string of the grammar's language starts with the bytes
@@ -29,9 +30,6 @@ class Matcher:
     """
 
     __slots__ = (
-        "grammar",
-        "_history",
-        "_is_eos_accepted",
         "_eos_ids",
         "_token_bytes",
         "_bitmask",
@@ -43,9 +41,7 @@ class Matcher:
     )
 
     def __init__(self, grammar: CompiledGrammar) -> None:
-        self.grammar = grammar
-        self._history: list[int] = [grammar.start_state]
-        self._is_eos_accepted = False
+        super().__init__(grammar, grammar.start_state)
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
         self._bitmask: torch.Tensor | None = None
@@ -61,11 +57,6 @@ class Matcher:
     def state(self) -> int:
         """The current DFA state."""
         return self._history[-1]
-
-    @property
-    def num_accepted(self) -> int:
-        """Tokens (and byte strings) accepted so far, EOS included."""
-        return len(self._history) - 1
 
     def is_accepting(self) -> bool:
         """True if the text so far is in the language (EOS would be allowed)."""
@@ -103,15 +94,6 @@ class Matcher:
         self._history.append(nxt)
         return True
 
-    def accept_tokens(self, token_ids: list[int] | np.ndarray) -> int:
-        """Accept tokens in order until one is rejected; return how many were accepted."""
-        count = 0
-        for token_id in token_ids:
-            if not self.accept_token(int(token_id)):
-                break
-            count += 1
-        return count
-
     def accept_bytes(self, data: bytes) -> bool:
         """Advance by raw bytes (e.g. jump-forward text); counts as one step for rollback."""
         if self._is_eos_accepted:
@@ -121,36 +103,6 @@ class Matcher:
             return False
         self._history.append(nxt)
         return True
-
-    def rollback(self, num_tokens: int) -> None:
-        """Undo the last ``num_tokens`` accepted steps (EOS included).
-
-        Raises
-        ------
-        GrammarError
-            If ``num_tokens`` is negative or more than were accepted.
-        """
-        if not 0 <= num_tokens <= len(self._history) - 1:
-            raise GrammarError(
-                f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} were accepted"
-            )
-        if num_tokens == 0:
-            return
-        if self._is_eos_accepted:
-            self._is_eos_accepted = False
-        del self._history[-num_tokens:]
-
-    def reset(self) -> None:
-        """Back to the start state."""
-        del self._history[1:]
-        self._is_eos_accepted = False
-
-    def fork(self) -> Matcher:
-        """An independent copy at the same position (and with the same history)."""
-        other = Matcher(self.grammar)
-        other._history = list(self._history)
-        other._is_eos_accepted = self._is_eos_accepted
-        return other
 
     # -- queries ----------------------------------------------------------------------------
 
