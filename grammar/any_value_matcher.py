@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from formcast.errors import GrammarError
 from formcast.grammar import any_value_frames as frames
 from formcast.grammar.any_value_grammar import TOKEN_NEVER, AnyValueGrammar
+from formcast.grammar.bitmask import bitmask_row, check_bitmask, copy_packed_row
 from formcast.grammar.cursor_history import CursorHistory
 
 Configs = tuple[tuple[int, ...], ...]
@@ -164,23 +164,10 @@ class AnyValueMatcher(CursorHistory):
         if target is not None and 0 <= row < target.shape[0]:
             target[row] = src
             return
-        view = bitmask
-        if bitmask.dim() == 2:
-            if not -bitmask.shape[0] <= row < bitmask.shape[0]:
-                raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
-            view = bitmask[row]
-        view[: len(src)].copy_(torch.from_numpy(src), non_blocking=True)
-        if view.shape[0] > len(src):
-            view[len(src) :].zero_()
+        copy_packed_row(bitmask_row(bitmask, row), src)
 
     def _prepare_bitmask(self, bitmask: torch.Tensor, num_words: int) -> None:
-        if bitmask.dtype != torch.int32:
-            raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
-        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
-            raise GrammarError(
-                f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row "
-                f"(vocab_size={self.grammar.vocab_size}); use allocate_token_bitmask"
-            )
+        check_bitmask(bitmask, num_words, self.grammar.vocab_size)
         is_fast = (
             bitmask.device.type == "cpu"
             and bitmask.dim() == 2

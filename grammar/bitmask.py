@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from formcast.errors import GrammarError
@@ -40,6 +41,36 @@ def allocate_token_bitmask(batch: int, vocab_size: int) -> torch.Tensor:
         )
     pin = torch.cuda.is_available()
     return torch.full((batch, (vocab_size + 31) // 32), -1, dtype=torch.int32, pin_memory=pin)
+
+
+def check_bitmask(bitmask: torch.Tensor, num_words: int, vocab_size: int | None = None) -> None:
+    """Raise ``GrammarError`` unless ``bitmask`` is an int32 ``(W,)`` or ``(B, W)`` tensor with
+    ``W >= num_words`` (what a matcher needs to write one packed row)."""
+    if bitmask.dtype != torch.int32:
+        raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
+    if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
+        size = "" if vocab_size is None else f" (vocab_size={vocab_size})"
+        raise GrammarError(
+            f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row"
+            f"{size}; use allocate_token_bitmask"
+        )
+
+
+def bitmask_row(bitmask: torch.Tensor, row: int) -> torch.Tensor:
+    """The 1-D row ``row`` of a checked bitmask (the bitmask itself when it is 1-D)."""
+    if bitmask.dim() == 1:
+        return bitmask
+    if not -bitmask.shape[0] <= row < bitmask.shape[0]:
+        raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
+    return bitmask[row]
+
+
+def copy_packed_row(target: torch.Tensor, words: np.ndarray) -> None:
+    """Write packed words into a 1-D bitmask row (any device), zeroing the columns beyond."""
+    num_words = len(words)
+    target[:num_words].copy_(torch.from_numpy(np.ascontiguousarray(words)), non_blocking=True)
+    if target.shape[0] > num_words:
+        target[num_words:].zero_()
 
 
 def _mask_width(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int | None) -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from formcast.errors import GrammarError
+from formcast.grammar.bitmask import bitmask_row, check_bitmask, copy_packed_row
 from formcast.grammar.cursor_history import CursorHistory
 
 if TYPE_CHECKING:
@@ -159,27 +159,15 @@ class CfgMatcher(CursorHistory):
             if len(view) > num_words:
                 view[num_words:] = 0
             return
-        if bitmask.dtype != torch.int32:
-            raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
-        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
-            raise GrammarError(
-                f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row"
-            )
-        if bitmask.dim() == 1:
-            target = bitmask
-        else:
-            if not -bitmask.shape[0] <= row < bitmask.shape[0]:
-                raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
-            target = bitmask[row]
+        check_bitmask(bitmask, num_words, self.grammar.vocab.vocab_size)
+        target = bitmask_row(bitmask, row)
         if target.device.type == "cpu" and target.is_contiguous():
             view = target.numpy()
             view[:num_words] = src
             view[num_words:] = 0
             self._fill_target = (weakref.ref(bitmask), row, bitmask.data_ptr(), bitmask.shape, view)
             return
-        target[:num_words].copy_(torch.from_numpy(np.array(src)), non_blocking=True)
-        if target.shape[0] > num_words:
-            target[num_words:].zero_()
+        copy_packed_row(target, src)
 
     def __repr__(self) -> str:
         return (

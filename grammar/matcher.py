@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from formcast.errors import GrammarError
+from formcast.grammar.bitmask import bitmask_row, check_bitmask, copy_packed_row
 from formcast.grammar.byte_dfa import DEAD
 from formcast.grammar.compiled_grammar import CompiledGrammar
 from formcast.grammar.cursor_history import CursorHistory
@@ -153,7 +153,7 @@ class Matcher(CursorHistory):
             else:
                 target[row] = self._index.row(self._history[-1])
             return
-        self._fill_generic(bitmask, row, self.packed_row())
+        copy_packed_row(bitmask_row(bitmask, row), self.packed_row())
 
     def _prepare_bitmask(self, bitmask: torch.Tensor) -> None:
         global _last_prepared
@@ -164,13 +164,7 @@ class Matcher(CursorHistory):
             _, self._bitmask_ptr, _, self._bitmask_np, self._bitmask_rows = shared
             self._bitmask = bitmask
             return
-        if bitmask.dtype != torch.int32:
-            raise GrammarError(f"bitmask must be int32, got {bitmask.dtype}")
-        if bitmask.dim() not in (1, 2) or bitmask.shape[-1] < num_words:
-            raise GrammarError(
-                f"bitmask of shape {tuple(bitmask.shape)} cannot hold {num_words} words per row "
-                f"(vocab_size={self.grammar.vocab_size}); use allocate_token_bitmask"
-            )
+        check_bitmask(bitmask, num_words, self.grammar.vocab_size)
         is_fast = (
             bitmask.device.type == "cpu"
             and bitmask.dim() == 2
@@ -183,17 +177,6 @@ class Matcher(CursorHistory):
         self._bitmask_np = bitmask.numpy() if is_fast else None
         self._bitmask_rows = bitmask.shape[0] if is_fast else 0
         _last_prepared = (bitmask, ptr, num_words, self._bitmask_np, self._bitmask_rows)
-
-    def _fill_generic(self, bitmask: torch.Tensor, row: int, src: np.ndarray) -> None:
-        target = bitmask if bitmask.dim() == 1 else None
-        if target is None:
-            if not -bitmask.shape[0] <= row < bitmask.shape[0]:
-                raise GrammarError(f"row {row} is out of range for a bitmask of {bitmask.shape[0]}")
-            target = bitmask[row]
-        num_words = len(src)
-        target[:num_words].copy_(torch.from_numpy(src), non_blocking=True)
-        if target.shape[0] > num_words:
-            target[num_words:].zero_()
 
     def __repr__(self) -> str:
         return (
