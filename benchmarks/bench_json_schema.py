@@ -39,10 +39,12 @@ class Formcast:
 
     def __init__(self, tok, vocab):
         from formcast.grammar import allocate_token_bitmask
+        from formcast.grammar.kernel_warmup import warm_all_kernels
 
         self.tok, self.vocab = tok, vocab
         self.bitmask = allocate_token_bitmask(1, vocab.vocab_size)
         self.routes: collections.Counter = collections.Counter()
+        warm_all_kernels(vocab)  # numba kernels' one-off load, as peers' constructors set up
 
     def compile(self, schema):
         from formcast.grammar import compile as fc_compile
