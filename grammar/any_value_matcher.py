@@ -12,7 +12,6 @@ import torch
 
 from formcast.grammar import any_value_frames as frames
 from formcast.grammar.any_value_grammar import TOKEN_NEVER, AnyValueGrammar
-from formcast.grammar.bitmask import bitmask_row, check_bitmask, copy_packed_row
 from formcast.grammar.cursor_history import CursorHistory
 
 Configs = tuple[tuple[int, ...], ...]
@@ -30,9 +29,6 @@ class AnyValueMatcher(CursorHistory):
         "_eos_ids",
         "_token_bytes",
         "_kinds",
-        "_bitmask",
-        "_bitmask_ptr",
-        "_bitmask_np",
     )
 
     def __init__(self, grammar: AnyValueGrammar) -> None:
@@ -40,9 +36,6 @@ class AnyValueMatcher(CursorHistory):
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
         self._kinds = grammar.candidates.kinds
-        self._bitmask: torch.Tensor | None = None
-        self._bitmask_ptr = 0
-        self._bitmask_np: np.ndarray | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -157,26 +150,7 @@ class AnyValueMatcher(CursorHistory):
         GrammarError
             If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
         """
-        src = self.packed_row()
-        if bitmask is not self._bitmask or bitmask.data_ptr() != self._bitmask_ptr:
-            self._prepare_bitmask(bitmask, len(src))
-        target = self._bitmask_np
-        if target is not None and 0 <= row < target.shape[0]:
-            target[row] = src
-            return
-        copy_packed_row(bitmask_row(bitmask, row), src)
-
-    def _prepare_bitmask(self, bitmask: torch.Tensor, num_words: int) -> None:
-        check_bitmask(bitmask, num_words, self.grammar.vocab_size)
-        is_fast = (
-            bitmask.device.type == "cpu"
-            and bitmask.dim() == 2
-            and bitmask.shape[1] == num_words
-            and bitmask.stride(1) == 1
-        )
-        self._bitmask = bitmask  # keeps the numpy view's memory alive
-        self._bitmask_ptr = bitmask.data_ptr()
-        self._bitmask_np = bitmask.numpy() if is_fast else None
+        self._write_row(bitmask, row, self.packed_row())
 
     def __repr__(self) -> str:
         return (

@@ -56,6 +56,34 @@ def check_bitmask(bitmask: torch.Tensor, num_words: int, vocab_size: int | None 
         )
 
 
+# the last bitmask any matcher prepared: (tensor, data_ptr, num_words, numpy rows or None)
+_last_prepared: tuple | None = None
+
+
+def prepared_rows(
+    bitmask: torch.Tensor, num_words: int, vocab_size: int | None = None
+) -> np.ndarray | None:
+    """Check ``bitmask`` (:func:`check_bitmask`) and return its ``(B, W)`` numpy view when rows
+    can be filled by a numpy copy (CPU, 2-D, contiguous rows of exactly ``num_words`` words),
+    else None. The last answer is kept process-wide, so the many matchers of one batch prepare
+    the shared bitmask once, not once each (a numpy view costs tens of microseconds)."""
+    global _last_prepared
+    ptr = bitmask.data_ptr()
+    shared = _last_prepared
+    if shared is not None and shared[0] is bitmask and shared[1] == ptr and shared[2] == num_words:
+        return shared[3]
+    check_bitmask(bitmask, num_words, vocab_size)
+    is_fast = (
+        bitmask.device.type == "cpu"
+        and bitmask.dim() == 2
+        and bitmask.shape[1] == num_words
+        and bitmask.stride(1) == 1
+    )
+    rows = bitmask.numpy() if is_fast else None
+    _last_prepared = (bitmask, ptr, num_words, rows)  # the tensor keeps the view's memory alive
+    return rows
+
+
 def bitmask_row(bitmask: torch.Tensor, row: int) -> torch.Tensor:
     """The 1-D row ``row`` of a checked bitmask (the bitmask itself when it is 1-D)."""
     if bitmask.dim() == 1:

@@ -9,13 +9,11 @@ grammar may run on different threads concurrently (the shared runtime is locked)
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from formcast.grammar.bitmask import bitmask_row, check_bitmask, copy_packed_row
 from formcast.grammar.cursor_history import CursorHistory
 
 if TYPE_CHECKING:
@@ -37,7 +35,6 @@ class CfgMatcher(CursorHistory):
         "_offsets",
         "_eos_ids",
         "_token_bytes",
-        "_fill_target",
     )
 
     def __init__(self, grammar: CompiledCFG) -> None:
@@ -46,9 +43,6 @@ class CfgMatcher(CursorHistory):
         self._offsets = [0]  # output length in bytes after each history entry
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
-        # (weak ref to the last CPU bitmask, row, data_ptr, shape, numpy view of the row): a
-        # repeated fill of the same bitmask row skips torch's indexing and conversion (~13 us)
-        self._fill_target: tuple | None = None
 
     def is_accepting(self) -> bool:
         """True if the text so far is a sentence of the grammar (EOS would be allowed)."""
@@ -144,30 +138,7 @@ class CfgMatcher(CursorHistory):
         GrammarError
             If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
         """
-        src = self.packed_row()
-        num_words = len(src)
-        target = self._fill_target
-        if (
-            target is not None
-            and target[0]() is bitmask
-            and target[1] == row
-            and target[2] == bitmask.data_ptr()
-            and target[3] == bitmask.shape
-        ):
-            view = target[4]
-            view[:num_words] = src
-            if len(view) > num_words:
-                view[num_words:] = 0
-            return
-        check_bitmask(bitmask, num_words, self.grammar.vocab.vocab_size)
-        target = bitmask_row(bitmask, row)
-        if target.device.type == "cpu" and target.is_contiguous():
-            view = target.numpy()
-            view[:num_words] = src
-            view[num_words:] = 0
-            self._fill_target = (weakref.ref(bitmask), row, bitmask.data_ptr(), bitmask.shape, view)
-            return
-        copy_packed_row(target, src)
+        self._write_row(bitmask, row, self.packed_row())
 
     def __repr__(self) -> str:
         return (

@@ -1,10 +1,12 @@
-"""CursorHistory: the step history every matcher keeps (regex, unbounded-value frames, CFG).
+"""CursorHistory: what every matcher keeps (regex, unbounded-value frames, CFG): the step
+history and the bitmask it fills.
 
 The history holds one state per accepted step (a token, a byte string, or EOS) after the start
 state, so ``num_accepted = len(history) - 1``, ``rollback(n)`` drops the last ``n`` entries,
 ``reset`` keeps the first and ``fork`` copies the list. A matcher with more per-step lists
 (e.g. output offsets) lists them in :meth:`CursorHistory._step_lists`, and they are cut and
-copied alongside.
+copied alongside. ``_write_row`` fills one bitmask row from packed words (a numpy row copy
+into a prepared CPU bitmask, else a torch copy).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from abc import ABC, abstractmethod
 from typing import Any, Self
 
 import numpy as np
+import torch
 
 from formcast.errors import GrammarError
+from formcast.grammar.bitmask import bitmask_row, copy_packed_row, prepared_rows
 
 
 class CursorHistory(ABC):
@@ -24,12 +28,30 @@ class CursorHistory(ABC):
     grammar as the only constructor argument (``fork`` relies on it).
     """
 
-    __slots__ = ("grammar", "_history", "_is_eos_accepted")
+    __slots__ = ("grammar", "_history", "_is_eos_accepted", "_bitmask", "_bitmask_ptr", "_rows")
 
     def __init__(self, grammar: Any, start: Any) -> None:
         self.grammar = grammar
         self._history: list[Any] = [start]
         self._is_eos_accepted = False
+        self._bitmask: torch.Tensor | None = None  # keeps ``_rows``' memory alive
+        self._bitmask_ptr = 0
+        self._rows: np.ndarray | None = None
+
+    def _target_rows(self, bitmask: torch.Tensor, num_words: int) -> np.ndarray | None:
+        """``bitmask``'s ``(B, W)`` numpy rows if a row copy can fill it, else None (checked)."""
+        if bitmask is not self._bitmask or bitmask.data_ptr() != self._bitmask_ptr:
+            self._rows = prepared_rows(bitmask, num_words, self.grammar.vocab_size)
+            self._bitmask = bitmask
+            self._bitmask_ptr = bitmask.data_ptr()
+        return self._rows
+
+    def _write_row(self, bitmask: torch.Tensor, row: int, words: np.ndarray) -> None:
+        rows = self._target_rows(bitmask, len(words))
+        if rows is not None and 0 <= row < rows.shape[0]:
+            rows[row] = words
+        else:
+            copy_packed_row(bitmask_row(bitmask, row), words)
 
     def _step_lists(self) -> tuple[list, ...]:
         """Every list with one entry per step (the history first)."""

@@ -10,15 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from formcast.grammar.bitmask import bitmask_row, check_bitmask, copy_packed_row
+from formcast.grammar.bitmask import bitmask_row, copy_packed_row
 from formcast.grammar.byte_dfa import DEAD
 from formcast.grammar.compiled_grammar import CompiledGrammar
 from formcast.grammar.cursor_history import CursorHistory
-
-# the last bitmask prepared by any matcher: (tensor, data_ptr, num_words, numpy view, rows).
-# A new matcher filling the same bitmask (one per request, the same engine buffer) reuses it
-# instead of re-validating and re-wrapping the tensor on its first mask.
-_last_prepared: tuple | None = None
 
 
 class Matcher(CursorHistory):
@@ -32,10 +27,6 @@ class Matcher(CursorHistory):
     __slots__ = (
         "_eos_ids",
         "_token_bytes",
-        "_bitmask",
-        "_bitmask_ptr",
-        "_bitmask_np",
-        "_bitmask_rows",
         "_index",
         "_row_views",
     )
@@ -44,10 +35,6 @@ class Matcher(CursorHistory):
         super().__init__(grammar, grammar.start_state)
         self._eos_ids = grammar.vocab.eos_token_ids
         self._token_bytes = grammar.vocab.token_bytes
-        self._bitmask: torch.Tensor | None = None
-        self._bitmask_ptr = 0
-        self._bitmask_np: np.ndarray | None = None
-        self._bitmask_rows = 0
         self._index = grammar.index
         self._row_views = grammar.index.row_views
 
@@ -142,10 +129,8 @@ class Matcher(CursorHistory):
         GrammarError
             If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
         """
-        if bitmask is not self._bitmask or bitmask.data_ptr() != self._bitmask_ptr:
-            self._prepare_bitmask(bitmask)
-        target = self._bitmask_np
-        if target is not None and 0 <= row < self._bitmask_rows:
+        target = self._target_rows(bitmask, self._index.table.num_words)
+        if target is not None and 0 <= row < target.shape[0]:
             if self._is_eos_accepted:
                 target[row] = self._index.eos_row
             elif self._row_views is not None:
@@ -154,29 +139,6 @@ class Matcher(CursorHistory):
                 target[row] = self._index.row(self._history[-1])
             return
         copy_packed_row(bitmask_row(bitmask, row), self.packed_row())
-
-    def _prepare_bitmask(self, bitmask: torch.Tensor) -> None:
-        global _last_prepared
-        num_words = self._index.table.num_words
-        shared = _last_prepared
-        ptr = bitmask.data_ptr()
-        if shared is not None and shared[0] is bitmask and shared[1:3] == (ptr, num_words):
-            _, self._bitmask_ptr, _, self._bitmask_np, self._bitmask_rows = shared
-            self._bitmask = bitmask
-            return
-        check_bitmask(bitmask, num_words, self.grammar.vocab_size)
-        is_fast = (
-            bitmask.device.type == "cpu"
-            and bitmask.dim() == 2
-            and bitmask.shape[1] == num_words
-            and bitmask.stride(1) == 1
-        )
-        # the reference keeps the tensor (and so the numpy view's memory) alive
-        self._bitmask = bitmask
-        self._bitmask_ptr = ptr
-        self._bitmask_np = bitmask.numpy() if is_fast else None
-        self._bitmask_rows = bitmask.shape[0] if is_fast else 0
-        _last_prepared = (bitmask, ptr, num_words, self._bitmask_np, self._bitmask_rows)
 
     def __repr__(self) -> str:
         return (
