@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ from formcast.grammar.token_index import vocab_table
 from formcast.grammar.vocabulary import Vocabulary
 
 _MAX_MASKS = 1024  # memoised rows per grammar (~6 kB each at V = 49k)
+_PRECOMPUTE_S = 0.01  # compile-time budget for the rows of lone bottom frames
 
 TOKEN_PLAIN, TOKEN_BRACKET, TOKEN_NEVER = 0, 1, 2
 
@@ -204,6 +206,13 @@ class AnyValueGrammar:
             schema_grammar.num_states, cand.probe_flat, cand.probe_lo, tables, needs
         )
         self.is_plain_state: list[bool] = (~needs).tolist()
+        # a lone bottom frame's row depends on the schema state only: rows that need the
+        # kernel are computed now, within a compile-time budget, so their first use is a lookup
+        deadline = time.perf_counter() + _PRECOMPUTE_S
+        for state in np.flatnonzero(needs)[: _MAX_MASKS // 2].tolist():
+            if time.perf_counter() > deadline:
+                break
+            self.mask(((state,),))
 
     def _container_dfa(self, depth: int):
         grammar = container_grammar(container_regex(self.layout, depth), self.vocab)
