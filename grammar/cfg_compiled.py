@@ -90,9 +90,11 @@ class CompiledCFG:
         prepared: PreparedGrammar | None = None,
         lexer_state: dict | None = None,
         started: float | None = None,
+        precompute_s: float = _COMPILE_TARGET_S,
     ) -> None:
         check_max_depth(max_depth)
         started = time.thread_time() if started is None else started
+        self.precompute_s = precompute_s
         self.kind = kind
         self.source = source
         self.cfg = cfg
@@ -119,7 +121,7 @@ class CompiledCFG:
         self.runtime.mask(self.initial_heads)  # the first mask is always needed
         if lexer_state is None:  # (a cached lexer has its walks already)
             with self.runtime.lock:
-                self.lexer.precompute(_COMPILE_TARGET_S - (time.thread_time() - started))
+                self.lexer.precompute(self.precompute_s - (time.thread_time() - started))
 
     @property
     def vocab_size(self) -> int:
@@ -167,6 +169,7 @@ class CompiledCFG:
             "vocab": self.vocab,
             "lenient": self.lenient,
             "max_depth": self.max_depth,
+            "precompute_s": self.precompute_s,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -201,18 +204,28 @@ def compile_cfg(
     lenient: bool = False,
     max_depth: int | None = None,
     cache: bool = True,
+    precompute_s: float = _COMPILE_TARGET_S,
 ) -> CompiledCFG:
     """Build (or fetch from the memory / disk cache) the :class:`CompiledCFG` of ``make_cfg()``.
 
     The key covers ``kind``, ``source``, ``options``, ``lenient``, ``max_depth`` and the
-    vocabulary hash. ``cache=False`` neither reads nor writes either cache.
+    vocabulary hash. ``cache=False`` neither reads nor writes either cache. ``precompute_s``:
+    lexer walks are computed ahead of use until the compile has taken this long (thread CPU
+    seconds); the rest on first use.
     """
     check_max_depth(max_depth)
     started = time.thread_time()
     if not cache:
         cfg = make_cfg()
         return CompiledCFG(
-            kind, source, cfg, vocab, lenient=lenient, max_depth=max_depth, started=started
+            kind,
+            source,
+            cfg,
+            vocab,
+            lenient=lenient,
+            max_depth=max_depth,
+            started=started,
+            precompute_s=precompute_s,
         )
     key = cache_key(
         "cfg-" + kind, source, {**options, "lenient": lenient, "max_depth": max_depth}, vocab
@@ -226,7 +239,14 @@ def compile_cfg(
     if compiled is None:
         cfg = make_cfg()
         compiled = CompiledCFG(
-            kind, source, cfg, vocab, lenient=lenient, max_depth=max_depth, started=started
+            kind,
+            source,
+            cfg,
+            vocab,
+            lenient=lenient,
+            max_depth=max_depth,
+            started=started,
+            precompute_s=precompute_s,
         )
         store_payload(key, compiled.cache_payload())
     with _CACHE_LOCK:
