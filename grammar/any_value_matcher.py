@@ -150,6 +150,13 @@ class AnyValueMatcher(CursorHistory):
         GrammarError
             If the bitmask has the wrong dtype, is too narrow, or ``row`` is out of range.
         """
+        configs = self._history[-1]
+        stack = configs[0]
+        if len(configs) == 1 and len(stack) == 1 and not self._is_eos_accepted:
+            views = self.grammar.plain_row_views  # the common case: one plain schema state
+            if views is not None and self.grammar.is_plain_state[stack[0]]:
+                self._write_row(bitmask, row, views[stack[0]])
+                return
         self._write_row(bitmask, row, self.packed_row())
 
     def __repr__(self) -> str:
