@@ -35,13 +35,13 @@ from formcast.grammar.regex_ast import (
     to_python_regex,
 )
 from formcast.grammar.regex_parser import parse_regex
-from formcast.grammar.token_index import TokenIndex, estimate_index_pairs, vocab_table
+from formcast.grammar.token_index import TokenIndex
 from formcast.grammar.vocabulary import Vocabulary
 
-DEFAULT_EAGER_MAX_STATES = 8192  # packed rows: 8192 x ceil(V/32) x 4 bytes (50 MB at V=49k)
-# first-byte (state, token) pairs: the trie walk finishes looping subtrees as row ranges, so
-# eager indexing costs ~0.1 ms per state on JSON-schema DFAs (~1 s at this bound on one core)
-EAGER_MAX_PAIRS = 64_000_000
+DEFAULT_EAGER_MAX_STATES = 8192  # (distinct rows are stored once: JSON-schema DFAs have few)
+# CPU seconds of eager indexing before a DFA's index turns lazy (rows built so far are kept);
+# the numba trie walk indexes JSON-schema DFA states at ~20 us each (7k states in 0.14 s)
+EAGER_MAX_S = 1.0
 
 
 # regex_to_dfa results by (pattern, dialect, max_states): DFAs are immutable, and grammars built
@@ -187,20 +187,16 @@ def compile_dfa(
 ) -> CompiledGrammar:
     """Index ``dfa`` over ``vocab``.
 
-    Eager (every state now) if the DFA has at most ``eager_max_states`` states and the walk
-    touches at most ``EAGER_MAX_PAIRS`` (state, token) pairs; otherwise lazy (the start state
-    now, every other state on first use, memoised).
+    Eager (every state now) if the DFA has at most ``eager_max_states`` states and indexing
+    them takes at most ``EAGER_MAX_S`` seconds; otherwise lazy (every state not indexed yet
+    on first use, memoised; the start state now).
     """
-    is_eager = (
-        dfa.num_states <= eager_max_states
-        and estimate_index_pairs(dfa, vocab_table(vocab)) <= EAGER_MAX_PAIRS
-    )
+    is_eager = dfa.num_states <= eager_max_states
     index = TokenIndex(dfa, vocab, is_eager=is_eager)
     with gc_paused():
         if is_eager:
-            index.build_eager(CompileBudget(timeout_s=timeout_s))
-        else:
-            index.row(dfa.start_state)  # the first mask is always needed
+            index.build_eager(CompileBudget(timeout_s=timeout_s), max_s=EAGER_MAX_S)
+        index.row(dfa.start_state)  # the first mask is always needed
     return CompiledGrammar(kind, source, dfa, vocab, index)
 
 

@@ -62,9 +62,14 @@ from formcast.grammar.schema_compiler import SchemaCompiler
 from formcast.grammar.schema_layout import make_layout
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
-# "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench,
-# regexes of this size determinise and index in a few seconds on one core
-REGEX_ROUTE_CHARS = 150_000
+# "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench
+# (Kubernetes), regexes of 200k-620k characters determinise and index in 0.7-2 s on one core,
+# and their masks cost a table lookup (the structural route's first visits cost ~0.1-1 ms)
+REGEX_ROUTE_CHARS = 1_000_000
+# the auto route gives up on the regex once its sub-results total this many times
+# REGEX_ROUTE_CHARS (Kubernetes schemas that fit build <= 2.3M characters of sub-results; the
+# ones that do not build 12M+ characters over ~10 s before passing REGEX_ROUTE_CHARS)
+REGEX_ROUTE_BUILT_FACTOR = 3
 REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural path too
 DEFAULT_TIMEOUT_S = 20.0
 _COUNT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
@@ -173,10 +178,12 @@ def marked_schema_regex(
     lenient: bool = False,
     max_any_depth: int | None = None,
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
+    max_built_chars: int | None = None,
 ) -> str:
     """:func:`json_schema_to_regex`, except that with ``max_any_depth=None`` containers in
     unconstrained values are the marker of ``schema_compiler.any_marker`` (for
-    ``any_value_grammar``), not JSON text."""
+    ``any_value_grammar``), not JSON text. ``max_built_chars`` bounds the text of all
+    sub-results together (``CompileBudgetError`` past it; the auto route's early exit)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
@@ -184,6 +191,7 @@ def marked_schema_regex(
         lenient=lenient,
         max_any_depth=max_any_depth,
         max_regex_chars=max_regex_chars,
+        max_built_chars=max_built_chars,
     )
     try:
         rx = compiler.compile(compiler.root, "")
@@ -362,6 +370,7 @@ def _compile_json_schema(
             lenient=lenient,
             max_any_depth=max_any_depth,
             max_regex_chars=regex_route_chars if route == "auto" else DEFAULT_MAX_REGEX_CHARS,
+            max_built_chars=REGEX_ROUTE_BUILT_FACTOR * regex_route_chars if route == "auto" else None,
             **layout_options,
         )
     except CompileBudgetError:

@@ -70,6 +70,7 @@ class SchemaCompiler:
         lenient: bool = False,
         max_any_depth: int | None = None,
         max_regex_chars: int = 4_000_000,
+        max_built_chars: int | None = None,
     ) -> None:
         self.root = root
         self.draft = detect_draft(root)
@@ -79,6 +80,11 @@ class SchemaCompiler:
         self.lenient = lenient
         self.max_any_depth = max_any_depth
         self.max_regex_chars = max_regex_chars
+        # regex text of all sub-results together (a sub-schema referenced from many places is
+        # compiled at each): a bound stops schemas whose text only grows past max_regex_chars
+        # after seconds of building
+        self.max_built_chars = max_built_chars
+        self.num_built_chars = 0
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
         self._pattern_cache: dict[str, str] = {}
@@ -223,13 +229,22 @@ class SchemaCompiler:
     def compile(self, schema: Any, pointer: str = "") -> str | None:
         """Regex text for ``schema`` at ``pointer``, or ``None`` (empty language).
 
-        Raises ``CompileBudgetError`` as soon as a sub-result exceeds ``max_regex_chars``.
+        Raises ``CompileBudgetError`` as soon as a sub-result exceeds ``max_regex_chars``, or
+        all sub-results together exceed ``max_built_chars``.
         """
         rx = self._compile(schema, pointer)
-        if rx is not None and len(rx) > self.max_regex_chars:
+        if rx is None:
+            return rx
+        if len(rx) > self.max_regex_chars:
             raise CompileBudgetError(
                 f"regex for the subschema at '{pointer or '#'}' has {len(rx)} characters "
                 f"(budget {self.max_regex_chars}); very large schemas need the structural path"
+            )
+        self.num_built_chars += len(rx)
+        if self.max_built_chars is not None and self.num_built_chars > self.max_built_chars:
+            raise CompileBudgetError(
+                f"building the regex passed {self.max_built_chars} characters of sub-results "
+                f"(at '{pointer or '#'}'); very large schemas need the structural path"
             )
         return rx
 

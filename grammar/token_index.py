@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -267,13 +268,6 @@ def vocab_table(vocab: Vocabulary) -> VocabTable:
         return table
 
 
-def estimate_index_pairs(dfa: ByteDFA, table: VocabTable) -> int:
-    """(state, token) pairs the first walk step of an eager index build would touch."""
-    counts = np.diff(table.first_byte_bounds)  # (256,) tokens per first byte
-    per_class = np.bincount(dfa.byte_to_class, weights=counts, minlength=dfa.num_classes)  # (K,)
-    return int(((dfa.transitions >= 0) @ per_class).sum())  # (N, K) @ (K,)
-
-
 class GrammarTokens:
     """The DFA table extended with an end-of-token column, for one-gather-per-step walks.
 
@@ -412,8 +406,9 @@ class TokenIndex:
         self.vocab = vocab
         self.table = vocab_table(vocab)
         self.is_eager = is_eager
-        num_states, num_words = dfa.num_states, self.table.num_words
-        self.packed = np.zeros((num_states, num_words), dtype=np.int32) if is_eager else None
+        # eager: the distinct rows (U, num_words) int32 and each state's one among them (N,)
+        self.packed: np.ndarray | None = None
+        self.state_rows: np.ndarray | None = None
         self.lazy_rows: dict[int, np.ndarray] = {}
         self.sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.eos_row = self._eos_only_row()
@@ -424,24 +419,57 @@ class TokenIndex:
 
     def _init_row_views(self) -> None:
         # eager: one (num_words,) view per state, so a mask fill is a list lookup + memcpy
-        self.row_views: list[np.ndarray] | None = None if self.packed is None else list(self.packed)
+        self.row_views: list[np.ndarray] | None = None
+        if self.packed is not None:
+            unique = list(self.packed)
+            self.row_views = [unique[k] for k in self.state_rows.tolist()]
 
-    def build_eager(self, budget: CompileBudget) -> None:
-        """Index every state now (in chunks of states), checking the time budget."""
+    def build_eager(self, budget: CompileBudget, max_s: float | None = None) -> bool:
+        """Index every state now, in chunks of states, keeping each distinct row once.
+
+        JSON-schema DFAs have thousands of states but a few hundred distinct rows (every
+        state inside a key literal allows the same few tokens as its twins), so the store is
+        ``U x num_words`` words, not ``N x num_words``. Checks ``budget`` after every chunk.
+        With ``max_s``: past that much thread CPU time the index turns lazy (returns False)
+        and keeps the rows built so far, so a DFA whose walks are slow costs at most
+        ``max_s`` of compile time and its other states are indexed on first use.
+        """
         if self._trie_tokens is None:
             self._trie_tokens = TrieTokens(self.dfa, self.table)
-        packed = self.packed.view(np.uint32)  # zeros: the kernel ORs bits in place
-        for lo in range(0, self.dfa.num_states, _EAGER_CHUNK):
-            hi = min(lo + _EAGER_CHUNK, self.dfa.num_states)
-            index_packed_rows(
-                self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out=packed[lo:hi]
-            )
+        start = time.thread_time()
+        num_states, num_words = self.dfa.num_states, self.table.num_words
+        row_of: dict[bytes, int] = {}
+        unique: list[np.ndarray] = []
+        state_rows = np.empty(num_states, dtype=np.int32)
+        chunk = np.empty((_EAGER_CHUNK, num_words), dtype=np.uint32)
+        for lo in range(0, num_states, _EAGER_CHUNK):
+            hi = min(lo + _EAGER_CHUNK, num_states)
+            out = chunk[: hi - lo]
+            out.fill(0)  # the kernel ORs bits in place
+            index_packed_rows(self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out)
+            for k in range(hi - lo):
+                key = out[k].tobytes()
+                found = row_of.get(key)
+                if found is None:
+                    found = row_of[key] = len(unique)
+                    unique.append(out[k].view(np.int32).copy())
+                state_rows[lo + k] = found
             budget.check_time("indexing the vocabulary", None)
+            if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
+                self.is_eager = False
+                for state in range(hi):
+                    self.lazy_rows[state] = unique[state_rows[state]]
+                return False
+        self.packed = np.stack(unique)
+        self.packed.setflags(write=False)  # rows are shared by states
+        self.state_rows = state_rows
+        self._init_row_views()
+        return True
 
     def row(self, state: int) -> np.ndarray:
         """The packed ``(num_words,)`` int32 mask of ``state`` (computed on first use)."""
-        if self.packed is not None:
-            return self.packed[state]
+        if self.row_views is not None:
+            return self.row_views[state]
         found = self.lazy_rows.get(state)
         if found is None:
             with self._lock:
@@ -477,13 +505,14 @@ class TokenIndex:
 
     @property
     def num_indexed_states(self) -> int:
-        return self.dfa.num_states if self.packed is not None else len(self.lazy_rows)
+        return self.dfa.num_states if self.row_views is not None else len(self.lazy_rows)
 
     def export_state(self) -> dict:
         """Everything computed so far, without the vocabulary (for the disk cache)."""
         return {
             "is_eager": self.is_eager,
             "packed": self.packed,
+            "state_rows": self.state_rows,
             "lazy_rows": dict(self.lazy_rows),
             "sparse": dict(self.sparse),
         }
@@ -494,6 +523,7 @@ class TokenIndex:
         index = cls(dfa, vocab, is_eager=False)
         index.is_eager = state["is_eager"]
         index.packed = state["packed"]
+        index.state_rows = state["state_rows"]
         index.lazy_rows = state["lazy_rows"]
         index.sparse = state["sparse"]
         index._init_row_views()

@@ -206,3 +206,51 @@ def test_lazy_index_equals_eager_on_a_schema(smollm2_vocab):
     assert eager.index.is_eager and not lazy.index.is_eager
     for state in range(dfa.num_states):
         assert np.array_equal(eager.index.row(state), lazy.index.row(state))
+
+
+def _schema_dfa():
+    from formcast.grammar.compile import regex_to_dfa
+    from formcast.grammar.json_schema import json_schema_to_regex
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "replicas": {"type": "integer", "minimum": 0},
+            **{f"terminationGracePeriod{i}": {"type": "boolean"} for i in range(12)},
+        },
+    }
+    return regex_to_dfa(json_schema_to_regex(schema, strict=True))
+
+
+def test_eager_index_stores_each_distinct_row_once(smollm2_vocab):
+    from formcast.grammar.compile import compile_dfa
+
+    dfa = _schema_dfa()
+    eager = compile_dfa(dfa, smollm2_vocab)
+    lazy = compile_dfa(dfa, smollm2_vocab, eager_max_states=0)
+    index = eager.index
+    assert index.is_eager and index.packed.shape[0] < dfa.num_states  # key letters share rows
+    assert not index.packed.flags.writeable  # shared by several states
+    distinct = {lazy.index.row(s).tobytes() for s in range(dfa.num_states)}
+    assert index.packed.shape[0] == len(distinct)
+    for state in range(dfa.num_states):
+        assert np.array_equal(index.row(state), lazy.index.row(state))
+        assert index.row_views[state] is index.row(state)
+
+
+def test_eager_index_over_its_time_cap_turns_lazy_and_keeps_its_rows(smollm2_vocab):
+    from formcast.grammar.compile_budget import CompileBudget
+    from formcast.grammar.token_index import _EAGER_CHUNK, TokenIndex
+
+    dfa = _schema_dfa()
+    assert dfa.num_states > _EAGER_CHUNK  # more than one chunk, so the cap can cut in
+    reference = TokenIndex(dfa, smollm2_vocab, is_eager=True)
+    assert reference.build_eager(CompileBudget(timeout_s=60))
+    capped = TokenIndex(dfa, smollm2_vocab, is_eager=True)
+    assert not capped.build_eager(CompileBudget(timeout_s=60), max_s=0.0)
+    assert not capped.is_eager and capped.row_views is None
+    assert len(capped.lazy_rows) == _EAGER_CHUNK  # the first chunk, kept
+    for state in range(dfa.num_states):  # the rest on first use, equal to the eager rows
+        assert np.array_equal(capped.row(state), reference.row(state))
