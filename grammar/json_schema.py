@@ -363,14 +363,15 @@ def _compile_json_schema(
 
     if route == "cfg" or max_depth is not None:
         return structural()
+    is_auto = route == "auto"
     try:
         rx = marked_schema_regex(
             root,
             strict=strict,
             lenient=lenient,
             max_any_depth=max_any_depth,
-            max_regex_chars=regex_route_chars if route == "auto" else DEFAULT_MAX_REGEX_CHARS,
-            max_built_chars=REGEX_ROUTE_BUILT_FACTOR * regex_route_chars if route == "auto" else None,
+            max_regex_chars=regex_route_chars if is_auto else DEFAULT_MAX_REGEX_CHARS,
+            max_built_chars=REGEX_ROUTE_BUILT_FACTOR * regex_route_chars if is_auto else None,
             **layout_options,
         )
     except CompileBudgetError:
