@@ -344,7 +344,9 @@ def main() -> None:
     ap.add_argument("--engines", default="formcast,xgrammar,llguidance,outlines-core")
     ap.add_argument("--splits", default=",".join(SPLITS))
     ap.add_argument("--out", default=None, help="write the markdown table here")
-    ap.add_argument("--no-leaf-memo", action="store_true", help="no DFA reuse across schemas")
+    ap.add_argument(
+        "--no-leaf-memo", action="store_true", help="no DFA or lexer-walk reuse across schemas"
+    )
     args = ap.parse_args()
     Formcast.clear_memo = args.no_leaf_memo
     out = run(args.per_split, args.engines.split(","), args.splits.split(","))

@@ -96,7 +96,9 @@ def bitmask_row(bitmask: torch.Tensor, row: int) -> torch.Tensor:
 def copy_packed_row(target: torch.Tensor, words: np.ndarray) -> None:
     """Write packed words into a 1-D bitmask row (any device), zeroing the columns beyond."""
     num_words = len(words)
-    target[:num_words].copy_(torch.from_numpy(np.ascontiguousarray(words)), non_blocking=True)
+    if not (words.flags.writeable and words.flags.c_contiguous):
+        words = np.array(words)  # memoised rows are read-only; torch.from_numpy wants writable
+    target[:num_words].copy_(torch.from_numpy(words), non_blocking=True)
     if target.shape[0] > num_words:
         target[num_words:].zero_()
 

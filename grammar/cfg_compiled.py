@@ -215,18 +215,21 @@ def compile_cfg(
     """
     check_max_depth(max_depth)
     started = time.thread_time()
-    if not cache:
-        cfg = make_cfg()
+
+    def build() -> CompiledCFG:
         return CompiledCFG(
             kind,
             source,
-            cfg,
+            make_cfg(),
             vocab,
             lenient=lenient,
             max_depth=max_depth,
             started=started,
             precompute_s=precompute_s,
         )
+
+    if not cache:
+        return build()
     key = cache_key(
         "cfg-" + kind, source, {**options, "lenient": lenient, "max_depth": max_depth}, vocab
     )
@@ -237,17 +240,7 @@ def compile_cfg(
             return found
     compiled = _from_disk(key, vocab)
     if compiled is None:
-        cfg = make_cfg()
-        compiled = CompiledCFG(
-            kind,
-            source,
-            cfg,
-            vocab,
-            lenient=lenient,
-            max_depth=max_depth,
-            started=started,
-            precompute_s=precompute_s,
-        )
+        compiled = build()
         store_payload(key, compiled.cache_payload())
     with _CACHE_LOCK:
         _CACHE[key] = compiled

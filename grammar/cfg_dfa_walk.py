@@ -24,9 +24,21 @@ terminal DFA directly.
 
 All walks are exact: they produce the same within tokens and the same split records as the
 generic lexer walk, minus records whose suffix no parse context can read.
+
+*Shared walks*: a walk depends on the terminal's DFA, the state, the vocabulary and the follow
+bytes, never on the grammar around the terminal. Terminal DFAs come from the
+:func:`~formcast.grammar.compile.regex_to_dfa` memo, so grammars with the same terminal (a
+JSON string chunk ``C{64}``, a number, a key) hold the same DFA object; their walks are kept in
+one process-wide LRU (:class:`SharedWalks`, bounded by the bytes of the stored arrays), so a
+new grammar's first visits inside such terminals are lookups. Record walks are keyed by a
+128-bit BLAKE2 digest of the records (:attr:`~formcast.grammar.cfg_lexer.SplitGroup.
+records_key`).
 """
 
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -75,28 +87,83 @@ def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
     return out
 
 
+_SHARED_MAX_BYTES = 256 * 2**20
+
+
+class SharedWalks:
+    """Process-wide LRU of walk results of terminal DFAs (see module docstring).
+
+    Keys hold the DFA and vocabulary table objects themselves (both compare by identity), so an
+    entry can never be confused with one of another automaton or vocabulary.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.num_bytes = 0
+        self._items: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, value: tuple) -> tuple:
+        """Store ``value`` (a tuple of numpy arrays, made read-only) and return it."""
+        size = 0
+        for array in value:
+            array.setflags(write=False)
+            size += array.nbytes
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = value
+                self.num_bytes += size
+            while self.num_bytes > self.max_bytes and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self.num_bytes -= sum(array.nbytes for array in dropped)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.num_bytes = 0
+
+
+SHARED_WALKS = SharedWalks(_SHARED_MAX_BYTES)
+
+
 class DfaWalker:
     """Walks of single-terminal parts over one vocabulary (see module docstring).
 
     Every walk returns ``(within_row, split_rows, split_steps)``: the packed mask of the tokens
     that stay inside the lexeme, and the records ``(row, offset)`` of the other tokens that
     complete the terminal strictly inside their bytes at ``offset`` with a byte after it that
-    a following lexeme may start with.
+    a following lexeme may start with. Results are shared across grammars (:data:`SHARED_WALKS`).
     """
 
     def __init__(self, grammar: PreparedGrammar, table: VocabTable) -> None:
         self.table = table
         self.dfas = grammar.terminal_dfas
         self.follow = follow_first_bytes(grammar)
-        self._full: dict[int, np.ndarray] = {}  # terminal -> (S, 256) int32 successors
-        self._coverage: dict[int, tuple] = {}  # terminal -> its chain coverage
+        self._follow_keys = [follow.tobytes() for follow in self.follow]
 
     def _table(self, t: int) -> np.ndarray:
-        found = self._full.get(t)
+        """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
+        dfa = self.dfas[t]
+        found = SHARED_WALKS.get(("table", dfa))
         if found is None:
-            dfa = self.dfas[t]
-            full = dfa.transitions[:, dfa.byte_to_class].astype(np.int32, copy=False)
-            found = self._full[t] = np.ascontiguousarray(full)
+            full = dfa.transitions[:, dfa.byte_to_class].astype(np.int32)
+            found = SHARED_WALKS.put(("table", dfa), (np.ascontiguousarray(full),))
+        return found[0]
+
+    def _coverage(self, t: int) -> tuple:
+        dfa = self.dfas[t]
+        key = ("coverage", dfa, self.table)
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            found = SHARED_WALKS.put(key, tuple(chain_coverage(dfa, self.table)))
         return found
 
     def first_bytes(self, t: int, state: int) -> np.ndarray:
@@ -105,21 +172,35 @@ class DfaWalker:
 
     def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
         """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
-        coverage = self._coverage.get(t)
-        if coverage is None:
-            coverage = self._coverage[t] = chain_coverage(self.dfas[t], self.table)
-        within_row, rows, steps, _ = walk_trie(
-            self._table(t), state, self.dfas[t].is_accepting, self.follow[t], coverage, self.table
-        )
-        return within_row, rows, steps
+        dfa = self.dfas[t]
+        key = ("vocabulary", dfa, self.table, self._follow_keys[t], state)
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            within_row, rows, steps, _ = walk_trie(
+                self._table(t), state, dfa.is_accepting, self.follow[t], self._coverage(t),
+                self.table,
+            )  # fmt: skip
+            found = SHARED_WALKS.put(key, (within_row, rows, steps))
+        return found
 
     def walk_records(
-        self, t: int, state: int, rows: np.ndarray, first_byte_bounds: np.ndarray, steps
+        self,
+        t: int,
+        state: int,
+        rows: np.ndarray,
+        first_byte_bounds: np.ndarray,
+        steps: np.ndarray,
+        records_key: bytes,
     ) -> tuple[np.ndarray, ...]:
         """Read records ``(rows[k], steps[k])`` (sorted by first byte, ``first_byte_bounds``)
-        from ``state`` of terminal ``t``."""
-        within_row, rows, steps, _ = walk_suffixes(
-            self._table(t), state, rows, steps, first_byte_bounds,
-            self.dfas[t].is_accepting, self.follow[t], self.table,
-        )  # fmt: skip
-        return within_row, rows, steps
+        from ``state`` of terminal ``t``; ``records_key`` is a digest of the records."""
+        dfa = self.dfas[t]
+        key = ("records", dfa, self.table, self._follow_keys[t], state, records_key)
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            within_row, rows, steps, _ = walk_suffixes(
+                self._table(t), state, rows, steps, first_byte_bounds,
+                dfa.is_accepting, self.follow[t], self.table,
+            )  # fmt: skip
+            found = SHARED_WALKS.put(key, (within_row, rows, steps))
+        return found

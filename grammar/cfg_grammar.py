@@ -17,6 +17,7 @@ Symbol encoding in rules: terminal ``t`` is ``t >= 0``; nonterminal ``n`` is ``~
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,10 +92,24 @@ class PreparedGrammar:
         return len(self.terminal_dfas)
 
 
+# nullable terminal DFA -> its non-empty version, one object per DFA (so grammars sharing a
+# memoised terminal DFA share this one too, and with it the lexer walks of cfg_dfa_walk)
+_NON_EMPTY: weakref.WeakKeyDictionary[ByteDFA, ByteDFA] = weakref.WeakKeyDictionary()
+
+
 def _without_empty(dfa: ByteDFA) -> ByteDFA | None:
     """The DFA of ``L(dfa) - {""}`` (``None`` if that is empty)."""
     if not dfa.is_accepting[dfa.start_state]:
         return dfa
+    found = _NON_EMPTY.get(dfa)
+    if found is None:
+        found = _strip_empty(dfa)
+        if found is not None:
+            _NON_EMPTY[dfa] = found
+    return found
+
+
+def _strip_empty(dfa: ByteDFA) -> ByteDFA | None:
     table = dfa.transitions
     # new state 0: a non-accepting copy of the old start; old state s becomes s + 1
     shifted = np.where(table >= 0, table + 1, -1).astype(np.int32)

@@ -31,6 +31,7 @@ turns that off (tests compare both).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -368,7 +369,12 @@ class CfgLexer:
         return self._splits_any, _EVERY_BYTE
 
     def walk_records(
-        self, sid: int, rows: np.ndarray, first_byte_bounds: np.ndarray, steps: np.ndarray
+        self,
+        sid: int,
+        rows: np.ndarray,
+        first_byte_bounds: np.ndarray,
+        steps: np.ndarray,
+        records_key: bytes,
     ) -> TokenWalk:
         """Read token suffixes from lexer state ``sid``.
 
@@ -379,11 +385,15 @@ class CfgLexer:
         records of the other tokens that complete a terminal (or an ignored lexeme) strictly
         inside their bytes, grouped by :meth:`split_key` (``splits``; offsets are where the
         next lexeme starts). ``sid`` must be a part (no expected terminals, see :meth:`parts`).
+        ``records_key``: a digest of the records (:attr:`SplitGroup.records_key`), the key of
+        walks shared across grammars.
         """
         assert not self.expected_of[sid], "walks start from parts"
         pair = self._single_pair(sid)
         if pair is not None:
-            found = self._dfa_walker.walk_records(*pair, rows, first_byte_bounds, steps)
+            found = self._dfa_walker.walk_records(
+                *pair, rows, first_byte_bounds, steps, records_key
+            )
             return self._dfa_walk(pair[0], *found)
         table = self._materialise_from(sid)
         args = (rows, steps, first_byte_bounds, *self._flags())
@@ -445,6 +455,17 @@ class SplitGroup:
         self.first_bytes: int = first_bytes
         # per part (int) and per tuple of parts (their union)
         self._walks: dict[int | tuple[int, ...], TokenWalk] = {}
+        self._records_key: bytes | None = None
+
+    @property
+    def records_key(self) -> bytes:
+        """128-bit BLAKE2 digest of the records (rows and offsets), computed on first use: the
+        key of their walks in :data:`~formcast.grammar.cfg_dfa_walk.SHARED_WALKS`."""
+        if self._records_key is None:
+            digest = hashlib.blake2b(self.rows.tobytes(), digest_size=16)
+            digest.update(self.steps.tobytes())
+            self._records_key = digest.digest()
+        return self._records_key
 
     def is_covered(self, row: np.ndarray) -> bool:
         """True if every token of the group is set in packed ``row`` (``(num_words,)``)."""
@@ -467,7 +488,9 @@ class SplitGroup:
                     continue
                 walk = self._walks.get(part)
                 if walk is None:
-                    walk = lexer.walk_records(part, self.rows, self.first_byte_bounds, self.steps)
+                    walk = lexer.walk_records(
+                        part, self.rows, self.first_byte_bounds, self.steps, self.records_key
+                    )
                     self._walks[part] = walk
                 walks.append(walk)
             if len(walks) == 1:

@@ -111,11 +111,15 @@ def warm_kernels(vocab: Vocabulary) -> None:
 
 
 def clear_dfa_memo() -> None:
-    """Forget every memoised :func:`regex_to_dfa` result."""
+    """Forget every memoised :func:`regex_to_dfa` result, and the lexer walks shared by
+    grammars through those DFAs (:data:`~formcast.grammar.cfg_dfa_walk.SHARED_WALKS`)."""
+    from formcast.grammar.cfg_dfa_walk import SHARED_WALKS  # lazy: it imports this module
+
     global _memo_cells
     with _DFA_MEMO_LOCK:
         _DFA_MEMO.clear()
         _memo_cells = 0
+    SHARED_WALKS.clear()
 
 
 def regex_to_dfa(

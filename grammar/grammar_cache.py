@@ -28,7 +28,7 @@ from formcast.grammar.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-_FORMAT_VERSION = 2  # 2: TokenIndex keeps distinct rows (state_rows)
+_FORMAT_VERSION = 3  # 2: TokenIndex keeps distinct rows; 3: SplitGroup.records_key
 _MAX_IN_MEMORY = 128
 
 

@@ -91,7 +91,7 @@ def _compare_parts(prepared, table, parts, monkeypatch) -> int:
             for u in range(prepared.num_terminals):
                 monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
                 old_part = generic._intern(frozenset(), {(u, 0)}, False)
-                args = (group.rows, group.first_byte_bounds, group.steps)
+                args = (group.rows, group.first_byte_bounds, group.steps, group.records_key)
                 old = _records(generic.walk_records(old_part, *args))
                 monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
                 new = _records(fast.walk_records(fast._intern(frozenset(), {(u, 0)}, False), *args))
@@ -150,3 +150,36 @@ def test_structural_schema_masks_equal_brute_force(smollm2_vocab):
         heads = runtime.advance(forward.initial_heads, prefix)
         assert mask_a == brute_force_mask(runtime, heads, smollm2_vocab), prefix
         assert mask_b == mask_a, prefix
+
+
+def test_grammars_sharing_a_terminal_share_its_walks_exactly(smollm2_vocab):
+    from formcast.grammar.cfg_dfa_walk import SHARED_WALKS
+    from formcast.grammar.compile import clear_dfa_memo
+
+    clear_dfa_memo()  # no walks of earlier tests: the first grammar computes every one
+    assert SHARED_WALKS.num_bytes == 0
+    note = {"type": "string", "maxLength": 200}  # chunked: the chunk DFAs are shared terminals
+    first = compile_json_schema_cfg(
+        {"type": "object", "properties": {"note": note}}, smollm2_vocab, cache=False
+    )
+    second = compile_json_schema_cfg(
+        {"type": "object", "properties": {"size": {"type": "integer"}, "memo": note}},
+        smollm2_vocab,
+        cache=False,
+    )
+    words = b"shared walks " * 6 + b"\xc3\xa9\\n"
+    for grammar, key in ((first, b'{"note":"'), (second, b'{"size":3,"memo":"')):
+        for k in (0, 5, 13, 40, len(words)):
+            _mask_ids(grammar, key + words[:k])
+        if grammar is first:
+            num_bytes = SHARED_WALKS.num_bytes
+            assert num_bytes > 0
+    # the second grammar's walks inside the string were lookups: little was added
+    assert SHARED_WALKS.num_bytes - num_bytes < num_bytes / 4
+    runtime = second.runtime
+    for k in (0, 5, 13, 40, len(words)):
+        prefix = b'{"size":3,"memo":"' + words[:k]
+        heads = runtime.advance(second.initial_heads, prefix)
+        assert _mask_ids(second, prefix) == brute_force_mask(runtime, heads, smollm2_vocab)
+    clear_dfa_memo()
+    assert SHARED_WALKS.num_bytes == 0
