@@ -45,7 +45,13 @@ import numpy as np
 from formcast.grammar.byte_dfa import ByteDFA
 from formcast.grammar.cfg_first_follow import bit_set, first_follow
 from formcast.grammar.cfg_grammar import PreparedGrammar
-from formcast.grammar.cfg_walk_kernels import chain_coverage, walk_suffixes, walk_trie
+from formcast.grammar.cfg_walk_kernels import (
+    chain_coverage,
+    walk_suffixes,
+    walk_suffixes_set,
+    walk_trie,
+    walk_trie_set,
+)
 from formcast.grammar.token_index import VocabTable
 
 
@@ -88,6 +94,7 @@ def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
 
 
 _SHARED_MAX_BYTES = 256 * 2**20
+SET_MAX_STATES = 256  # terminals whose DFA has at most this many states can be walked in sets
 
 
 class SharedWalks:
@@ -148,6 +155,58 @@ class DfaWalker:
         self.dfas = grammar.terminal_dfas
         self.follow = follow_first_bytes(grammar)
         self._follow_keys = [follow.tobytes() for follow in self.follow]
+        self._stacked: tuple[np.ndarray, ...] | None = None
+
+    def is_small(self, t: int) -> bool:
+        """True if terminal ``t``'s DFA is small enough to be walked in sets."""
+        return self.dfas[t].num_states <= SET_MAX_STATES
+
+    def _stack(self) -> tuple[np.ndarray, ...]:
+        """The small terminal DFAs side by side, built on first use: ``(table, term_of,
+        is_accepting, follow, offsets)``, ``table`` ``(S, 256)`` int32 over global states
+        (terminal ``t``'s state ``q`` is ``offsets[t] + q``), ``follow`` ``(T, 257)``."""
+        if self._stacked is None:
+            offsets = np.full(len(self.dfas), -1, dtype=np.int64)
+            total = 0
+            for t, dfa in enumerate(self.dfas):
+                if self.is_small(t):
+                    offsets[t] = total
+                    total += dfa.num_states
+            table = np.empty((total, 256), dtype=np.int32)
+            term_of = np.empty(total, dtype=np.int64)
+            is_accepting = np.empty(total, dtype=bool)
+            for t in np.flatnonzero(offsets >= 0).tolist():
+                lo, dfa = int(offsets[t]), self.dfas[t]
+                hi = lo + dfa.num_states
+                full = self._table(t)
+                table[lo:hi] = np.where(full >= 0, full + lo, -1)
+                term_of[lo:hi] = t
+                is_accepting[lo:hi] = dfa.is_accepting
+            follow = np.ascontiguousarray(np.stack(self.follow))
+            self._stacked = (table, term_of, is_accepting, follow, offsets)
+        return self._stacked
+
+    def _set_args(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        table, term_of, is_accepting, follow, offsets = self._stack()
+        starts = np.array([offsets[t] + q for t, q in pairs], dtype=np.int64)
+        return table, term_of, is_accepting, follow, starts
+
+    def set_walk(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        """Every token from the set of ``(terminal, state)`` pairs (small terminals) at once:
+        one trie walk with the set of live states per node. Returns ``(within_row, split_rows,
+        split_steps, split_terminals)``: what the pairs' own walks give together (records of
+        tokens within some pair dropped)."""
+        return walk_trie_set(*self._set_args(pairs), self.table)
+
+    def set_walk_records(
+        self,
+        pairs: list[tuple[int, int]],
+        rows: np.ndarray,
+        first_byte_bounds: np.ndarray,
+        steps: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
+        """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
+        return walk_suffixes_set(*self._set_args(pairs), rows, steps, first_byte_bounds, self.table)
 
     def _table(self, t: int) -> np.ndarray:
         """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""

@@ -51,6 +51,8 @@ from formcast.grammar.token_index import VocabTable
 DEAD = -1
 RESTART = -1  # pseudo-terminal of split groups: an ignored lexeme ended, the next one starts
 USE_DFA_WALKS = True  # single-terminal parts walk their terminal's DFA (cfg_dfa_walk)
+MIN_SET_PARTS = 8  # this many single-terminal parts of small DFAs are walked as one set
+_MAX_SET_PARTS_MEMO = 65536
 _EVERY_BYTE = np.ones(257, dtype=bool)  # walks over interned states split before any byte
 
 
@@ -83,7 +85,7 @@ class CfgLexer:
         self.num_terminals = grammar.num_terminals
         self.dfas = list(grammar.terminal_dfas) + list(grammar.ignore_dfas)
         self.ignore_components = range(self.num_terminals, len(self.dfas))
-        self._full_rows = [dfa.transitions[:, dfa.byte_to_class] for dfa in self.dfas]
+        self._full_rows: dict[int, np.ndarray] = {}  # component -> (S, 256), built on first use
         self._keys: dict[tuple, int] = {}
         self.expected_of: list[frozenset[int]] = []
         self.pairs_of: list[tuple[tuple[int, int], ...]] = []
@@ -102,6 +104,7 @@ class CfgLexer:
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
         self._dfa_walker = DfaWalker(grammar, table)
+        self._set_parts: dict[tuple, tuple[list, list]] = {}  # see set_parts
 
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
@@ -168,7 +171,7 @@ class CfgLexer:
             return self.rows[sid]
         # (P, 256): the next state of every live pair on every byte; bytes whose columns are
         # equal lead to the same lexer state, so each distinct column is interned once
-        nxt = np.stack([self._full_rows[c][s] for c, s in pairs_of], axis=1)  # (256, P)
+        nxt = np.stack([self._full_row(c, s) for c, s in pairs_of], axis=1)  # (256, P)
         data = np.ascontiguousarray(nxt, dtype=np.int32).tobytes()
         width = 4 * len(pairs_of)
         column_of: dict[bytes, int] = {}
@@ -195,6 +198,14 @@ class CfgLexer:
         out = [interned[k] for k in byte_column]
         self.rows[sid] = out
         return out
+
+    def _full_row(self, component: int, state: int) -> np.ndarray:
+        """``(256,)`` successors of ``state`` in a component's DFA."""
+        full = self._full_rows.get(component)
+        if full is None:
+            dfa = self.dfas[component]
+            full = self._full_rows[component] = dfa.transitions[:, dfa.byte_to_class]
+        return full[state]
 
     def split_key(self, sid: int) -> frozenset[int]:
         """What a walk records at ``sid`` strictly inside a token: the completed terminals,
@@ -359,9 +370,53 @@ class CfgLexer:
                 table = self._materialise_from(sid)
                 found = self._walk(walk_trie(table, sid, *self._flags(), NO_COVERAGE, self.table))
             else:
-                found = union_walks([self.token_walk(p) for p in parts], self.table.num_words)
+                pairs, alone = self.set_parts(parts)
+                walks = [self.token_walk(p) for p in alone]
+                if pairs:
+                    walks.append(self._set_walk(self._dfa_walker.set_walk(pairs)))
+                found = union_walks(walks, self.table.num_words)
             self._walks[sid] = found
         return found
+
+    def set_parts(self, parts: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
+        """``(pairs, alone)``: the ``(terminal, state)`` pairs of the single-pair parts of small
+        terminal DFAs, to be walked together in one set walk (an object's next key among
+        100+ key terminals is one trie walk, not 100+), if there are at least
+        ``MIN_SET_PARTS`` of them (else none), and the parts to walk one by one."""
+        key = (parts, MIN_SET_PARTS)
+        found = self._set_parts.get(key)
+        if found is not None:
+            return found
+        pairs: list[tuple[int, int]] = []
+        alone: list[int] = []
+        for part in parts:
+            pair = self._single_pair(part)
+            if pair is not None and self._dfa_walker.is_small(pair[0]):
+                pairs.append(pair)
+            else:
+                alone.append(part)
+        found = ([], list(parts)) if len(pairs) < MIN_SET_PARTS else (pairs, alone)
+        if len(self._set_parts) < _MAX_SET_PARTS_MEMO:
+            self._set_parts[key] = found
+        return found
+
+    def _set_walk(self, found: tuple[np.ndarray, ...]) -> TokenWalk:
+        """A :class:`TokenWalk` from a set walk: split records grouped by the terminal that
+        completes (one group per terminal, as the pairs' own walks would give)."""
+        within_row, rows, steps, terminals = found
+        splits = []
+        for t in np.unique(terminals).tolist():
+            is_t = terminals == t
+            splits.append(self._group(frozenset((t,)), rows[is_t], steps[is_t]))
+        return TokenWalk(within_row=within_row, splits=splits)
+
+    def walk_records_set(
+        self, pairs: list[tuple[int, int]], rows: np.ndarray, first_byte_bounds, steps
+    ) -> TokenWalk:
+        """:meth:`walk_records` from several single-pair parts at once (see :meth:`set_parts`)."""
+        return self._set_walk(
+            self._dfa_walker.set_walk_records(pairs, rows, first_byte_bounds, steps)
+        )
 
     def _flags(self) -> tuple[np.ndarray, np.ndarray]:
         """``(is_split, follow)`` of walks over the interned states: every state whose
@@ -479,13 +534,18 @@ class SplitGroup:
 
     def walk_from(self, lexer: CfgLexer, parts: tuple[int, ...]) -> TokenWalk:
         """The suffixes read from a fresh lexeme with these parts (see
-        :meth:`CfgLexer.fresh_parts`): the union of one walk per part, each memoised."""
+        :meth:`CfgLexer.fresh_parts`): the union of one walk per part, each memoised (many
+        parts of small terminals: one set walk, :meth:`CfgLexer.set_parts`)."""
         found = self._walks.get(parts)
         if found is None:
             walks = []
-            for part in parts:
-                if not self.first_bytes & lexer.first_bytes(part):
-                    continue
+            readers = tuple(p for p in parts if self.first_bytes & lexer.first_bytes(p))
+            pairs, alone = lexer.set_parts(readers)
+            if pairs:
+                walks.append(
+                    lexer.walk_records_set(pairs, self.rows, self.first_byte_bounds, self.steps)
+                )
+            for part in alone:
                 walk = self._walks.get(part)
                 if walk is None:
                     walk = lexer.walk_records(

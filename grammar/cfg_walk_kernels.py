@@ -279,6 +279,174 @@ def _record_walk(
 
 
 @numba.njit(cache=True)
+def _split_records(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
+    """``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` -> int64 arrays
+    ``(rows, offsets, tags)`` of the records whose token is not within (``words``); with
+    ``by_node`` each split stands for every token row below its trie node."""
+    count = 0
+    for k in range(num_splits):
+        lo, hi = splits[k, 0], splits[k, 0] + 1
+        if by_node:
+            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
+        for r in range(lo, hi):
+            count += not _has_bit(words, token_ids[r])
+    out_rows = np.empty(count, np.int64)
+    out_steps = np.empty(count, np.int64)
+    out_tags = np.empty(count, np.int64)
+    count = 0
+    for k in range(num_splits):
+        lo, hi = splits[k, 0], splits[k, 0] + 1
+        if by_node:
+            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
+        for r in range(lo, hi):
+            if not _has_bit(words, token_ids[r]):
+                out_rows[count], out_steps[count], out_tags[count] = r, splits[k, 1], splits[k, 2]
+                count += 1
+    return out_rows, out_steps, out_tags
+
+
+@numba.njit(cache=True, inline="always")
+def _advance_set(table, states, lo, n, b, out, used):  # pragma: no cover - jitted
+    """Write the distinct live successors on byte ``b`` of ``states[lo:lo + n]`` to
+    ``out[used:]``; return how many."""
+    m = 0
+    for i in range(lo, lo + n):
+        q = table[states[i], b]
+        if q < 0:
+            continue
+        is_new = True
+        for j in range(used, used + m):
+            if out[j] == q:
+                is_new = False
+                break
+        if is_new:
+            out[used + m] = q
+            m += 1
+    return m
+
+
+@numba.njit(cache=True)
+def _trie_set_walk(
+    table, term_of, is_accepting, follow, starts, nodes, token_rows, token_ids, num_words
+):  # pragma: no cover - jitted
+    """Every token read from a *set* of states of a stacked table (``(S, 256)`` int32, the
+    DFAs of several terminals side by side; ``term_of`` ``(S,)``: the terminal of a state;
+    ``follow`` ``(T, 257)`` bool per terminal) at once: one DFS over the vocabulary trie with
+    the set of live states per node. A token is within if some state is alive after it; a
+    split is recorded per terminal that accepts before a byte it may be followed by. Returns
+    ``(within_row, split_rows, split_steps, split_terminals)``."""
+    words = np.zeros(num_words, np.uint32)
+    states = np.empty(max(1024, 4 * len(starts)), np.int64)  # the live sets, back to back
+    states[: len(starts)] = starts
+    used = len(starts)
+    stack = np.empty((1024, 4), np.int64)  # (trie node, depth, set offset, set size)
+    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, len(starts)
+    size = 1
+    splits = np.empty((64, 3), np.int64)  # (trie node, depth, terminal)
+    num_splits = 0
+    while size:
+        size -= 1
+        node, depth, lo, n = stack[size, 0], stack[size, 1], stack[size, 2], stack[size, 3]
+        if size + 256 > stack.shape[0]:
+            stack = _grow(stack, size)
+        for c in range(nodes[node, _CHILD_LO], nodes[node, _CHILD_HI]):
+            height_byte = nodes[c, _HEIGHT_BYTE]
+            b = height_byte >> 32
+            if depth > 0:
+                for i in range(lo, lo + n):
+                    g = states[i]
+                    if is_accepting[g] and follow[term_of[g], b]:
+                        if num_splits == splits.shape[0]:
+                            splits = _grow(splits, num_splits)
+                        splits[num_splits, 0], splits[num_splits, 1] = c, depth
+                        splits[num_splits, 2] = term_of[g]
+                        num_splits += 1
+            if used + n > states.shape[0]:
+                bigger = np.empty(2 * (used + n), np.int64)
+                bigger[:used] = states[:used]
+                states = bigger
+            m = _advance_set(table, states, lo, n, b, states, used)
+            if m == 0:
+                continue
+            for k in range(nodes[c, _TOKEN_LO], nodes[c, _TOKEN_HI]):
+                _set_bit(words, token_ids[token_rows[k]])
+            if height_byte & 0xFFFFFFFF:
+                stack[size, 0], stack[size, 1], stack[size, 2], stack[size, 3] = (
+                    c,
+                    depth + 1,
+                    used,
+                    m,
+                )
+                size += 1
+                used += m
+    split_rows, split_steps, split_terms = _split_records(
+        words, splits, num_splits, nodes, token_ids, True
+    )
+    return words.view(np.int32), split_rows, split_steps, split_terms
+
+
+@numba.njit(cache=True)
+def _record_set_walk(
+    table,
+    term_of,
+    is_accepting,
+    follow,
+    starts,
+    rows,
+    steps,
+    first_byte_bounds,
+    matrix,
+    lengths,
+    token_ids,
+    num_words,
+    nodes,
+):  # pragma: no cover - jitted
+    """:func:`_record_walk` from a set of states of a stacked table (as :func:`_trie_set_walk`):
+    returns ``(within_row, split_rows, split_steps, split_terminals)``."""
+    words = np.zeros(num_words, np.uint32)
+    splits = np.empty((64, 3), np.int64)  # (row, offset, terminal)
+    num_splits = 0
+    k_starts = len(starts)
+    first = np.empty(k_starts, np.int64)
+    live = np.empty(2 * k_starts, np.int64)
+    for b in range(256):
+        lo, hi = first_byte_bounds[b], first_byte_bounds[b + 1]
+        if lo == hi:
+            continue
+        num_first = _advance_set(table, starts, 0, k_starts, b, first, 0)
+        if num_first == 0:
+            continue
+        for k in range(lo, hi):
+            row = rows[k]
+            end = lengths[row]
+            live[:num_first] = first[:num_first]
+            cur, n = 0, num_first  # live[cur:cur + n]; the next set goes to the other half
+            pos = steps[k] + 1
+            while pos < end:
+                byte = matrix[row, pos]
+                for i in range(cur, cur + n):
+                    g = live[i]
+                    if is_accepting[g] and follow[term_of[g], byte]:
+                        if num_splits == splits.shape[0]:
+                            splits = _grow(splits, num_splits)
+                        splits[num_splits, 0], splits[num_splits, 1] = row, pos
+                        splits[num_splits, 2] = term_of[g]
+                        num_splits += 1
+                other = k_starts if cur == 0 else 0
+                n = _advance_set(table, live, cur, n, byte, live, other)
+                cur = other
+                if n == 0:
+                    break
+                pos += 1
+            if n > 0:
+                _set_bit(words, token_ids[row])
+    split_rows, split_steps, split_terms = _split_records(
+        words, splits, num_splits, nodes, token_ids, False
+    )
+    return words.view(np.int32), split_rows, split_steps, split_terms
+
+
+@numba.njit(cache=True)
 def _record_keys(rows, steps, matrix):  # pragma: no cover - jitted
     """Per record, the int64 key ``first suffix byte << 48 | row << 16 | offset``."""
     keys = np.empty(len(rows), np.int64)
@@ -399,6 +567,43 @@ def walk_suffixes(
     return _record_walk(
         table, start, rows, steps, first_byte_bounds, is_split, follow, vt.matrix, vt.lengths,
         vt.token_ids, vt.num_words,
+    )  # fmt: skip
+
+
+def walk_trie_set(
+    table: np.ndarray,
+    term_of: np.ndarray,
+    is_accepting: np.ndarray,
+    follow: np.ndarray,
+    starts: np.ndarray,
+    vt: VocabTable,
+) -> tuple[np.ndarray, ...]:
+    """Every token of ``vt`` read from the set ``starts`` of a stacked table (see
+    :func:`_trie_set_walk`); returns ``(within_row, split_rows, split_steps,
+    split_terminals)``: a split's terminal completes before the offset."""
+    nodes = trie_nodes(vt)[0]
+    return _trie_set_walk(
+        table, term_of, is_accepting, follow, starts, nodes, vt.trie.token_rows, vt.token_ids,
+        vt.num_words,
+    )  # fmt: skip
+
+
+def walk_suffixes_set(
+    table: np.ndarray,
+    term_of: np.ndarray,
+    is_accepting: np.ndarray,
+    follow: np.ndarray,
+    starts: np.ndarray,
+    rows: np.ndarray,
+    steps: np.ndarray,
+    first_byte_bounds: np.ndarray,
+    vt: VocabTable,
+) -> tuple[np.ndarray, ...]:
+    """Records read from the set ``starts`` of a stacked table; arguments and result as for
+    :func:`walk_trie_set` and :func:`walk_suffixes`."""
+    return _record_set_walk(
+        table, term_of, is_accepting, follow, starts, rows, steps, first_byte_bounds, vt.matrix,
+        vt.lengths, vt.token_ids, vt.num_words, trie_nodes(vt)[0],
     )  # fmt: skip
 
 

@@ -25,10 +25,11 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
 
     Exercises: regex determinisation/minimisation and the eager token index (a regex),
     the CFG lexer walks of both paths (a Lark grammar with ``%ignore``, a GBNF-like grammar
-    without it, masks across split tokens), and the unbounded-value frames of JSON Schema
-    (an open object with nested containers).
+    without it, masks across split tokens; set walks over many key terminals), and the
+    unbounded-value frames of JSON Schema (an open object with nested containers).
     """
     from formcast.grammar.bitmask import allocate_token_bitmask
+    from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
     from formcast.grammar.compile import compile_regex, warm_kernels
     from formcast.grammar.json_schema import compile_json_schema
     from formcast.grammar.lark_grammar import compile_lark
@@ -47,5 +48,12 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     grammar = compile_json_schema({"type": "object"}, vocab, strict=False, cache=False)
     matcher = grammar.matcher()
     for byte in b'{"a":[{"b":[1]}],"c":{}}':
+        matcher.fill_bitmask(bitmask, 0)
+        matcher.accept_bytes(bytes([byte]))
+    # one terminal per member: the lexer's set walks (many key terminals at once)
+    keys = {f"k{i}": {"type": "integer"} for i in range(10)}
+    grammar = compile_json_schema_cfg({"properties": keys}, vocab, cut_chars=1, cache=False)
+    matcher = grammar.matcher()
+    for byte in b'{"k0":1,"k9":2}':
         matcher.fill_bitmask(bitmask, 0)
         matcher.accept_bytes(bytes([byte]))

@@ -183,3 +183,70 @@ def test_grammars_sharing_a_terminal_share_its_walks_exactly(smollm2_vocab):
         assert _mask_ids(second, prefix) == brute_force_mask(runtime, heads, smollm2_vocab)
     clear_dfa_memo()
     assert SHARED_WALKS.num_bytes == 0
+
+
+MANY_KEYS = {
+    "type": "object",
+    "properties": {
+        **{f"key_{i:02d}_{'ab'[i % 2]}": {"type": ["integer", "null"]} for i in range(24)},
+        "label": {"type": "string", "maxLength": 70},
+        "flag": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+
+def _walk_records(walk) -> tuple[np.ndarray, set[tuple[int, int, frozenset]]]:
+    records = set()
+    for group in walk.splits:
+        for row, step in zip(group.rows.tolist(), group.steps.tolist(), strict=True):
+            records.add((row, step, group.accepts))
+    return walk.within_row, records
+
+
+def test_set_walks_equal_the_union_of_part_walks(smollm2_vocab, monkeypatch):
+    # after "{" and after each member, 2-26 key terminals are expected: one set walk each
+    texts = [b'{"key_00_a":1,"key_07_b":null,"label":"x\\"', b'{"key_05_b":-3,"flag":true}']
+    record_set_walks = []
+    walk_records_set = CfgLexer.walk_records_set
+
+    def counted(self, *args):
+        record_set_walks.append(len(args[0]))
+        return walk_records_set(self, *args)
+
+    monkeypatch.setattr(CfgLexer, "walk_records_set", counted)
+    # cut_chars=1: every member its own terminal (as in large schemas); compiling computes
+    # the first mask already, so each grammar is compiled in its mode
+    monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)  # every part walked alone
+    alone = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
+    together = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    table = vocab_table(smollm2_vocab)
+    num_set_states = 0
+    for text in texts:
+        for k in range(len(text) + 1):
+            monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
+            lexer = together.runtime.lexer
+            for _, sid in together.runtime.advance(together.initial_heads, text[:k]):
+                num_set_states += bool(lexer.set_parts(lexer.parts(sid))[0])
+                got_within, got = _walk_records(lexer.token_walk(sid))
+                monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)  # every part alone
+                other = alone.runtime.lexer  # the same state, interned in the other lexer
+                twin = other._intern(
+                    lexer.expected_of[sid], set(lexer.pairs_of[sid]), lexer.is_boundary[sid]
+                )
+                ref = [other.token_walk(p) for p in other.parts(twin)]
+                ref_within = np.bitwise_or.reduce([w.within_row for w in ref])
+                assert np.array_equal(got_within, ref_within), text[:k]
+                # a set walk drops the records of tokens within any pair, a part walk only
+                # those within its own part
+                within = np.unpackbits(ref_within.view(np.uint8), bitorder="little")
+                ref_records = set().union(*(_walk_records(w)[1] for w in ref))
+                assert got == {r for r in ref_records if not within[table.token_ids[r[0]]]}
+                monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
+            got_mask = _mask_ids(together, text[:k])
+            monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)
+            assert got_mask == _mask_ids(alone, text[:k]), text[:k]
+    assert num_set_states >= 4
+    # e.g. the '"' of the token '{"', read from the 27 parts after "{"
+    assert record_set_walks and max(record_set_walks) >= 20
