@@ -325,6 +325,24 @@ def _advance_set(table, states, lo, n, b, out, used):  # pragma: no cover - jitt
     return m
 
 
+@numba.njit(cache=True, inline="always")
+def _add_set_splits(
+    states, lo, n, is_accepting, term_of, follow, b, where, offset, splits, num_splits
+):  # pragma: no cover - jitted
+    """Append ``(where, offset, t)`` to ``splits`` for every terminal ``t`` whose state in
+    ``states[lo:lo + n]`` accepts and may be followed by byte ``b``; returns ``(splits,
+    num_splits)`` (the array may have grown)."""
+    for i in range(lo, lo + n):
+        g = states[i]
+        if is_accepting[g] and follow[term_of[g], b]:
+            if num_splits == splits.shape[0]:
+                splits = _grow(splits, num_splits)
+            splits[num_splits, 0], splits[num_splits, 1] = where, offset
+            splits[num_splits, 2] = term_of[g]
+            num_splits += 1
+    return splits, num_splits
+
+
 @numba.njit(cache=True)
 def _trie_set_walk(
     table, term_of, is_accepting, follow, starts, nodes, token_rows, token_ids, num_words
@@ -353,14 +371,9 @@ def _trie_set_walk(
             height_byte = nodes[c, _HEIGHT_BYTE]
             b = height_byte >> 32
             if depth > 0:
-                for i in range(lo, lo + n):
-                    g = states[i]
-                    if is_accepting[g] and follow[term_of[g], b]:
-                        if num_splits == splits.shape[0]:
-                            splits = _grow(splits, num_splits)
-                        splits[num_splits, 0], splits[num_splits, 1] = c, depth
-                        splits[num_splits, 2] = term_of[g]
-                        num_splits += 1
+                splits, num_splits = _add_set_splits(
+                    states, lo, n, is_accepting, term_of, follow, b, c, depth, splits, num_splits
+                )
             if used + n > states.shape[0]:
                 bigger = np.empty(2 * (used + n), np.int64)
                 bigger[:used] = states[:used]
@@ -424,14 +437,9 @@ def _record_set_walk(
             pos = steps[k] + 1
             while pos < end:
                 byte = matrix[row, pos]
-                for i in range(cur, cur + n):
-                    g = live[i]
-                    if is_accepting[g] and follow[term_of[g], byte]:
-                        if num_splits == splits.shape[0]:
-                            splits = _grow(splits, num_splits)
-                        splits[num_splits, 0], splits[num_splits, 1] = row, pos
-                        splits[num_splits, 2] = term_of[g]
-                        num_splits += 1
+                splits, num_splits = _add_set_splits(
+                    live, cur, n, is_accepting, term_of, follow, byte, row, pos, splits, num_splits
+                )
                 other = k_starts if cur == 0 else 0
                 n = _advance_set(table, live, cur, n, byte, live, other)
                 cur = other
