@@ -25,8 +25,11 @@ read token bytes. Both walks are numba kernels over an ``(S, 256)`` table
 use within a compile-time budget. Parts that are one terminal pair and no ignored text (all
 parts of grammars without ``%ignore``, e.g. GBNF and JSON Schema grammars) are walked on that
 terminal's own DFA instead (:mod:`formcast.grammar.cfg_dfa_walk`: no interned-state rows,
-split records filtered by the bytes that can follow the terminal); ``USE_DFA_WALKS = False``
-turns that off (tests compare both).
+split records filtered by the bytes that can follow the terminal, walks shared across grammars
+that hold the same terminal DFA); ``USE_DFA_WALKS = False`` turns that off (tests compare
+both). A state with ``MIN_SET_PARTS`` or more such parts of small DFAs (an object's next key
+among 100+ key terminals) is walked as one *set* (:meth:`CfgLexer.set_parts`): one trie walk
+with the set of live states per node instead of one walk per part, likewise for records.
 """
 
 from __future__ import annotations

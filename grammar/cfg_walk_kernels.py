@@ -96,6 +96,34 @@ def _first_at_least(values, lo, hi, target):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True)
+def _split_records(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
+    """``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` -> int64 arrays
+    ``(rows, offsets, tags)`` of the records whose token is not within (``words``); with
+    ``by_node`` each split stands for every token row below its trie node (trie walks), else
+    for its own row (record walks). The tag is a state or a terminal."""
+    count = 0
+    for k in range(num_splits):
+        lo, hi = splits[k, 0], splits[k, 0] + 1
+        if by_node:
+            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
+        for r in range(lo, hi):
+            count += not _has_bit(words, token_ids[r])
+    out_rows = np.empty(count, np.int64)
+    out_steps = np.empty(count, np.int64)
+    out_tags = np.empty(count, np.int64)
+    count = 0
+    for k in range(num_splits):
+        lo, hi = splits[k, 0], splits[k, 0] + 1
+        if by_node:
+            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
+        for r in range(lo, hi):
+            if not _has_bit(words, token_ids[r]):
+                out_rows[count], out_steps[count], out_tags[count] = r, splits[k, 1], splits[k, 2]
+                count += 1
+    return out_rows, out_steps, out_tags
+
+
+@numba.njit(cache=True)
 def _trie_walk(
     table,
     start,
@@ -199,20 +227,9 @@ def _trie_walk(
             ):  # (no byte below the node is live in q and q does not split: all die there)
                 stack[size, 0], stack[size, 1], stack[size, 2] = c, q, depth + 1
                 size += 1
-    count = 0
-    for k in range(num_splits):
-        for r in range(nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]):
-            count += not _has_bit(words, token_ids[r])
-    split_rows = np.empty(count, np.int64)
-    split_steps = np.empty(count, np.int64)
-    split_states = np.empty(count, np.int64)
-    count = 0
-    for k in range(num_splits):
-        for r in range(nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]):
-            if not _has_bit(words, token_ids[r]):
-                split_rows[count], split_steps[count] = r, splits[k, 1]
-                split_states[count] = splits[k, 2]
-                count += 1
+    split_rows, split_steps, split_states = _split_records(
+        words, splits, num_splits, nodes, token_ids, True
+    )
     return words.view(np.int32), split_rows, split_steps, split_states
 
 
@@ -229,6 +246,7 @@ def _record_walk(
     lengths,
     token_ids,
     num_words,
+    nodes,
 ):  # pragma: no cover - jitted
     """Read records ``(rows[k], steps[k])`` (the bytes of table row ``rows[k]`` from offset
     ``steps[k]`` on, never empty; records sorted by their first byte, ``first_byte_bounds``
@@ -263,46 +281,10 @@ def _record_walk(
                 pos += 1
             if s >= 0:
                 _set_bit(words, token_ids[row])
-    count = 0
-    for k in range(num_splits):
-        count += not _has_bit(words, token_ids[splits[k, 0]])
-    split_rows = np.empty(count, np.int64)
-    split_steps = np.empty(count, np.int64)
-    split_states = np.empty(count, np.int64)
-    count = 0
-    for k in range(num_splits):
-        if not _has_bit(words, token_ids[splits[k, 0]]):
-            split_rows[count], split_steps[count] = splits[k, 0], splits[k, 1]
-            split_states[count] = splits[k, 2]
-            count += 1
+    split_rows, split_steps, split_states = _split_records(
+        words, splits, num_splits, nodes, token_ids, False
+    )
     return words.view(np.int32), split_rows, split_steps, split_states
-
-
-@numba.njit(cache=True)
-def _split_records(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
-    """``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` -> int64 arrays
-    ``(rows, offsets, tags)`` of the records whose token is not within (``words``); with
-    ``by_node`` each split stands for every token row below its trie node."""
-    count = 0
-    for k in range(num_splits):
-        lo, hi = splits[k, 0], splits[k, 0] + 1
-        if by_node:
-            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
-        for r in range(lo, hi):
-            count += not _has_bit(words, token_ids[r])
-    out_rows = np.empty(count, np.int64)
-    out_steps = np.empty(count, np.int64)
-    out_tags = np.empty(count, np.int64)
-    count = 0
-    for k in range(num_splits):
-        lo, hi = splits[k, 0], splits[k, 0] + 1
-        if by_node:
-            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
-        for r in range(lo, hi):
-            if not _has_bit(words, token_ids[r]):
-                out_rows[count], out_steps[count], out_tags[count] = r, splits[k, 1], splits[k, 2]
-                count += 1
-    return out_rows, out_steps, out_tags
 
 
 @numba.njit(cache=True, inline="always")
@@ -574,7 +556,7 @@ def walk_suffixes(
     read from ``start`` of ``table``; arguments and result as for :func:`walk_trie`."""
     return _record_walk(
         table, start, rows, steps, first_byte_bounds, is_split, follow, vt.matrix, vt.lengths,
-        vt.token_ids, vt.num_words,
+        vt.token_ids, vt.num_words, trie_nodes(vt)[0],
     )  # fmt: skip
 
 

@@ -65,6 +65,11 @@ def property_order(schema: Any, root: Any, _depth: int = 0) -> list[str]:
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(key, []) if isinstance(schema.get(key), list) else []:
             names += property_order(sub, root, _depth + 1)
+    # required names that no "properties" declares come after the declared ones, in
+    # "required" order (schema_objects lays them out so)
+    required = schema.get("required")
+    if isinstance(required, list):
+        names += [n for n in required if isinstance(n, str)]
     seen: set[str] = set()
     return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
 

@@ -206,3 +206,20 @@ def test_indent_with_recursion_is_refused(smollm2_vocab):
     with pytest.raises(SchemaError) as info:
         compile_json_schema(tree, smollm2_vocab, indent=2)
     assert info.value.keyword == "$ref"
+
+
+def test_required_names_without_a_declaration_come_after_the_declared_ones(smollm2_vocab):
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["token", "name"],
+    }
+    # "extra" is an additional property: formcast writes those after every declared one
+    value = {"extra": 1, "token": [1, {"x": None}], "age": 3, "name": "Ada"}
+    text = serialize(value, schema)
+    assert list(json.loads(text)) == ["name", "age", "token", "extra"]
+    assert validator(schema).is_valid(value)
+    for route in ("regex", "cfg"):
+        grammar = compile_json_schema(schema, smollm2_vocab, strict=False, route=route)
+        matcher = grammar.matcher()
+        assert matcher.accept_bytes(text.encode()) and matcher.is_accepting(), route
