@@ -49,9 +49,12 @@ class Formcast:
     name = "formcast"
 
     def __init__(self, tok, vocab):
+        from formcast.grammar.kernel_warmup import warm_all_kernels
+
         self.vocab = vocab
         # one-time process set-up, as the peers' constructors do: importing lark's grammar
-        # loader, and loading the compiled numba kernels (lexer walks) from numba's cache
+        # loader, and loading every compiled numba kernel from numba's cache
+        warm_all_kernels(vocab)
         warm = compile_lark(_WARM_UP, vocab, cache=False).matcher()
         warm.accept_bytes(b"ab, c")
         warm.packed_row()

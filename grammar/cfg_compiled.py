@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from formcast.errors import GrammarError
+from formcast.grammar import cfg_lexer
 from formcast.grammar.cfg_grammar import CfgGrammar, PreparedGrammar, prepare_grammar
 from formcast.grammar.cfg_lexer import CfgLexer, pack_ids
 from formcast.grammar.cfg_matcher import CfgMatcher
@@ -112,7 +113,10 @@ class CompiledCFG:
         check_deadline("preparing the grammar")
         table = _table(self.vocab)
         self.parser = EarleyParser(prepared)
-        self.lexer = CfgLexer(prepared, table)
+        # set walks pay off for JSON-Schema grammars (objects with many key terminals), not
+        # for Lark/GBNF ones (see cfg_lexer.MIN_SET_PARTS)
+        min_set_parts = cfg_lexer.MIN_SET_PARTS if self.kind == "json_schema" else None
+        self.lexer = CfgLexer(prepared, table, min_set_parts)
         if lexer_state is not None:
             self.lexer.load_state(lexer_state)
         eos_row = pack_ids(table.eos_token_ids.astype(np.int64), table.num_words)

@@ -93,8 +93,37 @@ def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
     return out
 
 
+def is_acyclic(transitions: np.ndarray) -> bool:
+    """True if the DFA table ``(S, K)`` (``-1`` = dead) has no cycle (Kahn's algorithm)."""
+    num_states = transitions.shape[0]
+    sources = np.repeat(np.arange(num_states), transitions.shape[1])
+    targets = transitions.reshape(-1)
+    is_edge = targets >= 0
+    sources, targets = sources[is_edge], targets[is_edge]
+    pairs = np.unique(np.stack([sources, targets], axis=1), axis=0)  # one edge per state pair
+    indegree = np.bincount(pairs[:, 1], minlength=num_states)
+    successors = [[] for _ in range(num_states)]
+    for a, b in pairs.tolist():
+        successors[a].append(b)
+    ready = [s for s in range(num_states) if indegree[s] == 0]
+    num_done = 0
+    while ready:
+        state = ready.pop()
+        num_done += 1
+        for nxt in successors[state]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                ready.append(nxt)
+    return num_done == num_states
+
+
 _SHARED_MAX_BYTES = 256 * 2**20
-SET_MAX_STATES = 256  # terminals whose DFA has at most this many states can be walked in sets
+# terminals walked in sets: DFAs of at most SET_MAX_STATES states that are acyclic (keys,
+# punctuation) or whose every state reads at most SET_MAX_LOOP_BYTES bytes (a key with its
+# number value); a wide loop (an identifier, a string's inside) would make the set walk read
+# whole subtries that a single-part walk settles as row ranges
+SET_MAX_STATES = 256
+SET_MAX_LOOP_BYTES = 16
 
 
 class SharedWalks:
@@ -156,10 +185,20 @@ class DfaWalker:
         self.follow = follow_first_bytes(grammar)
         self._follow_keys = [follow.tobytes() for follow in self.follow]
         self._stacked: tuple[np.ndarray, ...] | None = None
+        self._set_walkable: dict[int, bool] = {}
 
-    def is_small(self, t: int) -> bool:
-        """True if terminal ``t``'s DFA is small enough to be walked in sets."""
-        return self.dfas[t].num_states <= SET_MAX_STATES
+    def can_walk_in_set(self, t: int) -> bool:
+        """True if terminal ``t``'s DFA has at most ``SET_MAX_STATES`` states and is acyclic
+        or narrow (at most ``SET_MAX_LOOP_BYTES`` live bytes per state)."""
+        found = self._set_walkable.get(t)
+        if found is None:
+            dfa = self.dfas[t]
+            found = dfa.num_states <= SET_MAX_STATES and (
+                int((self._table(t) >= 0).sum(axis=1).max()) <= SET_MAX_LOOP_BYTES
+                or is_acyclic(dfa.transitions)
+            )
+            self._set_walkable[t] = found
+        return found
 
     def _stack(self) -> tuple[np.ndarray, ...]:
         """The small terminal DFAs side by side, built on first use: ``(table, term_of,
@@ -169,7 +208,7 @@ class DfaWalker:
             offsets = np.full(len(self.dfas), -1, dtype=np.int64)
             total = 0
             for t, dfa in enumerate(self.dfas):
-                if self.is_small(t):
+                if self.can_walk_in_set(t):
                     offsets[t] = total
                     total += dfa.num_states
             table = np.empty((total, 256), dtype=np.int32)

@@ -27,9 +27,10 @@ parts of grammars without ``%ignore``, e.g. GBNF and JSON Schema grammars) are w
 terminal's own DFA instead (:mod:`formcast.grammar.cfg_dfa_walk`: no interned-state rows,
 split records filtered by the bytes that can follow the terminal, walks shared across grammars
 that hold the same terminal DFA); ``USE_DFA_WALKS = False`` turns that off (tests compare
-both). A state with ``MIN_SET_PARTS`` or more such parts of small DFAs (an object's next key
-among 100+ key terminals) is walked as one *set* (:meth:`CfgLexer.set_parts`): one trie walk
-with the set of live states per node instead of one walk per part, likewise for records.
+both). With ``min_set_parts`` (JSON-Schema grammars), a state with that many such parts of
+small acyclic or narrow DFAs (an object's next key among 100+ key terminals) is walked as one
+*set* (:meth:`CfgLexer.set_parts`): one trie walk with the set of live states per node instead
+of one walk per part, likewise for records.
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ from formcast.grammar.token_index import VocabTable
 DEAD = -1
 RESTART = -1  # pseudo-terminal of split groups: an ignored lexeme ended, the next one starts
 USE_DFA_WALKS = True  # single-terminal parts walk their terminal's DFA (cfg_dfa_walk)
-MIN_SET_PARTS = 8  # this many single-terminal parts of small DFAs are walked as one set
+# JSON-Schema grammars (compile_json_schema_cfg): this many single-terminal parts of small
+# acyclic or narrow DFAs are walked as one set. Off for Lark/GBNF grammars: measured on
+# bench_cfg's pyexpr, keywords meet again in many different sets, and their cached per-part
+# walks are cheaper than a set walk per set (cold p99 0.70 vs 0.90 ms)
+MIN_SET_PARTS = 8
 _MAX_SET_PARTS_MEMO = 65536
 _EVERY_BYTE = np.ones(257, dtype=bool)  # walks over interned states split before any byte
 
@@ -83,8 +88,11 @@ class TokenWalk:
 class CfgLexer:
     """Interned lexer states over one prepared grammar (see module docstring)."""
 
-    def __init__(self, grammar: PreparedGrammar, table: VocabTable) -> None:
+    def __init__(
+        self, grammar: PreparedGrammar, table: VocabTable, min_set_parts: int | None = None
+    ) -> None:
         self.table = table
+        self.min_set_parts = min_set_parts  # None: no set walks (see set_parts)
         self.num_terminals = grammar.num_terminals
         self.dfas = list(grammar.terminal_dfas) + list(grammar.ignore_dfas)
         self.ignore_components = range(self.num_terminals, len(self.dfas))
@@ -107,7 +115,7 @@ class CfgLexer:
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
         self._dfa_walker = DfaWalker(grammar, table)
-        self._set_parts: dict[tuple, tuple[list, list]] = {}  # see set_parts
+        self._set_parts: dict[tuple[int, ...], tuple[list, list]] = {}  # see set_parts
 
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
@@ -383,24 +391,27 @@ class CfgLexer:
 
     def set_parts(self, parts: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
         """``(pairs, alone)``: the ``(terminal, state)`` pairs of the single-pair parts of small
-        terminal DFAs, to be walked together in one set walk (an object's next key among
-        100+ key terminals is one trie walk, not 100+), if there are at least
-        ``MIN_SET_PARTS`` of them (else none), and the parts to walk one by one."""
-        key = (parts, MIN_SET_PARTS)
-        found = self._set_parts.get(key)
+        acyclic or narrow terminal DFAs (:meth:`DfaWalker.can_walk_in_set`), to be walked
+        together in one set walk (an object's next key among 100+ key terminals is one trie
+        walk, not 100+), if there are at least ``min_set_parts`` of them (else none), and the
+        parts to walk one by one."""
+        least = self.min_set_parts
+        if least is None or len(parts) < least:
+            return [], list(parts)
+        found = self._set_parts.get(parts)
         if found is not None:
             return found
         pairs: list[tuple[int, int]] = []
         alone: list[int] = []
         for part in parts:
             pair = self._single_pair(part)
-            if pair is not None and self._dfa_walker.is_small(pair[0]):
+            if pair is not None and self._dfa_walker.can_walk_in_set(pair[0]):
                 pairs.append(pair)
             else:
                 alone.append(part)
-        found = ([], list(parts)) if len(pairs) < MIN_SET_PARTS else (pairs, alone)
+        found = ([], list(parts)) if len(pairs) < least else (pairs, alone)
         if len(self._set_parts) < _MAX_SET_PARTS_MEMO:
-            self._set_parts[key] = found
+            self._set_parts[parts] = found
         return found
 
     def _set_walk(self, found: tuple[np.ndarray, ...]) -> TokenWalk:
@@ -494,10 +505,10 @@ class SplitGroup:
     ``accepts`` holds terminal ids, or :data:`RESTART` (ignored text ended there). Records
     ``(token row, split offset j)`` are kept as int32 arrays sorted by the first suffix byte
     (``token[j]``), then by row and offset (:func:`~formcast.grammar.cfg_walk_kernels.
-    sort_records`; ``first_bytes`` is the int bit set of those first bytes). What the suffixes do from a fresh lexeme depends only on that lexeme's
-    parts, so :meth:`walk_from` is memoised per part and per tuple of parts: only the completed
-    terminal's parse (which terminals follow, whether the parser takes the terminal at all) is
-    looked up at mask time. Groups are hash-consed by content (:meth:`CfgLexer._group`), so
+    sort_records`; ``first_bytes`` is the int bit set of those first bytes). What the suffixes
+    do from a fresh lexeme depends only on that lexeme's parts, so :meth:`walk_from` is
+    memoised per part and per tuple of parts: only the completed terminal's parse (which
+    terminals follow, whether the parser takes the terminal at all) is looked up at mask time. Groups are hash-consed by content (:meth:`CfgLexer._group`), so
     their walks and the runtime's memo entries (keyed by group identity) are shared.
     """
 

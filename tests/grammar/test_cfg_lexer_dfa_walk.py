@@ -215,26 +215,26 @@ def test_set_walks_equal_the_union_of_part_walks(smollm2_vocab, monkeypatch):
         return walk_records_set(self, *args)
 
     monkeypatch.setattr(CfgLexer, "walk_records_set", counted)
-    # cut_chars=1: every member its own terminal (as in large schemas); compiling computes
-    # the first mask already, so each grammar is compiled in its mode
+    # cut_chars=1: every member its own terminal (as in large schemas); a lexer reads
+    # MIN_SET_PARTS when its grammar is compiled
     monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)  # every part walked alone
     alone = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
     monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
     together = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    assert together.runtime.lexer.min_set_parts == 8
     table = vocab_table(smollm2_vocab)
     num_set_states = 0
     for text in texts:
         for k in range(len(text) + 1):
-            monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
             lexer = together.runtime.lexer
             for _, sid in together.runtime.advance(together.initial_heads, text[:k]):
                 num_set_states += bool(lexer.set_parts(lexer.parts(sid))[0])
                 got_within, got = _walk_records(lexer.token_walk(sid))
-                monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)  # every part alone
                 other = alone.runtime.lexer  # the same state, interned in the other lexer
                 twin = other._intern(
                     lexer.expected_of[sid], set(lexer.pairs_of[sid]), lexer.is_boundary[sid]
                 )
+                assert not other.set_parts(other.parts(twin))[0]
                 ref = [other.token_walk(p) for p in other.parts(twin)]
                 ref_within = np.bitwise_or.reduce([w.within_row for w in ref])
                 assert np.array_equal(got_within, ref_within), text[:k]
@@ -243,10 +243,14 @@ def test_set_walks_equal_the_union_of_part_walks(smollm2_vocab, monkeypatch):
                 within = np.unpackbits(ref_within.view(np.uint8), bitorder="little")
                 ref_records = set().union(*(_walk_records(w)[1] for w in ref))
                 assert got == {r for r in ref_records if not within[table.token_ids[r[0]]]}
-                monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
-            got_mask = _mask_ids(together, text[:k])
-            monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)
-            assert got_mask == _mask_ids(alone, text[:k]), text[:k]
+            assert _mask_ids(together, text[:k]) == _mask_ids(alone, text[:k]), text[:k]
     assert num_set_states >= 4
     # e.g. the '"' of the token '{"', read from the 27 parts after "{"
     assert record_set_walks and max(record_set_walks) >= 20
+
+
+def test_set_walks_are_for_json_schema_grammars_only(smollm2_vocab):
+    lark = compile_lark(LARK_GRAMMARS["pyexpr"], smollm2_vocab, cache=False)
+    assert lark.runtime.lexer.min_set_parts is None
+    schema = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    assert schema.runtime.lexer.min_set_parts == cfg_lexer.MIN_SET_PARTS
