@@ -25,16 +25,10 @@ class AnyValueMatcher(CursorHistory):
     padding ids never.
     """
 
-    __slots__ = (
-        "_eos_ids",
-        "_token_bytes",
-        "_kinds",
-    )
+    __slots__ = ("_kinds",)
 
     def __init__(self, grammar: AnyValueGrammar) -> None:
         super().__init__(grammar, grammar.start_configs)
-        self._eos_ids = grammar.vocab.eos_token_ids
-        self._token_bytes = grammar.vocab.token_bytes
         self._kinds = grammar.candidates.kinds
 
     # -- state ------------------------------------------------------------------------------

@@ -254,28 +254,40 @@ def determinize(
 
 
 @numba.njit(cache=True)
+def _in_edges(table):  # pragma: no cover - jitted
+    """The reverse edges of a ``(N, K)`` table (``-1`` = none) in CSR form by target:
+    ``(in_start (N + 1,), pred_cls, pred_src)``; target ``t``'s edges are
+    ``in_start[t]:in_start[t + 1]``, sorted by class."""
+    num_states, num_classes = table.shape
+    in_start = np.zeros(num_states + 1, np.int64)
+    for s in range(num_states):
+        for c in range(num_classes):
+            t = table[s, c]
+            if t >= 0:
+                in_start[t + 1] += 1
+    for t in range(num_states):
+        in_start[t + 1] += in_start[t]
+    num_edges = in_start[num_states]
+    pred_cls = np.empty(num_edges, np.int64)
+    pred_src = np.empty(num_edges, np.int64)
+    fill = in_start[:num_states].copy()
+    for c in range(num_classes):  # class-major: each target's run ends up sorted by class
+        for s in range(num_states):
+            t = table[s, c]
+            if t >= 0:
+                pred_cls[fill[t]] = c
+                pred_src[fill[t]] = s
+                fill[t] += 1
+    return in_start, pred_cls, pred_src
+
+
+@numba.njit(cache=True)
 def trim_order(transitions, is_accepting):  # pragma: no cover - jitted
     """States that can reach acceptance, in BFS order from state 0 (level by level, ascending
     within a level): ``(new_id (N,) with -1 for dropped states, order (M,))``; ``M = 0`` if
     state 0 cannot reach acceptance. :func:`renumber` builds the trimmed table."""
     num_states, num_classes = transitions.shape
-    # reverse edges, CSR by target
-    pred_count = np.zeros(num_states + 1, np.int64)
-    for s in range(num_states):
-        for c in range(num_classes):
-            t = transitions[s, c]
-            if t >= 0:
-                pred_count[t + 1] += 1
-    for t in range(num_states):
-        pred_count[t + 1] += pred_count[t]
-    preds = np.empty(pred_count[num_states], np.int64)
-    fill = pred_count[:num_states].copy()
-    for s in range(num_states):
-        for c in range(num_classes):
-            t = transitions[s, c]
-            if t >= 0:
-                preds[fill[t]] = s
-                fill[t] += 1
+    pred_count, _, preds = _in_edges(transitions)
     is_alive = is_accepting.copy()
     stack = np.empty(num_states, np.int64)
     depth = 0
@@ -345,26 +357,8 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
     block, becomes pending for every class (Hopcroft's rule).
     """
     num_states, num_classes = table.shape
-    # in-edges by target, each target's edges sorted by class: (pred_cls, pred_src)
-    in_start = np.zeros(num_states + 1, np.int64)
-    for s in range(num_states):
-        for c in range(num_classes):
-            t = table[s, c]
-            if t >= 0:
-                in_start[t + 1] += 1
-    for t in range(num_states):
-        in_start[t + 1] += in_start[t]
-    num_edges = in_start[num_states]
-    pred_cls = np.empty(num_edges, np.int64)
-    pred_src = np.empty(num_edges, np.int64)
-    fill = in_start[:num_states].copy()
-    for c in range(num_classes):  # class-major: each target's run ends up sorted by class
-        for s in range(num_states):
-            t = table[s, c]
-            if t >= 0:
-                pred_cls[fill[t]] = c
-                pred_src[fill[t]] = s
-                fill[t] += 1
+    in_start, pred_cls, pred_src = _in_edges(table)
+    num_edges = len(pred_src)
     elems = np.empty(num_states, np.int64)
     loc = np.empty(num_states, np.int64)
     block_of = np.zeros(num_states, np.int64)

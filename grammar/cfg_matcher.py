@@ -33,16 +33,12 @@ class CfgMatcher(CursorHistory):
     __slots__ = (
         "_runtime",
         "_offsets",
-        "_eos_ids",
-        "_token_bytes",
     )
 
     def __init__(self, grammar: CompiledCFG) -> None:
         super().__init__(grammar, grammar.initial_heads)
         self._runtime = grammar.runtime
         self._offsets = [0]  # output length in bytes after each history entry
-        self._eos_ids = grammar.vocab.eos_token_ids
-        self._token_bytes = grammar.vocab.token_bytes
 
     def is_accepting(self) -> bool:
         """True if the text so far is a sentence of the grammar (EOS would be allowed)."""

@@ -55,6 +55,16 @@ def _grow(buffer, used):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True, inline="always")
+def _push_split(splits, num_splits, where, offset, tag):  # pragma: no cover - jitted
+    """Append the split record ``(where, offset, tag)``; returns ``(splits, num_splits)``
+    (the array may have grown)."""
+    if num_splits == splits.shape[0]:
+        splits = _grow(splits, num_splits)
+    splits[num_splits, 0], splits[num_splits, 1], splits[num_splits, 2] = where, offset, tag
+    return splits, num_splits + 1
+
+
+@numba.njit(cache=True, inline="always")
 def _is_subset(below, c, covered, level, q):  # pragma: no cover - jitted
     return (
         below[c, 0] & ~covered[level, q, 0]
@@ -96,9 +106,10 @@ def _first_at_least(values, lo, hi, target):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True)
-def _split_records(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
-    """``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` -> int64 arrays
-    ``(rows, offsets, tags)`` of the records whose token is not within (``words``); with
+def _walk_output(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
+    """A walk's result ``(within_row, split_rows, split_steps, split_tags)``: ``words`` as an
+    int32 row, and from ``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` the
+    int64 records whose token is not within (``words``); with
     ``by_node`` each split stands for every token row below its trie node (trie walks), else
     for its own row (record walks). The tag is a state or a terminal."""
     count = 0
@@ -120,7 +131,7 @@ def _split_records(words, splits, num_splits, nodes, token_ids, by_node):  # pra
             if not _has_bit(words, token_ids[r]):
                 out_rows[count], out_steps[count], out_tags[count] = r, splits[k, 1], splits[k, 2]
                 count += 1
-    return out_rows, out_steps, out_tags
+    return words.view(np.int32), out_rows, out_steps, out_tags
 
 
 @numba.njit(cache=True)
@@ -174,11 +185,7 @@ def _trie_walk(
             if depth == 0 and not first_bytes[b]:
                 continue
             if splits_here and follow[b]:
-                if num_splits == splits.shape[0]:
-                    splits = _grow(splits, num_splits)
-                splits[num_splits, 0], splits[num_splits, 1] = c, depth
-                splits[num_splits, 2] = s
-                num_splits += 1
+                splits, num_splits = _push_split(splits, num_splits, c, depth, s)
             q = table[s, b]
             if q < 0:
                 continue
@@ -227,10 +234,7 @@ def _trie_walk(
             ):  # (no byte below the node is live in q and q does not split: all die there)
                 stack[size, 0], stack[size, 1], stack[size, 2] = c, q, depth + 1
                 size += 1
-    split_rows, split_steps, split_states = _split_records(
-        words, splits, num_splits, nodes, token_ids, True
-    )
-    return words.view(np.int32), split_rows, split_steps, split_states
+    return _walk_output(words, splits, num_splits, nodes, token_ids, True)
 
 
 @numba.njit(cache=True)
@@ -270,21 +274,14 @@ def _record_walk(
             while pos < end:
                 byte = matrix[row, pos]
                 if is_split[s] and follow[byte]:
-                    if num_splits == splits.shape[0]:
-                        splits = _grow(splits, num_splits)
-                    splits[num_splits, 0], splits[num_splits, 1] = row, pos
-                    splits[num_splits, 2] = s
-                    num_splits += 1
+                    splits, num_splits = _push_split(splits, num_splits, row, pos, s)
                 s = table[s, byte]
                 if s < 0:
                     break
                 pos += 1
             if s >= 0:
                 _set_bit(words, token_ids[row])
-    split_rows, split_steps, split_states = _split_records(
-        words, splits, num_splits, nodes, token_ids, False
-    )
-    return words.view(np.int32), split_rows, split_steps, split_states
+    return _walk_output(words, splits, num_splits, nodes, token_ids, False)
 
 
 @numba.njit(cache=True, inline="always")
@@ -317,11 +314,7 @@ def _add_set_splits(
     for i in range(lo, lo + n):
         g = states[i]
         if is_accepting[g] and follow[term_of[g], b]:
-            if num_splits == splits.shape[0]:
-                splits = _grow(splits, num_splits)
-            splits[num_splits, 0], splits[num_splits, 1] = where, offset
-            splits[num_splits, 2] = term_of[g]
-            num_splits += 1
+            splits, num_splits = _push_split(splits, num_splits, where, offset, term_of[g])
     return splits, num_splits
 
 
@@ -374,10 +367,7 @@ def _trie_set_walk(
                 )
                 size += 1
                 used += m
-    split_rows, split_steps, split_terms = _split_records(
-        words, splits, num_splits, nodes, token_ids, True
-    )
-    return words.view(np.int32), split_rows, split_steps, split_terms
+    return _walk_output(words, splits, num_splits, nodes, token_ids, True)
 
 
 @numba.njit(cache=True)
@@ -430,10 +420,7 @@ def _record_set_walk(
                 pos += 1
             if n > 0:
                 _set_bit(words, token_ids[row])
-    split_rows, split_steps, split_terms = _split_records(
-        words, splits, num_splits, nodes, token_ids, False
-    )
-    return words.view(np.int32), split_rows, split_steps, split_terms
+    return _walk_output(words, splits, num_splits, nodes, token_ids, False)
 
 
 @numba.njit(cache=True)

@@ -16,7 +16,7 @@ turns a small result back into regex text. Sizes are bounded
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,13 +209,7 @@ def _determinize(nfa: _NFA, start: int, final: int) -> CharDFA:
         row = []
         for ts in targets:
             subset = frozenset().union(*(closure(t) for t in ts)) if ts else dead
-            nxt = ids.get(subset)
-            if nxt is None:
-                if len(subsets) >= MAX_DFA_STATES:
-                    raise KeyLanguageTooLarge(f"pattern automaton over {MAX_DFA_STATES} states")
-                nxt = ids[subset] = len(subsets)
-                subsets.append(subset)
-            row.append(nxt)
+            row.append(_intern(subset, ids, subsets, "pattern automaton"))
         rows.append(row)
         k += 1
     table = np.array(rows, dtype=np.int32)
@@ -249,6 +243,18 @@ def names_dfa(names: Iterable[str], alphabet: Alphabet) -> CharDFA:
     return CharDFA(table, np.array(ends + [False], dtype=bool))
 
 
+def _intern(key: Hashable, ids: dict, keys: list, what: str) -> int:
+    """The state id of ``key`` in a subset or product construction, new ones numbered in
+    order of discovery (``KeyLanguageTooLarge`` past ``MAX_DFA_STATES`` states)."""
+    found = ids.get(key)
+    if found is None:
+        if len(keys) >= MAX_DFA_STATES:
+            raise KeyLanguageTooLarge(f"{what} over {MAX_DFA_STATES} states")
+        found = ids[key] = len(keys)
+        keys.append(key)
+    return found
+
+
 def product(dfas: list[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> CharDFA:
     """DFA of the strings whose tuple of acceptances (one per DFA) satisfies ``accept``."""
     rows_of = [d.table.tolist() for d in dfas]
@@ -265,13 +271,7 @@ def product(dfas: list[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> 
         row = []
         for c in range(num_classes):
             nxt = tuple(rows_of[i][s][c] for i, s in enumerate(current))
-            j = ids.get(nxt)
-            if j is None:
-                if len(states) >= MAX_DFA_STATES:
-                    raise KeyLanguageTooLarge(f"key-class automaton over {MAX_DFA_STATES} states")
-                j = ids[nxt] = len(states)
-                states.append(nxt)
-            row.append(j)
+            row.append(_intern(nxt, ids, states, "key-class automaton"))
         rows.append(row)
     accepting = [accept(tuple(finals[i][s] for i, s in enumerate(t))) for t in states]
     return CharDFA(np.array(rows, dtype=np.int32), np.array(accepting, dtype=bool))

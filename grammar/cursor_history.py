@@ -22,16 +22,22 @@ from formcast.grammar.bitmask import bitmask_row, copy_packed_row, prepared_rows
 
 
 class CursorHistory(ABC):
-    """Base of the per-sequence matchers: history, EOS flag, rollback/reset/fork/accept_tokens.
+    """Base of the per-sequence matchers: history, EOS flag, rollback/reset/fork/accept_tokens,
+    the vocabulary's EOS ids and token bytes (``_eos_ids``, ``_token_bytes``).
 
     Subclasses implement ``accept_token`` (appending to ``_history``) and take their compiled
     grammar as the only constructor argument (``fork`` relies on it).
     """
 
-    __slots__ = ("grammar", "_history", "_is_eos_accepted", "_bitmask", "_bitmask_ptr", "_rows")
+    __slots__ = (
+        "grammar", "_history", "_is_eos_accepted", "_bitmask", "_bitmask_ptr", "_rows",
+        "_eos_ids", "_token_bytes",
+    )  # fmt: skip
 
     def __init__(self, grammar: Any, start: Any) -> None:
         self.grammar = grammar
+        self._eos_ids = grammar.vocab.eos_token_ids
+        self._token_bytes = grammar.vocab.token_bytes
         self._history: list[Any] = [start]
         self._is_eos_accepted = False
         self._bitmask: torch.Tensor | None = None  # keeps ``_rows``' memory alive

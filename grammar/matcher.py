@@ -25,16 +25,12 @@ class Matcher(CursorHistory):
     """
 
     __slots__ = (
-        "_eos_ids",
-        "_token_bytes",
         "_index",
         "_row_views",
     )
 
     def __init__(self, grammar: CompiledGrammar) -> None:
         super().__init__(grammar, grammar.start_state)
-        self._eos_ids = grammar.vocab.eos_token_ids
-        self._token_bytes = grammar.vocab.token_bytes
         self._index = grammar.index
         self._row_views = grammar.index.row_views
 
