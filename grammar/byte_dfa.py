@@ -19,6 +19,7 @@ import numpy as np
 from formcast.errors import GrammarError
 from formcast.grammar import automaton_kernels as kernels
 from formcast.grammar.byte_nfa import ByteNFA
+from formcast.grammar.chain_keys import ChainKeys
 from formcast.grammar.compile_budget import CompileBudget
 
 DEAD = -1
@@ -42,12 +43,17 @@ class ByteDFA:
         ``(num_states,)`` bool.
     start_state:
         Always 0.
+    walk_keys:
+        For a counted chain ``X{m,n}`` (:func:`~formcast.grammar.byte_nfa.counted_chain_dfa`):
+        the keys its lexer walks are shared by (:class:`~formcast.grammar.chain_keys.
+        ChainKeys`); ``None`` for other DFAs.
     """
 
     transitions: np.ndarray
     byte_to_class: np.ndarray
     is_accepting: np.ndarray
     start_state: int = 0
+    walk_keys: ChainKeys | None = field(default=None, repr=False, compare=False)
     _rows: list[list[int]] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -102,9 +108,11 @@ class ByteDFA:
             "byte_to_class": self.byte_to_class,
             "is_accepting": self.is_accepting,
             "start_state": self.start_state,
+            "walk_keys": self.walk_keys,
         }
 
     def __setstate__(self, state: dict) -> None:
+        object.__setattr__(self, "walk_keys", None)
         for key, value in state.items():
             object.__setattr__(self, key, value)
         object.__setattr__(self, "_rows", None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from formcast.errors import GrammarError
+from formcast.grammar.chain_keys import ChainKeys
 from formcast.grammar.compile_budget import CompileBudget
 from formcast.grammar.regex_ast import (
     Alternation,
@@ -304,18 +305,22 @@ def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
     local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
     inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
     to_final = inner == final
+    is_dead = inner < 0
     lo, hi = node.min_count, node.max_count
     num_copies = hi if hi is not None else lo + 1
     total = num_copies * width + (1 if hi is not None else 0)
     budget.check_nfa_states(num_before + total, node.pos)
-    offsets = (np.arange(num_copies) * width)[:, None, None]  # (C, 1, 1)
-    chained = np.where(inner >= 0, local[np.maximum(inner, 0)][None] + offsets, DEAD_EDGE)
-    next_start = offsets + width  # copy i's f -> copy i + 1's start (or the end state)
+    # copy i's row = its item row + i * width: moves within the copy keep their local id,
+    # moves into f go to copy i + 1's start (local id ``width``; for n = None copy m loops)
+    step = np.where(to_final, width, local[np.maximum(inner, 0)]).astype(np.int32)  # (w, K)
+    offsets = (np.arange(num_copies, dtype=np.int32) * width)[:, None, None]  # (C, 1, 1)
+    chained = step[None] + offsets  # (C, w, K)
+    chained[:, is_dead] = DEAD_EDGE
     if hi is None:
-        next_start[-1] = offsets[-1]  # copy m loops
-    rows = np.where(to_final[None], next_start, chained).reshape(-1, inner.shape[1])
+        chained[-1][to_final] = offsets[-1, 0, 0]
+    rows = chained.reshape(-1, inner.shape[1])
     if hi is not None:
-        rows = np.vstack([rows, np.full((1, rows.shape[1]), DEAD_EDGE)])  # the end state
+        rows = np.vstack([rows, np.full((1, rows.shape[1]), DEAD_EDGE, dtype=np.int32)])
     starts = [i * width for i in range(lo, num_copies)]
     return rows, starts + ([num_copies * width] if hi is not None else [])
 
@@ -323,9 +328,19 @@ def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
 def counted_chain_dfa(node: Node, budget: CompileBudget):  # -> ByteDFA | None
     """The DFA of a whole pattern that is one counted repetition ``X{m,n}`` (``n >= 4``) of a
     prefix code ``X`` (a JSON string chunk), built directly as the chain of copies, without an
-    NFA or subset construction; ``None`` for any other pattern. Trimmed, not minimised."""
-    from formcast.grammar.byte_dfa import trim
+    NFA or subset construction; ``None`` for any other pattern.
 
+    With ``n`` finite the chain is returned as built: every state is live, its states are
+    pairwise inequivalent (``X``'s DFA is minimal and state ``(k, j)`` can still complete
+    ``n - k`` code words; ``tests/grammar/test_chain_keys.py`` checks it against
+    minimisation), and its layout ``k * width + j`` is what its
+    :class:`~formcast.grammar.chain_keys.ChainKeys` read. ``X{m,}`` is trimmed, not minimised.
+    """
+    from formcast.grammar.byte_dfa import ByteDFA, trim
+    from formcast.grammar.regex_ast import to_python_regex
+
+    while isinstance(node, Concat) and len(node.items) == 1:
+        node = node.items[0]
     if not isinstance(node, Repeat) or max(node.min_count, node.max_count or 0) < CHAIN_MIN_COPIES:
         return None
     item = _item_dfa(node.item, budget, node.pos)
@@ -334,7 +349,17 @@ def counted_chain_dfa(node: Node, budget: CompileBudget):  # -> ByteDFA | None
     rows, accepting_ids = _chain_rows(item, node, budget)
     is_accepting = np.zeros(len(rows), dtype=bool)
     is_accepting[accepting_ids] = True
-    return trim(rows.astype(np.int32), item.byte_to_class, is_accepting)
+    if node.max_count is None:
+        return trim(rows.astype(np.int32), item.byte_to_class, is_accepting)
+    keys = ChainKeys(
+        to_python_regex(node.item), item.num_states - 1, node.min_count, node.max_count
+    )
+    return ByteDFA(
+        transitions=np.ascontiguousarray(rows, dtype=np.int32),
+        byte_to_class=item.byte_to_class.astype(np.uint8),
+        is_accepting=is_accepting,
+        walk_keys=keys,
+    )
 
 
 def _item_dfa(item: Node, budget: CompileBudget, position: int):  # -> ByteDFA | None

@@ -32,7 +32,10 @@ JSON string chunk ``C{64}``, a number, a key) hold the same DFA object; their wa
 one process-wide LRU (:class:`SharedWalks`, bounded by the bytes of the stored arrays), so a
 new grammar's first visits inside such terminals are lookups. Record walks are keyed by a
 128-bit BLAKE2 digest of the records (:attr:`~formcast.grammar.cfg_lexer.SplitGroup.
-records_key`).
+records_key`). A counted chain ``X{m,n}`` (a bounded JSON string) is keyed finer, by its
+state's distance to the bounds up to the longest token (:mod:`~formcast.grammar.chain_keys`),
+and walked on a small canonical chain: every chain of the same code ``X`` shares those walks,
+whatever its bounds.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from formcast.grammar.cfg_walk_kernels import (
     walk_trie,
     walk_trie_set,
 )
+from formcast.grammar.chain_keys import canonical_chain
 from formcast.grammar.token_index import VocabTable
 
 
@@ -168,6 +172,10 @@ class SharedWalks:
 
 
 SHARED_WALKS = SharedWalks(_SHARED_MAX_BYTES)
+# canonical chains (chain_keys.canonical_chain) by pattern: the walks of every counted chain
+# of the same code are computed on these few
+_CANONICAL: dict[str, ByteDFA] = {}
+_MAX_CANONICAL = 256
 
 
 class DfaWalker:
@@ -184,6 +192,7 @@ class DfaWalker:
         self.dfas = grammar.terminal_dfas
         self.follow = follow_first_bytes(grammar)
         self._follow_keys = [follow.tobytes() for follow in self.follow]
+        self.horizon = table.matrix.shape[1] + 1  # longest token + 1 (chain_keys)
         self._stacked: tuple[np.ndarray, ...] | None = None
         self._set_walkable: dict[int, bool] = {}
 
@@ -249,36 +258,63 @@ class DfaWalker:
 
     def _table(self, t: int) -> np.ndarray:
         """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
-        dfa = self.dfas[t]
-        found = SHARED_WALKS.get(("table", dfa))
-        if found is None:
-            full = dfa.transitions[:, dfa.byte_to_class].astype(np.int32)
-            found = SHARED_WALKS.put(("table", dfa), (np.ascontiguousarray(full),))
-        return found[0]
+        return full_table(self.dfas[t])
 
-    def _coverage(self, t: int) -> tuple:
+    def first_bytes(self, t: int, state: int) -> np.ndarray:
+        """``(256,)`` bool: the bytes state ``state`` of terminal ``t`` can read."""
         dfa = self.dfas[t]
+        return dfa.transitions[state][dfa.byte_to_class] >= 0
+
+    def _site(self, t: int, state: int) -> tuple:
+        """What a walk from ``state`` of terminal ``t`` is keyed by: the DFA and the state, or
+        for a counted chain its :class:`~formcast.grammar.chain_keys.ChainKeys` key (walks
+        shared across chains and positions)."""
+        dfa = self.dfas[t]
+        keys = dfa.walk_keys
+        if keys is None:
+            return (dfa, state)
+        return keys.key(state, self.horizon)
+
+    def _walked(self, t: int, state: int) -> tuple[ByteDFA, int]:
+        """The DFA and state a walk keyed by :meth:`_site` is computed on: for a chain, the
+        canonical chain of its key (small, built once), else the terminal's own."""
+        dfa = self.dfas[t]
+        keys = dfa.walk_keys
+        if keys is None:
+            return dfa, state
+        key = keys.key(state, self.horizon)
+        pattern, at = canonical_chain(key, keys.width, self.horizon)
+        found = _CANONICAL.get(pattern)
+        if found is None:
+            from formcast.grammar.compile import regex_to_dfa  # lazy: it imports this module
+
+            found = regex_to_dfa(pattern)
+            if len(_CANONICAL) >= _MAX_CANONICAL:
+                _CANONICAL.clear()
+            _CANONICAL[pattern] = found
+        other = found.walk_keys
+        if other is None or other.width != keys.width or other.key(at, self.horizon) != key:
+            return dfa, state  # the pattern did not rebuild the same chain: walk this one
+        return found, at
+
+    def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
+        """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
+        key = ("vocabulary", self._site(t, state), self.table, self._follow_keys[t])
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            dfa, at = self._walked(t, state)
+            within_row, rows, steps, _ = walk_trie(
+                full_table(dfa), at, dfa.is_accepting, self.follow[t], self._coverage(dfa),
+                self.table,
+            )  # fmt: skip
+            found = SHARED_WALKS.put(key, (within_row, rows, steps))
+        return found
+
+    def _coverage(self, dfa: ByteDFA) -> tuple:
         key = ("coverage", dfa, self.table)
         found = SHARED_WALKS.get(key)
         if found is None:
             found = SHARED_WALKS.put(key, tuple(chain_coverage(dfa, self.table)))
-        return found
-
-    def first_bytes(self, t: int, state: int) -> np.ndarray:
-        """``(256,)`` bool: the bytes state ``state`` of terminal ``t`` can read."""
-        return self._table(t)[state] >= 0
-
-    def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
-        """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
-        dfa = self.dfas[t]
-        key = ("vocabulary", dfa, self.table, self._follow_keys[t], state)
-        found = SHARED_WALKS.get(key)
-        if found is None:
-            within_row, rows, steps, _ = walk_trie(
-                self._table(t), state, dfa.is_accepting, self.follow[t], self._coverage(t),
-                self.table,
-            )  # fmt: skip
-            found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found
 
     def walk_records(
@@ -292,13 +328,23 @@ class DfaWalker:
     ) -> tuple[np.ndarray, ...]:
         """Read records ``(rows[k], steps[k])`` (sorted by first byte, ``first_byte_bounds``)
         from ``state`` of terminal ``t``; ``records_key`` is a digest of the records."""
-        dfa = self.dfas[t]
-        key = ("records", dfa, self.table, self._follow_keys[t], state, records_key)
+        site = self._site(t, state)
+        key = ("records", site, self.table, self._follow_keys[t], records_key)
         found = SHARED_WALKS.get(key)
         if found is None:
+            dfa, at = self._walked(t, state)
             within_row, rows, steps, _ = walk_suffixes(
-                self._table(t), state, rows, steps, first_byte_bounds,
+                full_table(dfa), at, rows, steps, first_byte_bounds,
                 dfa.is_accepting, self.follow[t], self.table,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found
+
+
+def full_table(dfa: ByteDFA) -> np.ndarray:
+    """``(S, 256)`` int32 successors of ``dfa`` (built once, kept in :data:`SHARED_WALKS`)."""
+    found = SHARED_WALKS.get(("table", dfa))
+    if found is None:
+        full = dfa.transitions[:, dfa.byte_to_class].astype(np.int32)
+        found = SHARED_WALKS.put(("table", dfa), (np.ascontiguousarray(full),))
+    return found[0]

@@ -117,8 +117,12 @@ def _strip_empty(dfa: ByteDFA) -> ByteDFA | None:
     if not (transitions[0] >= 0).any():
         return None
     is_accepting = np.concatenate([[False], dfa.is_accepting])
+    keys = dfa.walk_keys
     return ByteDFA(
-        transitions=transitions, byte_to_class=dfa.byte_to_class, is_accepting=is_accepting
+        transitions=transitions,
+        byte_to_class=dfa.byte_to_class,
+        is_accepting=is_accepting,
+        walk_keys=None if keys is None else keys.without_empty(),
     )
 
 

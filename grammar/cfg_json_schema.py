@@ -11,7 +11,11 @@ placeholder code point (Plane 16 private use, U+100000 + k) that stands for nont
   compiled (a cycle) is simply its placeholder, so recursion costs nothing special;
 - every other sub-result longer than ``cut_chars`` regex characters, and every string value
   whose regex has more than ``STRING_CUT_CHARS`` characters (so a string, with its Unicode
-  classes, is one shared lexeme; the terminals around it are short ASCII runs).
+  classes, is one shared lexeme; the terminals around it are short ASCII runs);
+- every plain string with a ``maxLength`` (no ``pattern``/``format``): its quotes are literal
+  text and its characters one or more *counted chains* (:meth:`_CuttingCompiler._chunked`),
+  whose lexer walks are shared across strings by distance to the bounds
+  (:mod:`~formcast.grammar.chain_keys`).
 
 Unconstrained values (``true``/``{}`` schemas) become one recursive "any JSON value"
 nonterminal, nested without bound (``max_any_depth`` only bounds the regex path), except under
@@ -35,6 +39,7 @@ import json
 from typing import Any
 
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
+from formcast.grammar.byte_nfa import CHAIN_MIN_COPIES
 from formcast.grammar.cfg_compiled import CompiledCFG, check_max_depth, compile_cfg
 from formcast.grammar.cfg_grammar import CfgGrammar
 from formcast.grammar.compile import remember_parsed
@@ -52,7 +57,7 @@ from formcast.grammar.vocabulary import Vocabulary
 
 _PLACEHOLDER_BASE = 0x100000
 DEFAULT_CUT_CHARS = 2_000
-STRING_CHUNK = 64  # plain strings with a larger maxLength are chunked (see _chunked)
+STRING_CHUNK = 256  # plain strings with a larger maxLength are chunked (see _chunked)
 STRING_CUT_CHARS = 24  # string regexes longer than this are nonterminals (module docstring)
 INLINE_REF_CHARS = 300  # $ref targets up to this many regex characters are inlined
 _ANNOTATIONS = {
@@ -78,6 +83,9 @@ class _CuttingCompiler(SchemaCompiler):
         self._ref_text: dict[tuple[str, int], str | None] = {}
         self._any_index: int | None = None
         self._is_exact = 0  # > 0 while compiling text that will be fullmatched: no cutting
+        # placeholders of helper nonterminals: named ``...~`` so that ``max_depth`` does not
+        # count them as nesting (earley_parser: rule weights)
+        self.helper_cuts: set[int] = set()
 
     def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
         self._is_exact += 1
@@ -98,7 +106,7 @@ class _CuttingCompiler(SchemaCompiler):
             self.cut_chars is not None
             and not self._is_exact
             and max_len is not None
-            and int(max_len) > STRING_CHUNK
+            and int(max_len) >= CHAIN_MIN_COPIES
             and "pattern" not in s
             and "format" not in s
         ):
@@ -106,22 +114,26 @@ class _CuttingCompiler(SchemaCompiler):
             if int(max_len) < min_len:
                 return None
             # one nonterminal per (minLength, maxLength): every string with the same bounds
-            # shares its chunk-count chain (~2 rules per chunk) instead of repeating it
-            return self._cut(self._chunked(min_len, int(max_len)))
+            # shares its chunk-count rules instead of repeating them
+            return self._cut(self._chunked(min_len, int(max_len)), is_helper=True)
         rx = super()._string(s, ptr)
         return None if rx is None else self.lexeme(rx)
 
     def _chunked(self, lo: int, hi: int) -> str:
-        """A JSON string of ``lo..hi`` characters as full chunks of ``STRING_CHUNK`` characters
-        then one shorter chunk: ``n = STRING_CHUNK * q + r`` with ``r < STRING_CHUNK`` is
-        unique, so the grammar is unambiguous, and each chunk automaton is small and shared
-        (one DFA for ``{0,6000}`` would need 14 states per character)."""
+        """A JSON string of ``lo..hi`` characters: ``"``, full chunks of ``STRING_CHUNK``
+        characters, one shorter chunk, ``"``. ``n = STRING_CHUNK * q + r`` with
+        ``r < STRING_CHUNK`` is unique, so the grammar is unambiguous. A chunk is a counted
+        chain ``C{a,b}`` of JSON characters, built directly (14 states per character,
+        :func:`~formcast.grammar.byte_nfa.counted_chain_dfa`; one DFA for ``{0,6000}`` would
+        be too large, hence chunks); its lexer walks depend only on the distance to its bounds
+        up to the longest token (:mod:`~formcast.grammar.chain_keys`), so strings of every
+        ``maxLength`` share them and a position far from the end costs a lookup."""
         char = group(JSON_CHAR)  # type: ignore[arg-type]
         size = STRING_CHUNK
-        full = self._cut(f"{char}{{{size}}}")
+        full = self._cut(f"{char}{{{size}}}", is_helper=True)
 
         def part(a: int, b: int) -> str:
-            return "" if b == 0 else self._cut(repeat(char, a, b) or "")
+            return "" if b == 0 else self._cut(repeat(char, a, b) or "", is_helper=True)
 
         q_lo, r_lo = divmod(lo, size)
         q_hi, r_hi = divmod(hi, size)
@@ -172,14 +184,18 @@ class _CuttingCompiler(SchemaCompiler):
             )
         return _placeholder(self._any_index)
 
-    def _cut(self, rx: str) -> str:
-        """The placeholder of ``rx`` (one nonterminal per distinct text), unless exact."""
+    def _cut(self, rx: str, is_helper: bool = False) -> str:
+        """The placeholder of ``rx`` (one nonterminal per distinct text), unless exact.
+        ``is_helper``: a nonterminal inside one value (a string's chunks), not a nesting
+        level of the JSON text (see :attr:`helper_cuts`)."""
         if self._is_exact:
             return rx
         index = self._text_index.get(rx)
         if index is None:
             index = self._text_index[rx] = len(self.regexes)
             self.regexes.append(rx)
+        if is_helper:
+            self.helper_cuts.add(index)
         return _placeholder(index)
 
     def _compile(self, schema: Any, pointer: str) -> str | None:
@@ -234,11 +250,13 @@ class _CuttingCompiler(SchemaCompiler):
 class _RegexToRules:
     """Regex syntax trees with placeholders -> rules over merged regular terminals."""
 
-    def __init__(self, num_placeholders: int) -> None:
+    def __init__(self, num_placeholders: int, helpers: set[int]) -> None:
         self._referenced: set[int] = set()
         self.terminal_regexes: list[str] = []
         self._terminal_ids: dict[str, int] = {}
-        self.nonterminal_names = ["json"] + [f"$ref#{k}" for k in range(num_placeholders)]
+        self.nonterminal_names = ["json"] + [
+            f"json~part{k}" if k in helpers else f"$ref#{k}" for k in range(num_placeholders)
+        ]
         self.rules: list[tuple[int, tuple[int, ...]]] = []
         self._has_placeholder: dict[int, bool] = {}
 
@@ -389,7 +407,7 @@ def _cfg_from(
     if top is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     regexes = [top, *compiler.regexes]  # nonterminal n; placeholder k is nonterminal k + 1
-    rules = _RegexToRules(len(compiler.regexes))
+    rules = _RegexToRules(len(compiler.regexes), compiler.helper_cuts)
     pending, seen = [0], {0}
     while pending:  # only the regexes reachable from the root are parsed
         n = pending.pop()

@@ -61,6 +61,7 @@ USE_DFA_WALKS = True  # single-terminal parts walk their terminal's DFA (cfg_dfa
 # walks are cheaper than a set walk per set (cold p99 0.70 vs 0.90 ms)
 MIN_SET_PARTS = 8
 _MAX_SET_PARTS_MEMO = 65536
+_FULL_ROWS_MAX_STATES = 1024  # terminal DFAs up to this size get an (S, 256) successor table
 _EVERY_BYTE = np.ones(257, dtype=bool)  # walks over interned states split before any byte
 
 
@@ -215,6 +216,8 @@ class CfgLexer:
         full = self._full_rows.get(component)
         if full is None:
             dfa = self.dfas[component]
+            if dfa.num_states > _FULL_ROWS_MAX_STATES:  # a long counted chain: row by row
+                return dfa.transitions[state][dfa.byte_to_class]
             full = self._full_rows[component] = dfa.transitions[:, dfa.byte_to_class]
         return full[state]
 

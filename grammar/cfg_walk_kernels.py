@@ -75,10 +75,13 @@ def _is_subset(below, c, covered, level, q):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True)
-def _chain_jump(below, c, covered, top, q, uniform, is_split):  # pragma: no cover - jitted
+def _chain_jump(below, c, covered, top, q, uniform, is_split, follow_bits):  # pragma: no cover
     """The levels (``>= 2``, else 0) below trie node ``c`` (reached in state ``q``) that every
     prefix reads along ``q``'s uniform chain, through states that do not split: the largest
-    ``L < top`` with ``below[c]`` inside ``covered[L, q]``, cut at the first splitting state."""
+    ``L < top`` with ``below[c]`` inside ``covered[L, q]``, cut at the first splitting state.
+    No cut if no byte below ``c`` is in ``follow_bits`` (``(4,)`` uint64): a split there
+    would record nothing (a string's inside: every position completes the chain, but only a
+    closing ``"`` may follow, and no token below ``c`` holds one)."""
     lo, hi, best = 1, top - 1, 0
     while lo <= hi:  # covered[L, q] shrinks as L grows
         mid = (lo + hi) // 2
@@ -86,11 +89,29 @@ def _chain_jump(below, c, covered, top, q, uniform, is_split):  # pragma: no cov
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
+    is_quiet = (
+        below[c, 0] & follow_bits[0]
+        | below[c, 1] & follow_bits[1]
+        | below[c, 2] & follow_bits[2]
+        | below[c, 3] & follow_bits[3]
+    ) == 0
+    if is_quiet:
+        return best if best >= 2 else 0
     steps, s = 0, q
     while steps < best and not is_split[s]:
         s = uniform[s]
         steps += 1
     return steps if steps >= 2 else 0
+
+
+@numba.njit(cache=True)
+def _byte_bits(marked):  # pragma: no cover - jitted
+    """``(4,)`` uint64 bit set of the bytes ``b < 256`` with ``marked[b]``."""
+    bits = np.zeros(4, np.uint64)
+    for b in range(256):
+        if marked[b]:
+            bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return bits
 
 
 @numba.njit(cache=True)
@@ -167,6 +188,7 @@ def _trie_walk(
     top = covered.shape[0] - 1
     has_coverage = covered.shape[1] > 0
     live = covered[0]  # (S, 4) the bytes each state can read
+    follow_bits = _byte_bits(follow)
     words = np.zeros(num_words, np.uint32)
     stack = np.empty((1024, 3), np.int64)  # (trie node, state after its prefix, depth)
     stack[0, 0], stack[0, 1], stack[0, 2] = 0, start, 0
@@ -201,7 +223,7 @@ def _trie_walk(
                         for r in range(nodes[c, _ROW_LO], nodes[c, _ROW_HI]):
                             _set_bit(words, token_ids[r])
                     continue
-                jump = _chain_jump(below, c, covered, lv, q, uniform, is_split)
+                jump = _chain_jump(below, c, covered, lv, q, uniform, is_split, follow_bits)
                 if jump:  # every prefix of 1..jump more bytes follows the chain
                     level = depth + 1 + jump
                     target = q

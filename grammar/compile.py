@@ -175,6 +175,8 @@ def _remember(key: tuple[str, str, int], dfa: ByteDFA) -> None:
 def _node_to_dfa(node: Node, budget: CompileBudget) -> ByteDFA:
     # a counted repetition of a prefix code (JSON string chunks) is already deterministic
     dfa = counted_chain_dfa(node, budget)
+    if dfa is not None and dfa.walk_keys is not None:
+        return dfa  # a finite chain is minimal as built (see counted_chain_dfa)
     if dfa is None:
         dfa = determinize(build_nfa(node, budget), budget)
     return minimize(dfa, budget)

@@ -28,7 +28,7 @@ from formcast.grammar.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-_FORMAT_VERSION = 3  # 2: TokenIndex keeps distinct rows; 3: SplitGroup.records_key
+_FORMAT_VERSION = 4  # 2: distinct index rows; 3: SplitGroup.records_key; 4: ByteDFA.walk_keys
 _MAX_IN_MEMORY = 128
 
 
