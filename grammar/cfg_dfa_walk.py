@@ -55,7 +55,7 @@ from formcast.grammar.cfg_walk_kernels import (
     walk_trie,
     walk_trie_set,
 )
-from formcast.grammar.chain_keys import canonical_chain
+from formcast.grammar.chain_keys import canonical_chain, chain_acceptance
 from formcast.grammar.token_index import VocabTable
 
 
@@ -172,10 +172,10 @@ class SharedWalks:
 
 
 SHARED_WALKS = SharedWalks(_SHARED_MAX_BYTES)
-# canonical chains (chain_keys.canonical_chain) by pattern: the walks of every counted chain
-# of the same code are computed on these few
-_CANONICAL: dict[str, ByteDFA] = {}
-_MAX_CANONICAL = 256
+# canonical chains (chain_keys.canonical_chain) by pattern, with their acceptance arrays by
+# first accepting copy: the walks of every counted chain of the same code are computed on one
+_CANONICAL: dict[str, tuple[ByteDFA, dict[int, np.ndarray]]] = {}
+_MAX_CANONICAL = 64
 
 
 class DfaWalker:
@@ -275,36 +275,43 @@ class DfaWalker:
             return (dfa, state)
         return keys.key(state, self.horizon)
 
-    def _walked(self, t: int, state: int) -> tuple[ByteDFA, int]:
-        """The DFA and state a walk keyed by :meth:`_site` is computed on: for a chain, the
-        canonical chain of its key (small, built once), else the terminal's own."""
+    def _walked(self, t: int, state: int) -> tuple[ByteDFA, int, np.ndarray]:
+        """``(dfa, state, is_accepting)`` a walk keyed by :meth:`_site` is computed on: for a
+        chain, the canonical chain of its code and the acceptance of its key
+        (:func:`~formcast.grammar.chain_keys.canonical_chain`), else the terminal's own."""
         dfa = self.dfas[t]
         keys = dfa.walk_keys
         if keys is None:
-            return dfa, state
-        key = keys.key(state, self.horizon)
-        pattern, at = canonical_chain(key, keys.width, self.horizon)
+            return dfa, state, dfa.is_accepting
+        horizon = self.horizon
+        key = keys.key(state, horizon)
+        pattern, at, accept_from = canonical_chain(key, keys.width, horizon)
         found = _CANONICAL.get(pattern)
         if found is None:
             from formcast.grammar.compile import regex_to_dfa  # lazy: it imports this module
 
-            found = regex_to_dfa(pattern)
-            if len(_CANONICAL) >= _MAX_CANONICAL:
-                _CANONICAL.clear()
-            _CANONICAL[pattern] = found
-        other = found.walk_keys
-        if other is None or other.width != keys.width or other.key(at, self.horizon) != key:
-            return dfa, state  # the pattern did not rebuild the same chain: walk this one
-        return found, at
+            base = regex_to_dfa(pattern)
+            other = base.walk_keys
+            if other is None or other.width != keys.width or other.item != keys.item:
+                return dfa, state, dfa.is_accepting  # no chain of the same code: walk this one
+            found = _CANONICAL[pattern] = (base, {})
+            if len(_CANONICAL) > _MAX_CANONICAL:
+                _CANONICAL.pop(next(iter(_CANONICAL)))
+        base, acceptance = found
+        is_accepting = acceptance.get(accept_from)
+        if is_accepting is None:
+            is_accepting = chain_acceptance(keys.width, horizon, accept_from)
+            acceptance[accept_from] = is_accepting
+        return base, at, is_accepting
 
     def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
         """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
         key = ("vocabulary", self._site(t, state), self.table, self._follow_keys[t])
         found = SHARED_WALKS.get(key)
         if found is None:
-            dfa, at = self._walked(t, state)
+            dfa, at, is_accepting = self._walked(t, state)
             within_row, rows, steps, _ = walk_trie(
-                full_table(dfa), at, dfa.is_accepting, self.follow[t], self._coverage(dfa),
+                full_table(dfa), at, is_accepting, self.follow[t], self._coverage(dfa),
                 self.table,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
@@ -332,10 +339,10 @@ class DfaWalker:
         key = ("records", site, self.table, self._follow_keys[t], records_key)
         found = SHARED_WALKS.get(key)
         if found is None:
-            dfa, at = self._walked(t, state)
+            dfa, at, is_accepting = self._walked(t, state)
             within_row, rows, steps, _ = walk_suffixes(
                 full_table(dfa), at, rows, steps, first_byte_bounds,
-                dfa.is_accepting, self.follow[t], self.table,
+                is_accepting, self.follow[t], self.table,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found

@@ -117,6 +117,8 @@ class CfgLexer:
         self._groups: dict[tuple, SplitGroup] = {}
         self._dfa_walker = DfaWalker(grammar, table)
         self._set_parts: dict[tuple[int, ...], tuple[list, list]] = {}  # see set_parts
+        self._set_pair: dict[int, tuple[int, int] | None] = {}  # part -> its pair if set-walkable
+        self._readers: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}  # see readers
 
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
@@ -303,6 +305,17 @@ class CfgLexer:
             self._first_bytes[sid] = found
         return found
 
+    def readers(self, parts: tuple[int, ...], first_bytes: int) -> tuple[int, ...]:
+        """The parts that can read one of the bytes of bit set ``first_bytes`` (memoised:
+        split groups of many sizes start with the same few bytes, e.g. ``,`` and ``}``)."""
+        key = (parts, first_bytes)
+        found = self._readers.get(key)
+        if found is None:
+            found = tuple(p for p in parts if first_bytes & self.first_bytes(p))
+            if len(self._readers) < _MAX_SET_PARTS_MEMO:
+                self._readers[key] = found
+        return found
+
     def _single_pair(self, sid: int) -> tuple[int, int] | None:
         """``(terminal, DFA state)`` if ``sid`` is a part with one live terminal pair and no
         ignored text (its walks are read off that terminal's DFA, :mod:`cfg_dfa_walk`)."""
@@ -404,14 +417,20 @@ class CfgLexer:
         found = self._set_parts.get(parts)
         if found is not None:
             return found
+        set_pair = self._set_pair
         pairs: list[tuple[int, int]] = []
         alone: list[int] = []
         for part in parts:
-            pair = self._single_pair(part)
-            if pair is not None and self._dfa_walker.can_walk_in_set(pair[0]):
-                pairs.append(pair)
-            else:
+            pair = set_pair.get(part, False)
+            if pair is False:
+                pair = self._single_pair(part)
+                if pair is not None and not self._dfa_walker.can_walk_in_set(pair[0]):
+                    pair = None
+                set_pair[part] = pair
+            if pair is None:
                 alone.append(part)
+            else:
+                pairs.append(pair)
         found = ([], list(parts)) if len(pairs) < least else (pairs, alone)
         if len(self._set_parts) < _MAX_SET_PARTS_MEMO:
             self._set_parts[parts] = found
@@ -556,7 +575,7 @@ class SplitGroup:
         found = self._walks.get(parts)
         if found is None:
             walks = []
-            readers = tuple(p for p in parts if self.first_bytes & lexer.first_bytes(p))
+            readers = lexer.readers(parts, self.first_bytes)
             pairs, alone = lexer.set_parts(readers)
             if pairs:
                 walks.append(

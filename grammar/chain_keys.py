@@ -15,13 +15,15 @@ token), so ``c <= L``: with the *horizon* ``H = L + 1`` the walk depends on ``k`
 ``(X, j, m, r)`` instead of ``(DFA, state)``: every position of every bounded string more than
 ``H`` characters before its maximum shares one walk, and strings of different ``maxLength``
 share the positions at equal distance from it. A walk not stored yet is computed on the
-*canonical* chain ``X{lo_c, H}`` at ``k_c = H - r`` (``lo_c = 0`` if ``m = 0``, else
-``m + k_c``), which has the same ``(j, m, r)`` there (:func:`canonical_chain`).
+*canonical* chain ``X{0,H}`` at ``k_c = H - r``, with its states accepting from copy
+``k_c + m`` on (:func:`canonical_chain`), so one small DFA serves every key of ``X``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,26 @@ class ChainKeys:
         return replace(self, shift=1)
 
 
-def canonical_chain(key: tuple[str, int, int, int], width: int, horizon: int) -> tuple[str, int]:
-    """``(pattern, state)``: a chain ``X{lo_c,H}`` and its state whose key is ``key``."""
+def canonical_chain(
+    key: tuple[str, int, int, int], width: int, horizon: int
+) -> tuple[str, int, int]:
+    """``(pattern, state, accept_from)``: the canonical chain ``X{0,H}``, the state of it
+    whose walks are ``key``'s, and the copy from which its states accept.
+
+    At ``k_c = H - r`` the chain ``X{0,H}`` has ``r`` words left, like ``key``; the lower
+    bound is matched by acceptance alone: ``(k, 0)`` accepts for the walk iff
+    ``k >= k_c + m`` (:func:`chain_acceptance`). So one DFA (its table and chain coverage)
+    serves every key of the code ``X``."""
     item, j, m, r = key
     k = horizon - r
-    lo = 0 if m == 0 else m + k
     state = k * width + j if k < horizon else horizon * width
-    return f"(?:{item}){{{lo},{horizon}}}", state
+    return f"(?:{item}){{0,{horizon}}}", state, k + m
+
+
+def chain_acceptance(width: int, horizon: int, accept_from: int) -> np.ndarray:
+    """``(H * width + 1,)`` bool: the states ``(k, 0)`` of ``X{0,H}`` with
+    ``k >= accept_from`` (the end state is ``(H, 0)``)."""
+    is_start = np.zeros(horizon * width + 1, dtype=bool)
+    is_start[::width] = True  # (k, 0) is state k * width; the end state is H * width
+    copy = np.arange(horizon * width + 1) // width
+    return is_start & (copy >= accept_from)

@@ -22,7 +22,7 @@ from formcast.grammar.byte_nfa import build_nfa
 from formcast.grammar.cfg_dfa_walk import DfaWalker, full_table
 from formcast.grammar.cfg_json_schema import STRING_CHUNK, compile_json_schema_cfg
 from formcast.grammar.cfg_walk_kernels import chain_coverage, walk_suffixes, walk_trie
-from formcast.grammar.chain_keys import ChainKeys, canonical_chain
+from formcast.grammar.chain_keys import ChainKeys, canonical_chain, chain_acceptance
 from formcast.grammar.compile import regex_to_dfa, strip_anchors
 from formcast.grammar.compile_budget import CompileBudget
 from formcast.grammar.dfa_minimizer import minimize
@@ -84,8 +84,10 @@ def test_chain_keys_of_positions():
     stripped = ChainKeys("x", width=2, lo=0, hi=4).without_empty()
     assert stripped.key(0, 10) == ("x", 0, 1, 4)  # the non-accepting copy of the start
     assert stripped.key(1, 10) == ("x", 0, 0, 4)
-    pattern, state = canonical_chain(("x", 1, 2, 5), width=2, horizon=10)
-    assert (pattern, state) == ("(?:x){7,10}", 2 * 5 + 1)
+    # 5 words left, 2 more needed before accepting: state (5, 1) of x{0,10}, accepting from 7
+    assert canonical_chain(("x", 1, 2, 5), width=2, horizon=10) == ("(?:x){0,10}", 11, 7)
+    accepting = chain_acceptance(width=2, horizon=10, accept_from=7)
+    assert np.flatnonzero(accepting).tolist() == [14, 16, 18, 20]
 
 
 BOUNDED = {
