@@ -234,27 +234,28 @@ class DfaWalker:
             self._stacked = (table, term_of, is_accepting, follow, offsets)
         return self._stacked
 
-    def _set_args(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-        table, term_of, is_accepting, follow, offsets = self._stack()
-        starts = np.array([offsets[t] + q for t, q in pairs], dtype=np.int64)
-        return table, term_of, is_accepting, follow, starts
+    def set_start(self, t: int, state: int) -> int:
+        """The stacked state of ``(t, state)`` (``t`` must :meth:`can_walk_in_set`)."""
+        return int(self._stack()[4][t]) + state
 
-    def set_walk(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-        """Every token from the set of ``(terminal, state)`` pairs (small terminals) at once:
-        one trie walk with the set of live states per node. Returns ``(within_row, split_rows,
-        split_steps, split_terminals)``: what the pairs' own walks give together (records of
-        tokens within some pair dropped)."""
-        return walk_trie_set(*self._set_args(pairs), self.table)
+    def set_walk(self, starts: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Every token from a set of ``(terminal, state)`` pairs (small terminals, by their
+        :meth:`set_start` states) at once: one trie walk with the set of live states per node.
+        Returns ``(within_row, split_rows, split_steps, split_terminals)``: what the pairs' own
+        walks give together (records of tokens within some pair dropped)."""
+        return walk_trie_set(*self._stack()[:4], starts, self.table)
 
     def set_walk_records(
         self,
-        pairs: list[tuple[int, int]],
+        starts: np.ndarray,
         rows: np.ndarray,
         first_byte_bounds: np.ndarray,
         steps: np.ndarray,
     ) -> tuple[np.ndarray, ...]:
         """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
-        return walk_suffixes_set(*self._set_args(pairs), rows, steps, first_byte_bounds, self.table)
+        return walk_suffixes_set(
+            *self._stack()[:4], starts, rows, steps, first_byte_bounds, self.table
+        )
 
     def _table(self, t: int) -> np.ndarray:
         """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
@@ -265,7 +266,7 @@ class DfaWalker:
         dfa = self.dfas[t]
         return dfa.transitions[state][dfa.byte_to_class] >= 0
 
-    def _site(self, t: int, state: int) -> tuple:
+    def site(self, t: int, state: int) -> tuple:
         """What a walk from ``state`` of terminal ``t`` is keyed by: the DFA and the state, or
         for a counted chain its :class:`~formcast.grammar.chain_keys.ChainKeys` key (walks
         shared across chains and positions)."""
@@ -276,7 +277,7 @@ class DfaWalker:
         return keys.key(state, self.horizon)
 
     def _walked(self, t: int, state: int) -> tuple[ByteDFA, int, np.ndarray]:
-        """``(dfa, state, is_accepting)`` a walk keyed by :meth:`_site` is computed on: for a
+        """``(dfa, state, is_accepting)`` a walk keyed by :meth:`site` is computed on: for a
         chain, the canonical chain of its code and the acceptance of its key
         (:func:`~formcast.grammar.chain_keys.canonical_chain`), else the terminal's own."""
         dfa = self.dfas[t]
@@ -306,7 +307,7 @@ class DfaWalker:
 
     def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
         """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
-        key = ("vocabulary", self._site(t, state), self.table, self._follow_keys[t])
+        key = ("vocabulary", self.site(t, state), self.table, self._follow_keys[t])
         found = SHARED_WALKS.get(key)
         if found is None:
             dfa, at, is_accepting = self._walked(t, state)
@@ -335,7 +336,7 @@ class DfaWalker:
     ) -> tuple[np.ndarray, ...]:
         """Read records ``(rows[k], steps[k])`` (sorted by first byte, ``first_byte_bounds``)
         from ``state`` of terminal ``t``; ``records_key`` is a digest of the records."""
-        site = self._site(t, state)
+        site = self.site(t, state)
         key = ("records", site, self.table, self._follow_keys[t], records_key)
         found = SHARED_WALKS.get(key)
         if found is None:

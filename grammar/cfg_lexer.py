@@ -63,6 +63,7 @@ MIN_SET_PARTS = 8
 _MAX_SET_PARTS_MEMO = 65536
 _FULL_ROWS_MAX_STATES = 1024  # terminal DFAs up to this size get an (S, 256) successor table
 _EVERY_BYTE = np.ones(257, dtype=bool)  # walks over interned states split before any byte
+_NO_STARTS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -116,9 +117,9 @@ class CfgLexer:
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
         self._dfa_walker = DfaWalker(grammar, table)
-        self._set_parts: dict[tuple[int, ...], tuple[list, list]] = {}  # see set_parts
-        self._set_pair: dict[int, tuple[int, int] | None] = {}  # part -> its pair if set-walkable
-        self._readers: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}  # see readers
+        self._set_parts: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}  # see set_parts
+        self._part_facts: dict[int, tuple[int, int]] = {}  # see _part_fact
+        self._site_walks: dict[tuple[int, tuple], TokenWalk] = {}  # see _pair_walk
 
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
@@ -305,17 +306,6 @@ class CfgLexer:
             self._first_bytes[sid] = found
         return found
 
-    def readers(self, parts: tuple[int, ...], first_bytes: int) -> tuple[int, ...]:
-        """The parts that can read one of the bytes of bit set ``first_bytes`` (memoised:
-        split groups of many sizes start with the same few bytes, e.g. ``,`` and ``}``)."""
-        key = (parts, first_bytes)
-        found = self._readers.get(key)
-        if found is None:
-            found = tuple(p for p in parts if first_bytes & self.first_bytes(p))
-            if len(self._readers) < _MAX_SET_PARTS_MEMO:
-                self._readers[key] = found
-        return found
-
     def _single_pair(self, sid: int) -> tuple[int, int] | None:
         """``(terminal, DFA state)`` if ``sid`` is a part with one live terminal pair and no
         ignored text (its walks are read off that terminal's DFA, :mod:`cfg_dfa_walk`)."""
@@ -392,49 +382,78 @@ class CfgLexer:
             parts = self.parts(sid)
             pair = self._single_pair(sid) if parts == (sid,) else None
             if pair is not None:
-                found = self._dfa_walk(pair[0], *self._dfa_walker.vocabulary_walk(*pair))
+                found = self._pair_walk(*pair)
             elif parts == (sid,):
                 table = self._materialise_from(sid)
                 found = self._walk(walk_trie(table, sid, *self._flags(), NO_COVERAGE, self.table))
             else:
-                pairs, alone = self.set_parts(parts)
+                starts, alone = self.set_parts(parts)
                 walks = [self.token_walk(p) for p in alone]
-                if pairs:
-                    walks.append(self._set_walk(self._dfa_walker.set_walk(pairs)))
+                if len(starts):
+                    walks.append(self._set_walk(self._dfa_walker.set_walk(starts)))
                 found = union_walks(walks, self.table.num_words)
             self._walks[sid] = found
         return found
 
-    def set_parts(self, parts: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
-        """``(pairs, alone)``: the ``(terminal, state)`` pairs of the single-pair parts of small
-        acyclic or narrow terminal DFAs (:meth:`DfaWalker.can_walk_in_set`), to be walked
-        together in one set walk (an object's next key among 100+ key terminals is one trie
-        walk, not 100+), if there are at least ``min_set_parts`` of them (else none), and the
-        parts to walk one by one."""
+    def _pair_walk(self, terminal: int, state: int) -> TokenWalk:
+        """The walk of a single-pair part, one :class:`TokenWalk` per :meth:`DfaWalker.site`:
+        the positions of a bounded string with the same distance to its bounds share it (and
+        with it the head masks' split groups), not only its stored arrays."""
+        key = (terminal, self._dfa_walker.site(terminal, state))
+        found = self._site_walks.get(key)
+        if found is None:
+            found = self._dfa_walk(terminal, *self._dfa_walker.vocabulary_walk(terminal, state))
+            self._site_walks[key] = found
+        return found
+
+    def set_parts(
+        self, parts: tuple[int, ...], first_bytes: int = -1
+    ) -> tuple[np.ndarray, tuple[int, ...]]:
+        """``(starts, alone)`` for the parts that can read a byte of bit set ``first_bytes``
+        (all by default): the stacked start states (:meth:`DfaWalker.set_start`) of the
+        single-pair parts of small acyclic or narrow terminal DFAs (:meth:`DfaWalker.
+        can_walk_in_set`), to be walked together in one set walk (an object's next key among
+        100+ key terminals is one trie walk, not 100+), if there are at least
+        ``min_set_parts`` of them (else none), and the parts to walk one by one. Memoised per
+        ``(parts, first_bytes)``; one pass over per-part facts memoised per part."""
         least = self.min_set_parts
         if least is None or len(parts) < least:
-            return [], list(parts)
-        found = self._set_parts.get(parts)
+            if first_bytes != -1:
+                parts = tuple(p for p in parts if first_bytes & self.first_bytes(p))
+            return _NO_STARTS, parts
+        key = (parts, first_bytes)
+        found = self._set_parts.get(key)
         if found is not None:
             return found
-        set_pair = self._set_pair
-        pairs: list[tuple[int, int]] = []
+        facts = self._part_facts
+        starts: list[int] = []
+        readers: list[int] = []
         alone: list[int] = []
         for part in parts:
-            pair = set_pair.get(part, False)
-            if pair is False:
-                pair = self._single_pair(part)
-                if pair is not None and not self._dfa_walker.can_walk_in_set(pair[0]):
-                    pair = None
-                set_pair[part] = pair
-            if pair is None:
-                alone.append(part)
-            else:
-                pairs.append(pair)
-        found = ([], list(parts)) if len(pairs) < least else (pairs, alone)
+            fact = facts.get(part)
+            if fact is None:
+                fact = facts[part] = self._part_fact(part)
+            if first_bytes & fact[0]:
+                readers.append(part)
+                if fact[1] < 0:
+                    alone.append(part)
+                else:
+                    starts.append(fact[1])
+        if len(starts) < least:
+            found = (_NO_STARTS, tuple(readers))
+        else:
+            found = (np.array(starts, dtype=np.int64), tuple(alone))
         if len(self._set_parts) < _MAX_SET_PARTS_MEMO:
-            self._set_parts[parts] = found
+            self._set_parts[key] = found
         return found
+
+    def _part_fact(self, part: int) -> tuple[int, int]:
+        """``(first bytes, stacked start state or -1)`` of one part (see :meth:`set_parts`)."""
+        pair = self._single_pair(part)
+        start = -1
+        if pair is not None and self._dfa_walker.can_walk_in_set(pair[0]):
+            start = self._dfa_walker.set_start(*pair)
+        return self.first_bytes(part), start
 
     def _set_walk(self, found: tuple[np.ndarray, ...]) -> TokenWalk:
         """A :class:`TokenWalk` from a set walk: split records grouped by the terminal that
@@ -447,11 +466,12 @@ class CfgLexer:
         return TokenWalk(within_row=within_row, splits=splits)
 
     def walk_records_set(
-        self, pairs: list[tuple[int, int]], rows: np.ndarray, first_byte_bounds, steps
+        self, starts: np.ndarray, rows: np.ndarray, first_byte_bounds, steps
     ) -> TokenWalk:
-        """:meth:`walk_records` from several single-pair parts at once (see :meth:`set_parts`)."""
+        """:meth:`walk_records` from several single-pair parts at once, by their stacked start
+        states (see :meth:`set_parts`)."""
         return self._set_walk(
-            self._dfa_walker.set_walk_records(pairs, rows, first_byte_bounds, steps)
+            self._dfa_walker.set_walk_records(starts, rows, first_byte_bounds, steps)
         )
 
     def _flags(self) -> tuple[np.ndarray, np.ndarray]:
@@ -575,11 +595,10 @@ class SplitGroup:
         found = self._walks.get(parts)
         if found is None:
             walks = []
-            readers = lexer.readers(parts, self.first_bytes)
-            pairs, alone = lexer.set_parts(readers)
-            if pairs:
+            starts, alone = lexer.set_parts(parts, self.first_bytes)
+            if len(starts):
                 walks.append(
-                    lexer.walk_records_set(pairs, self.rows, self.first_byte_bounds, self.steps)
+                    lexer.walk_records_set(starts, self.rows, self.first_byte_bounds, self.steps)
                 )
             for part in alone:
                 walk = self._walks.get(part)

@@ -228,13 +228,13 @@ def test_set_walks_equal_the_union_of_part_walks(smollm2_vocab, monkeypatch):
         for k in range(len(text) + 1):
             lexer = together.runtime.lexer
             for _, sid in together.runtime.advance(together.initial_heads, text[:k]):
-                num_set_states += bool(lexer.set_parts(lexer.parts(sid))[0])
+                num_set_states += bool(len(lexer.set_parts(lexer.parts(sid))[0]))
                 got_within, got = _walk_records(lexer.token_walk(sid))
                 other = alone.runtime.lexer  # the same state, interned in the other lexer
                 twin = other._intern(
                     lexer.expected_of[sid], set(lexer.pairs_of[sid]), lexer.is_boundary[sid]
                 )
-                assert not other.set_parts(other.parts(twin))[0]
+                assert not len(other.set_parts(other.parts(twin))[0])
                 ref = [other.token_walk(p) for p in other.parts(twin)]
                 ref_within = np.bitwise_or.reduce([w.within_row for w in ref])
                 assert np.array_equal(got_within, ref_within), text[:k]
