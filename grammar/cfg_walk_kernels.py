@@ -105,6 +105,23 @@ def _chain_jump(below, c, covered, top, q, uniform, is_split, follow_bits):  # p
 
 
 @numba.njit(cache=True)
+def _is_settled(below, c, live, target, is_split, follow_bits):  # pragma: no cover - jitted
+    """True if no byte below trie node ``c`` can be read from ``target`` and none could be
+    recorded as a split there (``target`` does not split, or no follow byte lies below
+    ``c``): the tokens below ``c`` that are longer than the jump end there, dead, recording
+    nothing (a bounded string's last position: nothing is read after its last character)."""
+    for w in range(4):
+        if below[c, w] & live[target, w]:
+            return False
+    if not is_split[target]:
+        return True
+    for w in range(4):
+        if below[c, w] & follow_bits[w]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
 def _byte_bits(marked):  # pragma: no cover - jitted
     """``(4,)`` uint64 bit set of the bytes ``b < 256`` with ``marked[b]``."""
     bits = np.zeros(4, np.uint64)
@@ -233,6 +250,8 @@ def _trie_walk(
                     for r in range(lo, hi):
                         if lengths[r] <= level:
                             _set_bit(words, token_ids[r])
+                    if _is_settled(below, c, live, target, is_split, follow_bits):
+                        continue  # the longer tokens die at ``target`` without a record
                     first = _first_at_least(row_lo, level_start[level], level_start[level + 1], lo)
                     last = _first_at_least(row_lo, first, level_start[level + 1], hi)
                     if size + (last - first) + 256 > stack.shape[0]:
