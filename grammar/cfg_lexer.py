@@ -268,7 +268,11 @@ class CfgLexer:
         key = (expected, with_ignore)
         found = self._fresh.get(key)
         if found is None:
-            found = self.parts(self.initial(expected))
+            if len(expected) > 1 and self.num_terminals == len(self.dfas):
+                # no ignored text: the parts of initial(expected), without interning it
+                found = tuple(self._pair_part(t, 0) for t in sorted(expected))
+            else:
+                found = self.parts(self.initial(expected))
             if not with_ignore:
                 found = tuple(p for p in found if self.pairs_of[p][0][0] < self.num_terminals)
             self._fresh[key] = found
