@@ -9,6 +9,8 @@
   trimmed, so every live item can complete). ``is_sentence(b)``: the start item completes.
 - :func:`random_sentence`: a random derivation of the prepared grammar (depth-bounded by
   minimal derivation heights), terminals sampled by random walks of their DFAs.
+- :func:`compare_dfa_walks`: lexer walks of single-terminal parts read off the terminal's own
+  DFA equal the generic walk over interned lexer states (the reference path).
 - :func:`brute_force_mask`: the allowed token ids at a head set by reading every token's bytes
   through the runtime's byte stepping (``CfgRuntime.step``, the definition of the language,
   itself checked against ``ByteEarleyOracle``) — independent of the mask precomputation.
@@ -20,7 +22,9 @@ import random
 
 import numpy as np
 
+from formcast.grammar import cfg_lexer
 from formcast.grammar.cfg_grammar import PreparedGrammar
+from formcast.grammar.cfg_lexer import CfgLexer
 
 
 def _dfa_rules(dfa, prefix, add_rule):
@@ -205,3 +209,50 @@ def brute_force_mask(runtime, heads, vocab) -> set[int]:
     if runtime.is_accepting(heads):
         allowed |= set(vocab.eos_token_ids)
     return allowed
+
+
+def _records(walk) -> tuple[set[int], set[tuple[int, int, frozenset]]]:
+    bits = np.unpackbits(walk.within_row.view(np.uint8), bitorder="little")
+    records = set()
+    for group in walk.splits:
+        for row, step in zip(group.rows.tolist(), group.steps.tolist(), strict=True):
+            records.add((row, step, group.accepts))
+    return set(np.flatnonzero(bits).tolist()), records
+
+
+def compare_dfa_walks(prepared, table, parts, monkeypatch) -> int:
+    """Walk each single-pair part ``(t, q)`` of ``parts`` on the terminal-DFA path
+    (``cfg_dfa_walk``) and on the generic interned-lexer path (no chain jumps, no shared
+    walks) and assert they agree: within rows equal, split records equal up to the follow
+    filter, and the first split group's records read alike from every terminal's start.
+    Returns how many parts had split records to compare."""
+    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
+    generic = CfgLexer(prepared, table)
+    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+    fast = CfgLexer(prepared, table)
+    follow = fast._dfa_walker.follow
+    with_splits = 0
+    for t, q in parts:
+        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
+        old_sid = generic._intern(frozenset(), {(t, q)}, False)
+        old_within, old_records = _records(generic.token_walk(old_sid))
+        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+        new_sid = fast._intern(frozenset(), {(t, q)}, False)
+        assert fast._single_pair(new_sid) == (t, q)
+        new_within, new_records = _records(fast.token_walk(new_sid))
+        assert new_within == old_within, (t, q)
+        kept = {r for r in old_records if follow[t][table.matrix[r[0], r[1]]]}
+        assert new_records == kept, (t, q)
+        with_splits += bool(kept)
+        # split groups' suffix walks from every terminal's start part, on both paths
+        for group in fast.token_walk(new_sid).splits[:1]:
+            for u in range(prepared.num_terminals):
+                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
+                old_part = generic._intern(frozenset(), {(u, 0)}, False)
+                args = (group.rows, group.first_byte_bounds, group.steps, group.records_key)
+                old = _records(generic.walk_records(old_part, *args))
+                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+                new = _records(fast.walk_records(fast._intern(frozenset(), {(u, 0)}, False), *args))
+                assert new[0] == old[0], (t, q, u)
+                assert new[1] == {r for r in old[1] if follow[u][table.matrix[r[0], r[1]]]}
+    return with_splits

@@ -25,7 +25,7 @@ from formcast.grammar.gbnf_grammar import compile_gbnf
 from formcast.grammar.lark_grammar import compile_lark
 from formcast.grammar.token_index import vocab_table
 from tests.grammar._cfg_grammars import JSON_GBNF, LARK_GRAMMARS
-from tests.grammar._cfg_oracle import brute_force_mask
+from tests.grammar._cfg_oracle import brute_force_mask, compare_dfa_walks
 
 SCHEMA = {
     "type": "object",
@@ -46,15 +46,6 @@ INSTANCES = [
 ]
 
 
-def _records(walk) -> tuple[set[int], set[tuple[int, int, frozenset]]]:
-    bits = np.unpackbits(walk.within_row.view(np.uint8), bitorder="little")
-    records = set()
-    for group in walk.splits:
-        for row, step in zip(group.rows.tolist(), group.steps.tolist(), strict=True):
-            records.add((row, step, group.accepts))
-    return set(np.flatnonzero(bits).tolist()), records
-
-
 def _single_parts(prepared, max_states: int) -> list[tuple[int, int]]:
     """(terminal, state) pairs: every state of small terminals, a spread of large ones."""
     out = []
@@ -64,40 +55,6 @@ def _single_parts(prepared, max_states: int) -> list[tuple[int, int]]:
             states = np.linspace(0, dfa.num_states - 1, max_states).astype(int).tolist()
         out += [(t, q) for q in states]
     return out
-
-
-def _compare_parts(prepared, table, parts, monkeypatch) -> int:
-    """Walk each part on both paths; return how many parts had split records to compare."""
-    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
-    generic = CfgLexer(prepared, table)
-    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
-    fast = CfgLexer(prepared, table)
-    follow = fast._dfa_walker.follow
-    with_splits = 0
-    for t, q in parts:
-        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
-        old_sid = generic._intern(frozenset(), {(t, q)}, False)
-        old_within, old_records = _records(generic.token_walk(old_sid))
-        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
-        new_sid = fast._intern(frozenset(), {(t, q)}, False)
-        assert fast._single_pair(new_sid) == (t, q)
-        new_within, new_records = _records(fast.token_walk(new_sid))
-        assert new_within == old_within, (t, q)
-        kept = {r for r in old_records if follow[t][table.matrix[r[0], r[1]]]}
-        assert new_records == kept, (t, q)
-        with_splits += bool(kept)
-        # split groups' suffix walks from every terminal's start part, on both paths
-        for group in fast.token_walk(new_sid).splits[:1]:
-            for u in range(prepared.num_terminals):
-                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
-                old_part = generic._intern(frozenset(), {(u, 0)}, False)
-                args = (group.rows, group.first_byte_bounds, group.steps, group.records_key)
-                old = _records(generic.walk_records(old_part, *args))
-                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
-                new = _records(fast.walk_records(fast._intern(frozenset(), {(u, 0)}, False), *args))
-                assert new[0] == old[0], (t, q, u)
-                assert new[1] == {r for r in old[1] if follow[u][table.matrix[r[0], r[1]]]}
-    return with_splits
 
 
 @pytest.mark.parametrize("name", ["json.gbnf", "json_schema", "sql"])
@@ -110,7 +67,7 @@ def test_dfa_part_walks_equal_generic_walks(name, smollm2_vocab, monkeypatch):
         prepared = compile_lark(LARK_GRAMMARS[name], smollm2_vocab, cache=False).prepared
     table = vocab_table(smollm2_vocab)
     parts = _single_parts(prepared, max_states=6)
-    assert _compare_parts(prepared, table, parts, monkeypatch) > 0
+    assert compare_dfa_walks(prepared, table, parts, monkeypatch) > 0
 
 
 def test_follow_terminals_by_hand():
