@@ -8,7 +8,7 @@ terminal DFA directly.
 
 - Whole-vocabulary walks use the vocabulary byte trie (:func:`~formcast.grammar.
   cfg_walk_kernels.walk_trie`): one step per alive token *prefix*, and a subtree that stays on
-  its state's uniform chain (a string's inside, a ``{0,63}`` counter, a run of bounded
+  its state's uniform chain (a string's inside, a ``{0,255}`` counter, a run of bounded
   whitespace) is finished at once as a row range, every token in it "within". Splits inside
   such a subtree need not be recorded: a split only matters for tokens that do not stay within
   the lexeme (a within token is allowed anyway, and split records of within tokens are
@@ -20,7 +20,7 @@ terminal DFA directly.
   lexeme that may follow ``t`` in some sentence (the first bytes of the terminals in
   ``FOLLOW(t)``, and of the ignored terminals): otherwise the suffix dies on its first byte in
   every parse context. Such records are not produced, which keeps split groups small (inside a
-  string every offset completes a ``{0,63}`` chunk, but only a ``"`` can follow it).
+  string every offset completes a ``{0,255}`` chunk, but only a ``"`` can follow it).
 
 All walks are exact: they produce the same within tokens and the same split records as the
 generic lexer walk, minus records whose suffix no parse context can read.
@@ -28,7 +28,7 @@ generic lexer walk, minus records whose suffix no parse context can read.
 *Shared walks*: a walk depends on the terminal's DFA, the state, the vocabulary and the follow
 bytes, never on the grammar around the terminal. Terminal DFAs come from the
 :func:`~formcast.grammar.compile.regex_to_dfa` memo, so grammars with the same terminal (a
-JSON string chunk ``C{64}``, a number, a key) hold the same DFA object; their walks are kept in
+JSON string chunk ``C{256}``, a number, a key) hold the same DFA object; their walks are kept in
 one process-wide LRU (:class:`SharedWalks`, bounded by the bytes of the stored arrays), so a
 new grammar's first visits inside such terminals are lookups. Record walks are keyed by a
 128-bit BLAKE2 digest of the records (:attr:`~formcast.grammar.cfg_lexer.SplitGroup.

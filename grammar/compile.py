@@ -50,8 +50,9 @@ EAGER_MAX_S = 1.0
 _DFA_MEMO: OrderedDict[tuple[str, str, int], ByteDFA] = OrderedDict()
 _DFA_MEMO_LOCK = threading.Lock()
 _DFA_MEMO_SIZE = 1024
-# table cells of one kept DFA (4 MB; a 64-character JSON string chunk is ~33k cells and is
-# built ~10 times per schema on the structural route) and of all kept DFAs together (64 MB)
+# table cells of one kept DFA (4 MB; a 256-character JSON string chunk is ~133k cells and
+# every schema with long strings on the structural route uses it) and of all kept DFAs
+# together (64 MB)
 _DFA_MEMO_MAX_CELLS = 1_000_000
 _DFA_MEMO_TOTAL_CELLS = 16_000_000
 _memo_cells = 0
