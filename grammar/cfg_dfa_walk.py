@@ -276,7 +276,7 @@ class DfaWalker:
             return (dfa, state)
         return keys.key(state, self.horizon)
 
-    def _walked(self, t: int, state: int) -> tuple[ByteDFA, int, np.ndarray]:
+    def _walked(self, t: int, state: int, site: tuple) -> tuple[ByteDFA, int, np.ndarray]:
         """``(dfa, state, is_accepting)`` a walk keyed by :meth:`site` is computed on: for a
         chain, the canonical chain of its code and the acceptance of its key
         (:func:`~formcast.grammar.chain_keys.canonical_chain`), else the terminal's own."""
@@ -285,8 +285,7 @@ class DfaWalker:
         if keys is None:
             return dfa, state, dfa.is_accepting
         horizon = self.horizon
-        key = keys.key(state, horizon)
-        pattern, at, accept_from = canonical_chain(key, keys.width, horizon)
+        pattern, at, accept_from = canonical_chain(site, keys.width, horizon)
         found = _CANONICAL.get(pattern)
         if found is None:
             from formcast.grammar.compile import regex_to_dfa  # lazy: it imports this module
@@ -307,10 +306,11 @@ class DfaWalker:
 
     def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
         """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
-        key = ("vocabulary", self.site(t, state), self.table, self._follow_keys[t])
+        site = self.site(t, state)
+        key = ("vocabulary", site, self.table, self._follow_keys[t])
         found = SHARED_WALKS.get(key)
         if found is None:
-            dfa, at, is_accepting = self._walked(t, state)
+            dfa, at, is_accepting = self._walked(t, state, site)
             within_row, rows, steps, _ = walk_trie(
                 full_table(dfa), at, is_accepting, self.follow[t], self._coverage(dfa),
                 self.table,
@@ -340,7 +340,7 @@ class DfaWalker:
         key = ("records", site, self.table, self._follow_keys[t], records_key)
         found = SHARED_WALKS.get(key)
         if found is None:
-            dfa, at, is_accepting = self._walked(t, state)
+            dfa, at, is_accepting = self._walked(t, state, site)
             within_row, rows, steps, _ = walk_suffixes(
                 full_table(dfa), at, rows, steps, first_byte_bounds,
                 is_accepting, self.follow[t], self.table,

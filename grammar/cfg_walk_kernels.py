@@ -89,13 +89,7 @@ def _chain_jump(below, c, covered, top, q, uniform, is_split, follow_bits):  # p
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
-    is_quiet = (
-        below[c, 0] & follow_bits[0]
-        | below[c, 1] & follow_bits[1]
-        | below[c, 2] & follow_bits[2]
-        | below[c, 3] & follow_bits[3]
-    ) == 0
-    if is_quiet:
+    if not _meets_below(below, c, follow_bits):
         return best if best >= 2 else 0
     steps, s = 0, q
     while steps < best and not is_split[s]:
@@ -110,15 +104,20 @@ def _is_settled(below, c, live, target, is_split, follow_bits):  # pragma: no co
     recorded as a split there (``target`` does not split, or no follow byte lies below
     ``c``): the tokens below ``c`` that are longer than the jump end there, dead, recording
     nothing (a bounded string's last position: nothing is read after its last character)."""
-    for w in range(4):
-        if below[c, w] & live[target, w]:
-            return False
-    if not is_split[target]:
-        return True
-    for w in range(4):
-        if below[c, w] & follow_bits[w]:
-            return False
-    return True
+    if _meets_below(below, c, live[target]):
+        return False
+    return not is_split[target] or not _meets_below(below, c, follow_bits)
+
+
+@numba.njit(cache=True)
+def _meets_below(below, c, bits):  # pragma: no cover - jitted
+    """True if some byte below trie node ``c`` is in bit set ``bits`` (``(4,)`` uint64)."""
+    return (
+        below[c, 0] & bits[0]
+        | below[c, 1] & bits[1]
+        | below[c, 2] & bits[2]
+        | below[c, 3] & bits[3]
+    ) != 0
 
 
 @numba.njit(cache=True)
@@ -266,12 +265,7 @@ def _trie_walk(
                 r = token_rows[k]
                 _set_bit(words, token_ids[r])
             if h and (
-                is_split[q]
-                or not has_coverage
-                or below[c, 0] & live[q, 0]
-                or below[c, 1] & live[q, 1]
-                or below[c, 2] & live[q, 2]
-                or below[c, 3] & live[q, 3]
+                is_split[q] or not has_coverage or _meets_below(below, c, live[q])
             ):  # (no byte below the node is live in q and q does not split: all die there)
                 stack[size, 0], stack[size, 1], stack[size, 2] = c, q, depth + 1
                 size += 1
