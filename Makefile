@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 
 # numba kernels JIT-compile once into their on-disk cache (~30 s cold; relink clears it)
 kernels:
-	$(PY) -c "from formcast.engine.loader import load_tokenizer; \
+	$(PY) -c "from formcast.engine.models.loader import load_tokenizer; \
 	from formcast.grammar import Vocabulary; \
 	from formcast.grammar.kernel_warmup import warm_all_kernels; \
 	warm_all_kernels(Vocabulary.from_tokenizer(load_tokenizer('smollm2-135m')))"

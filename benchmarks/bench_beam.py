@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from formcast.decoding.beam_search import BeamSearchParams  # noqa: E402
 from formcast.engine.llm_engine import LLM  # noqa: E402
-from formcast.engine.loader import load_hf_model, load_tokenizer  # noqa: E402
+from formcast.engine.models.loader import load_hf_model, load_tokenizer  # noqa: E402
 
 TOPICS = [
     "the sea",

@@ -1,8 +1,9 @@
 """Context-free grammars: formcast vs llguidance and xgrammar, in one run (SmolLM2 vocabulary).
 
-For each grammar (the six Lark grammars of the CFG tests, llama.cpp's json.gbnf and
-arithmetic.gbnf): compile time, then per-mask time over the canonical tokenization of random
-sentences of the grammar (the same token sequences for every engine), fill + accept per token.
+For each grammar of ``benchmarks/data/grammars/`` (the six Lark grammars of the CFG tests,
+llama.cpp's json.gbnf and arithmetic.gbnf): compile time, then per-mask time over the canonical
+tokenization of random sentences of the grammar (``benchmarks/data/cfg_sentences.json``, 20 per
+grammar and seed, drawn once by the tests' sentence sampler) (the same token sequences for every engine), fill + accept per token.
 "cold" is the first pass after compiling (formcast precomputes lexer walks only within its
 compile budget and builds the rest on first use, so first visits are in it); "new" then runs
 *different* sentences of the same grammar (lexer walks are warm, parse configurations mostly
@@ -16,30 +17,37 @@ Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cfg.py [--cpu-time]``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
-import random
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from formcast.engine.loader import load_tokenizer  # noqa: E402
-from formcast.grammar.bitmask import allocate_token_bitmask  # noqa: E402
-from formcast.grammar.gbnf_grammar import compile_gbnf  # noqa: E402
-from formcast.grammar.lark_grammar import compile_lark  # noqa: E402
-from formcast.grammar.vocabulary import Vocabulary  # noqa: E402
-from tests.grammar._cfg_grammars import ARITHMETIC_GBNF, JSON_GBNF, LARK_GRAMMARS  # noqa: E402
-from tests.grammar._cfg_oracle import random_sentence  # noqa: E402
+from formcast.bitmask import allocate_token_bitmask  # noqa: E402
+from formcast.engine.models.loader import load_tokenizer  # noqa: E402
+from formcast.grammar.cfg.gbnf_frontend import compile_gbnf  # noqa: E402
+from formcast.grammar.cfg.lark_frontend import compile_lark  # noqa: E402
+from formcast.grammar.index.vocabulary import Vocabulary  # noqa: E402
 
-GRAMMARS = [(name, "lark", text) for name, text in LARK_GRAMMARS.items()] + [
-    ("json.gbnf", "gbnf", JSON_GBNF),
-    ("arithmetic.gbnf", "gbnf", ARITHMETIC_GBNF),
+DATA = Path(__file__).resolve().parent / "data"
+GRAMMAR_FILES = [
+    "json.lark",
+    "arithmetic.lark",
+    "sql.lark",
+    "pyexpr.lark",
+    "tool_call.lark",
+    "ambiguous.lark",
+    "json.gbnf",
+    "arithmetic.gbnf",
 ]
+# (row name, kind, file): Lark grammars are named without their suffix, as in earlier runs
+GRAMMARS = [(name.removesuffix(".lark"), name.rpartition(".")[2], name) for name in GRAMMAR_FILES]
+SENTENCES = json.loads((DATA / "cfg_sentences.json").read_text())
 
 
 _WARM_UP = 'start: NAME ("," NAME)*\nNAME: /[a-z]+/\n%ignore " "\n'
@@ -129,14 +137,11 @@ class LLGuidance:
         return matcher.consume_token(token_id) and not matcher.is_error()
 
 
-def token_sequences(tok, vocab, kind, text, num: int, seed: int) -> list[list[int]]:
-    compiled = (compile_lark if kind == "lark" else compile_gbnf)(text, vocab)
-    rng = random.Random(seed)
-    out = []
-    for _ in range(num):
-        sentence = random_sentence(compiled.prepared, rng, max_depth=7, terminal_max_len=10)
-        out.append(tok.encode(sentence.decode(), add_special_tokens=False))
-    return out
+def token_sequences(tok, file_name: str, num: int, seed: int) -> list[list[int]]:
+    sentences = SENTENCES[file_name][str(seed)]
+    if num > len(sentences):
+        raise SystemExit(f"--sentences {num}: the corpus holds {len(sentences)} per grammar")
+    return [tok.encode(sentence, add_special_tokens=False) for sentence in sentences[:num]]
 
 
 def measure(engine, kind, text, sequences, fresh_sequences, vocab_size, clock=time.perf_counter):
@@ -191,11 +196,12 @@ def main() -> None:
     )
     print(header)
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, kind, text in GRAMMARS:
+    for name, kind, file_name in GRAMMARS:
         if args.grammars and name not in args.grammars:
             continue
-        sequences = token_sequences(tok, vocab, kind, text, args.sentences, seed=1)
-        fresh = token_sequences(tok, vocab, kind, text, args.sentences, seed=2)
+        text = (DATA / "grammars" / file_name).read_text()
+        sequences = token_sequences(tok, file_name, args.sentences, seed=1)
+        fresh = token_sequences(tok, file_name, args.sentences, seed=2)
         for engine in engines:
             clock = time.process_time if args.cpu_time else time.perf_counter
             r = measure(engine, kind, text, sequences, fresh, vocab.vocab_size, clock)

@@ -39,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from formcast.engine.llm_engine import LLM  # noqa: E402
 from formcast.errors import CompileBudgetError, SchemaError  # noqa: E402
-from formcast.grammar.json_schema import compile_json_schema  # noqa: E402
+from formcast.grammar.json_schema.compile import compile_json_schema  # noqa: E402
 from formcast.samplers import SamplingParams  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench"

@@ -30,7 +30,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from formcast.engine.llm_engine import LLM  # noqa: E402
-from formcast.engine.loader import load_hf_model  # noqa: E402
+from formcast.engine.models.loader import load_hf_model  # noqa: E402
 from formcast.samplers import SamplingParams  # noqa: E402
 
 EOS_ID = 2
@@ -195,6 +195,9 @@ def main() -> None:
         "--poisson-rate", type=float, default=None, help="req/s; default 0.7 x ours"
     )
     parser.add_argument("--skip-hf-batch", action="store_true")
+    parser.add_argument(
+        "--formcast-only", action="store_true", help="only formcast's timed run (no peers)"
+    )
     parser.add_argument("--simulate-only", action="store_true", help="only the KV-waste simulation")
     args = parser.parse_args()
     if args.threads:
@@ -229,6 +232,8 @@ def main() -> None:
         f"formcast LLM.generate: {ours_s:.1f}s, {useful / ours_s:.1f} tok/s, "
         f"KV waste {100 * waste:.2f}%, preemptions {llm.scheduler.num_preemptions}"
     )
+    if args.formcast_only:
+        return
 
     hf = load_hf_model("smollm2-135m")
     hf_s, hf_tokens = run_hf_generate(hf, prompts, output_lens)

@@ -47,11 +47,11 @@ class Formcast:
         warm_all_kernels(vocab)  # numba kernels' one-off load, as peers' constructors set up
 
     def compile(self, schema):
-        from formcast.grammar import compile as fc_compile
-        from formcast.grammar.json_schema import compile_json_schema
+        from formcast.grammar import caches
+        from formcast.grammar.json_schema.compile import compile_json_schema
 
         if self.clear_memo:
-            fc_compile.clear_dfa_memo()
+            caches.clear("index.regex_to_dfa", "cfg.walks.shared_walks")
         g = compile_json_schema(schema, self.vocab, strict=False, timeout_s=BUDGET_S, cache=False)
         self.routes[type(g).__name__] += 1
         return g
@@ -219,9 +219,9 @@ def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -
     import jsonschema
     from jsonschema import validators
 
-    from formcast.engine.loader import load_tokenizer
+    from formcast.engine.models.loader import load_tokenizer
     from formcast.grammar import Vocabulary
-    from formcast.grammar.schema_values import serialize
+    from formcast.grammar.json_schema.values import serialize
 
     tok = load_tokenizer("smollm2-135m")
     vocab = Vocabulary.from_tokenizer(tok)

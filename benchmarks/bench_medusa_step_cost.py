@@ -22,8 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from formcast.decoding.speculative.draft_tree import TreeTopology, build_tree  # noqa: E402
 from formcast.engine.llm_engine import LLM  # noqa: E402
-from formcast.engine.medusa_heads import MedusaHeads, default_medusa_heads_path  # noqa: E402
 from formcast.engine.scheduler import ScheduledSeq  # noqa: E402
+from formcast.engine.speculative.medusa_heads import MedusaHeads, default_medusa_heads_path  # noqa: E402
 from formcast.samplers import SamplingParams  # noqa: E402
 
 TREES = {

@@ -27,7 +27,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from formcast.engine.loader import load_tokenizer  # noqa: E402
+from formcast.engine.models.loader import load_tokenizer  # noqa: E402
 from formcast.grammar import Vocabulary, allocate_token_bitmask, compile_regex  # noqa: E402
 
 MAX_STRIP_STATES = 2000

@@ -28,9 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_json_schema import (  # noqa: E402
+from bench_json_schema import (  # the sibling benchmark (the script folder is on sys.path)
     BUDGET_S,
     DATA,
     SPLITS,
@@ -166,7 +164,7 @@ def prepare(split: str, per_split: int, tok) -> list[dict]:
     import jsonschema
     from jsonschema import validators
 
-    from formcast.grammar.schema_values import serialize
+    from formcast.grammar.json_schema.values import serialize
 
     rows = [json.loads(x) for x in open(DATA / f"{split}.jsonl", encoding="utf-8")]
     step = max(1, len(rows) // per_split)
@@ -199,7 +197,7 @@ def prepare(split: str, per_split: int, tok) -> list[dict]:
 
 
 def run(args) -> dict:
-    from formcast.engine.loader import load_tokenizer
+    from formcast.engine.models.loader import load_tokenizer
     from formcast.grammar import Vocabulary
 
     tok = load_tokenizer("smollm2-135m")

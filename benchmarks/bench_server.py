@@ -93,7 +93,7 @@ def transformers_serve_available() -> str | None:
 
 
 def start_transformers(args: argparse.Namespace, folder: Path) -> tuple[subprocess.Popen, str, str]:
-    from formcast.engine.loader import resolve_model_path
+    from formcast.engine.models.loader import resolve_model_path
 
     source = resolve_model_path("smollm2-135m")
     for item in source.iterdir():

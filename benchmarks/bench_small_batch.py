@@ -1,4 +1,4 @@
-"""Small-batch matmuls on CPU: ``formcast.engine.linear`` vs plain ``F.linear``, same run.
+"""Small-batch matmuls on CPU: ``formcast.engine.models.linear`` vs plain ``F.linear``, same run.
 
 Two measurements, each alternating the two policies in one process so machine load hits both:
 
@@ -25,9 +25,9 @@ import torch.nn.functional as F
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import formcast.engine.llama as llama_module  # noqa: E402
-from formcast.engine.linear import LMHead, linear  # noqa: E402
+import formcast.engine.models.llama as llama_module  # noqa: E402
 from formcast.engine.llm_engine import LLM  # noqa: E402
+from formcast.engine.models.linear import LMHead, linear  # noqa: E402
 from formcast.samplers import SamplingParams  # noqa: E402
 
 HIDDEN, INTERMEDIATE, KV, VOCAB, LAYERS = 576, 1536, 192, 49152, 30

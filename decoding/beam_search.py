@@ -39,7 +39,12 @@ from typing import Any
 import torch
 
 from formcast.errors import DeadEndError, RequestError, SamplingParamsError
-from formcast.grammar import CompiledGrammar, allocate_token_bitmask, apply_token_bitmask_inplace
+from formcast.grammar import (
+    Grammar,
+    Matcher,
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+)
 
 
 def _invalid(name: str, value: object, requirement: str) -> SamplingParamsError:
@@ -325,7 +330,7 @@ def beam_search_reference(
     params: BeamSearchParams,
     *,
     eos_token_ids: Collection[int],
-    grammar: CompiledGrammar | None = None,
+    grammar: Grammar | None = None,
 ) -> list[BeamHypothesis]:
     """Beam search for one prompt over any batched model; the oracle for the engine.
 
@@ -339,7 +344,7 @@ def beam_search_reference(
         Settings; ``params.max_tokens`` is used as is.
     eos_token_ids : Collection[int]
         Ids that finish a hypothesis (unless ``params.ignore_eos``).
-    grammar : CompiledGrammar, optional
+    grammar : Grammar, optional
         Constrain every beam (one matcher per beam; a terminated matcher finishes it).
 
     Returns
@@ -377,12 +382,12 @@ class CandidateMatchers:
         The step's candidates.
     """
 
-    def __init__(self, parent_matchers: Sequence[Any] | None, candidates: Candidates) -> None:
+    def __init__(self, parent_matchers: Sequence[Matcher] | None, candidates: Candidates) -> None:
         self.parent_matchers = parent_matchers
         self.candidates = candidates
-        self._forks: dict[int, Any] = {}
+        self._forks: dict[int, Matcher] = {}
 
-    def matcher(self, rank: int) -> Any:
+    def matcher(self, rank: int) -> Matcher | None:
         """The matcher after candidate ``rank``'s token (forked once, then cached)."""
         if self.parent_matchers is None:
             return None
@@ -398,16 +403,17 @@ class CandidateMatchers:
 
     def is_terminated(self, rank: int) -> bool:
         """True if candidate ``rank``'s grammar is complete after its token."""
-        return self.parent_matchers is not None and self.matcher(rank).is_terminated()
+        matcher = self.matcher(rank)
+        return matcher is not None and matcher.is_terminated()
 
 
 def _reference_step(
     state: BeamSearchState,
     beams: list[list[int]],
-    matchers: list[Any] | None,
+    matchers: list[Matcher] | None,
     log_probs: torch.Tensor,
     stop_ids: frozenset[int],
-) -> tuple[list[list[int]], list[Any] | None]:
+) -> tuple[list[list[int]], list[Matcher] | None]:
     candidates = state.top_candidates(log_probs)
     forks = CandidateMatchers(matchers, candidates)
 

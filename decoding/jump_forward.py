@@ -19,9 +19,8 @@ accepts all of them. An empty result means "sample normally".
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from formcast.grammar import Vocabulary
+from formcast.grammar import Matcher, Vocabulary
 
 
 def longest_utf8_prefix(data: bytes) -> int:
@@ -108,7 +107,7 @@ def forced_token_ids(
 
 
 def jump_forward_token_ids(
-    matcher: Any,
+    matcher: Matcher,
     context_token_ids: Sequence[int],
     vocab: Vocabulary,
     encode: Callable[[str], list[int]],

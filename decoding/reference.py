@@ -15,7 +15,7 @@ import torch
 
 from formcast.decoding.jump_forward import jump_forward_token_ids
 from formcast.errors import DeadEndError, RequestError
-from formcast.grammar import CompiledGrammar, Matcher, allocate_token_bitmask
+from formcast.grammar import Grammar, Matcher, allocate_token_bitmask
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams, make_generator
 
 LogitsFn = Callable[[Sequence[int]], torch.Tensor]
@@ -43,7 +43,7 @@ def generate_reference(
     *,
     vocab_size: int,
     eos_token_ids: Collection[int],
-    grammar: CompiledGrammar | None = None,
+    grammar: Grammar | None = None,
     jump_forward: bool = False,
     encode: Callable[[str], list[int]] | None = None,
     decode: Callable[[list[int]], str] | None = None,

@@ -1,7 +1,10 @@
 """formcast.engine: paged-KV inference engine (continuous batching, prefix cache, chunked prefill).
 
-``from formcast.engine import LLM`` is resolved lazily, so importing ``formcast.engine.loader``
-stays light.
+The loop lives flat in this folder (llm_engine, scheduler, block_manager, sequence, request,
+outputs, model_runner, postprocess, structured); ``models/``, ``attention/`` and
+``speculative/`` hold our model implementations, the attention backends and the speculators.
+``from formcast.engine import LLM`` is resolved lazily, so importing
+``formcast.engine.models.loader`` stays light.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ _EXPORTS = {
     "RequestOutput": "formcast.engine.outputs",
     "CompletionOutput": "formcast.engine.outputs",
     "StreamDelta": "formcast.engine.outputs",
-    "GrammarSpec": "formcast.engine.grammar_spec",
+    "GrammarSpec": "formcast.grammar.spec",
     "EngineStats": "formcast.engine.engine_stats",
 }
 

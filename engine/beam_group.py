@@ -41,6 +41,7 @@ from formcast.engine.request import Request
 from formcast.engine.scheduler import Scheduler
 from formcast.engine.sequence import Sequence, SequenceStatus
 from formcast.errors import DeadEndError, RequestError
+from formcast.grammar import MaskHook, Matcher
 from formcast.samplers import SamplingParams
 
 
@@ -364,7 +365,14 @@ class BeamSearchManager:
         request = group.request
         output = self.output(request)
         return [
-            StreamDelta(request.request_id, c.index, c.token_ids, c.text, c.finish_reason)
+            StreamDelta(
+                request.request_id,
+                c.index,
+                c.token_ids,
+                c.text,
+                c.finish_reason,
+                is_grammar_complete=c.is_grammar_complete,
+            )
             for c in output.outputs
         ]
 
@@ -424,5 +432,5 @@ class BeamSearchManager:
         )
 
 
-def _is_accepting(matcher: Any) -> bool:
-    return bool(getattr(matcher, "is_accepting", lambda: False)())
+def _is_accepting(matcher: MaskHook | None) -> bool:
+    return isinstance(matcher, Matcher) and matcher.is_accepting()

@@ -9,7 +9,8 @@ the prefix cache; ``n > 1`` requests fork after their prompt (matchers fork too)
 joins the mask worker and the sampler picks tokens with the bitmask applied; matchers advance;
 with jump-forward on, tokens the grammar forces are appended without sampling (the next step
 prefills them as one span); stop conditions retire sequences and return their blocks; each
-sequence's new tokens and text come back as `StreamDelta`s.
+sequence's new tokens and text come back as `StreamDelta`s. Every token is committed by the
+`Postprocessor` (``formcast.engine.postprocess``), shared with the speculators.
 
 Grammar requests (``grammar=``): EOS is allowed only where the grammar accepts; a terminated
 matcher finishes the request with ``"stop"``; ``max_tokens`` on an unfinished structure gives
@@ -21,7 +22,6 @@ request waits outside the scheduler meanwhile, so the other requests keep runnin
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -37,20 +37,21 @@ from formcast.engine.block_manager import BlockManager
 from formcast.engine.config import EngineConfig
 from formcast.engine.detokenizer import IncrementalDetokenizer
 from formcast.engine.engine_stats import EngineStats
-from formcast.engine.loader import DEFAULT_MODEL, resolve_model_path
-from formcast.engine.mask_filler import MaskFiller
-from formcast.engine.model_config import ModelConfig
 from formcast.engine.model_runner import ModelRunner
+from formcast.engine.models.config import ModelConfig
+from formcast.engine.models.loader import DEFAULT_MODEL, resolve_model_path
 from formcast.engine.outputs import RequestOutput, StreamDelta
+from formcast.engine.postprocess import Postprocessor
+from formcast.engine.prompt import Prompt, check_prompt
 from formcast.engine.request import Request
 from formcast.engine.scheduler import Scheduler, SchedulerOutput
 from formcast.engine.sequence import Sequence, SequenceStatus
-from formcast.engine.speculator import Speculator
-from formcast.engine.structured_output import StructuredOutputManager
+from formcast.engine.speculative.chain_speculator import Speculator
+from formcast.engine.structured import MaskFiller, StructuredOutputManager
 from formcast.errors import DeadEndError, EngineConfigError, EngineError, RequestError
+from formcast.grammar import Grammar, MaskHook
+from formcast.grammar.spec import GrammarLike
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams
-
-Prompt = str | list[int] | list[dict[str, Any]]
 
 
 def _build_speculator(llm: LLM, config: Any) -> Speculator | None:
@@ -58,7 +59,7 @@ def _build_speculator(llm: LLM, config: Any) -> Speculator | None:
     if config is None:
         return None
     if config.method == "medusa":
-        from formcast.engine.tree_speculator import TreeSpeculator
+        from formcast.engine.speculative.tree_speculator import TreeSpeculator
 
         return TreeSpeculator(llm, config)
     return Speculator(llm, config)
@@ -140,6 +141,14 @@ class LLM:
         )
         self.mask_filler = MaskFiller(self.vocab_size, is_async=self.config.overlap_masks)
         self._stats = EngineStats()
+        self.postprocessor = Postprocessor(
+            self.config,
+            self.requests,
+            self.scheduler,
+            self.structured_output,
+            self.eos_token_ids,
+            self._stats,
+        )
         self._compiling: list[Sequence] = []  # sequences whose grammar is still compiling
         self._pending_deltas: list[StreamDelta] = []  # finished outside a step (jump-forward)
         self.beams = BeamSearchManager(
@@ -160,32 +169,30 @@ class LLM:
     # -- requests ---------------------------------------------------------------------------
 
     def encode_prompt(self, prompt: Prompt) -> tuple[str | None, list[int]]:
-        """Prompt text (None for token ids) and token ids; chat lists get the chat template."""
+        """Prompt text (None for token ids) and token ids; chat lists get the chat template.
+
+        Raises
+        ------
+        RequestError
+            A malformed prompt (see :func:`~formcast.engine.prompt.check_prompt`).
+        """
+        prompt = check_prompt(prompt)
         if isinstance(prompt, str):
             return prompt, list(self.tokenizer.encode(prompt))
-        if hasattr(prompt, "tolist"):
-            prompt = prompt.tolist()
-        if isinstance(prompt, (list, tuple)) and prompt and isinstance(prompt[0], dict):
+        if isinstance(prompt[0], dict):
             text = self.tokenizer.apply_chat_template(
-                list(prompt), add_generation_prompt=True, tokenize=False
+                prompt, add_generation_prompt=True, tokenize=False
             )
             return text, list(self.tokenizer.encode(text, add_special_tokens=False))
-        if isinstance(prompt, (list, tuple)) and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in prompt
-        ):
-            return None, list(prompt)
-        raise RequestError(
-            f"a prompt must be a str, a list of token ids or a list of chat messages, "
-            f"got {type(prompt).__name__}"
-        )
+        return None, list(prompt)  # token ids
 
     def add_request(
         self,
         prompt: Prompt,
         sampling_params: SamplingParams | None = None,
         request_id: str | None = None,
-        matcher: Any = None,
-        grammar: Any = None,
+        matcher: MaskHook | None = None,
+        grammar: GrammarLike | None = None,
         jump_forward: bool | None = None,
         beam_search: BeamSearchParams | None = None,
     ) -> str:
@@ -199,7 +206,7 @@ class LLM:
             Default ``SamplingParams()``.
         request_id : str, optional
             Default: a fresh integer string.
-        matcher : Any, optional
+        matcher : MaskHook, optional
             Low-level grammar hook: an object with ``fill_bitmask(bitmask, row)`` (int32
             ``(B, ceil(V/32))``, bit set = allowed), ``accept_token(token_id) -> bool``,
             ``is_terminated() -> bool`` and ``fork()``; it constrains every sampled token
@@ -281,11 +288,11 @@ class LLM:
             self.scheduler.add(seq)
         return request_id
 
-    def _start_grammar(self, seq: Sequence, grammar: Any) -> None:
+    def _start_grammar(self, seq: Sequence, grammar: Grammar) -> None:
         """Give ``seq`` its matcher, jump over forced text at the start, then queue it."""
         seq.grammar = grammar
         seq.matcher = grammar.matcher()
-        reason = self._jump_forward(seq)
+        reason = self.postprocessor.jump_forward(seq)
         if reason is None:
             self.scheduler.add(seq)
             return
@@ -294,7 +301,7 @@ class LLM:
         seq.finish_reason = reason
         request = self.requests[seq.request_id]
         request.finish_time = time.monotonic()
-        self._pending_deltas.append(self._delta(seq))
+        self._pending_deltas.append(self.postprocessor.delta(seq))
 
     def _admit_compiled(self) -> None:
         """Move sequences whose grammar finished compiling into the scheduler.
@@ -450,13 +457,13 @@ class LLM:
         return deltas + self._sample_and_update(seqs, logits, bitmask)
 
     @staticmethod
-    def _rows_to_sample(plan: SchedulerOutput) -> list[Any]:
+    def _rows_to_sample(plan: SchedulerOutput) -> list[MaskHook | None]:
         """Matcher (or None) of each row the step will sample, in sampling order.
 
         A span that reaches its sequence's end is sampled; a parent with pending forks is
         followed by its children, whose matchers are forks at the same state (same row).
         """
-        matchers: list[Any] = []
+        matchers: list[MaskHook | None] = []
         for item in plan.scheduled:
             seq = item.seq
             if item.is_verification:
@@ -511,141 +518,8 @@ class LLM:
         try:
             sampled = self.sampler(logits, batch, token_bitmask=bitmask)
         except DeadEndError as exc:
-            raise self._dead_end(seqs, bitmask, exc) from exc
-        token_ids = sampled.token_ids.tolist()
-        self._stats.num_sampled_tokens += len(seqs)
-        self._stats.num_constrained_rows += sum(seq.matcher is not None for seq in seqs)
-        want_logprobs = any(p.logprobs is not None for p in params)
-        chosen_logprobs = sampled.logprobs.tolist() if want_logprobs else None
-        top_ids = top_lps = None
-        if want_logprobs and sampled.top_logprob_ids is not None:
-            top_ids = sampled.top_logprob_ids.tolist()
-            top_lps = sampled.top_logprobs.tolist()
-        now = time.monotonic()
-        deltas = []
-        for i, seq in enumerate(seqs):
-            token_id = token_ids[i]
-            p = params[i]
-            seq.append_token(token_id)
-            if seq.first_token_time is None:
-                seq.first_token_time = now
-            entry = None
-            if p.logprobs is not None:
-                entry = {token_id: chosen_logprobs[i]}
-                if top_ids is not None:
-                    for k in range(min(p.logprobs, len(top_ids[i]))):
-                        entry.setdefault(top_ids[i][k], top_lps[i][k])
-                seq.logprobs.append(entry)
-            if seq.matcher is not None and not seq.matcher.accept_token(token_id):
-                raise EngineError(
-                    f"request {seq.request_id!r}: the matcher rejected token {token_id} that its "
-                    "own bitmask allowed"
-                )
-            reason = self._check_stop(seq, token_id)
-            if reason is None and seq.jump_forward:
-                reason = self._jump_forward(seq)
-            request = self.requests[seq.request_id]
-            if reason is not None:
-                self.scheduler.finish(seq, reason)
-                if request.is_finished:
-                    request.finish_time = now
-            deltas.append(self._delta(seq))
-        return deltas
-
-    def _delta(self, seq: Sequence) -> StreamDelta:
-        """The output of ``seq`` not yet handed out (tokens, text, logprobs)."""
-        detokenizer = self.requests[seq.request_id].detokenizers[seq.seq_id]
-        start = seq.num_streamed_tokens
-        seq.num_streamed_tokens = seq.num_output_tokens
-        want_logprobs = seq.sampling_params.logprobs is not None
-        return StreamDelta(
-            seq.request_id,
-            seq.index,
-            seq.output_token_ids[start:],
-            detokenizer.take_delta(seq.is_finished),
-            seq.finish_reason,
-            seq.logprobs[start:] if want_logprobs else None,
-        )
-
-    def _jump_forward(self, seq: Sequence) -> str | None:
-        """Append the tokens ``seq``'s grammar forces (repeatedly); return a finish reason.
-
-        Forced tokens are not sampled: they enter the KV cache with the next step's span.
-        Their logprob entries (when asked) hold NaN, as no distribution was computed for them.
-        """
-        request = self.requests[seq.request_id]
-        while True:
-            room = request.max_tokens - seq.num_output_tokens
-            forced_ids = self.structured_output.forced_token_ids(seq, room)
-            if not forced_ids:
-                return None
-            for token_id in forced_ids:
-                if not seq.matcher.accept_token(token_id):
-                    raise EngineError(
-                        f"request {seq.request_id!r}: grammar {request.grammar_name} rejected "
-                        f"its own jump-forward token {token_id} at output position "
-                        f"{seq.num_output_tokens}"
-                    )
-                seq.append_token(token_id)
-                seq.num_forced_tokens += 1
-                self._stats.num_forced_tokens += 1
-                if seq.sampling_params.logprobs is not None:
-                    seq.logprobs.append({token_id: math.nan})
-                reason = self._check_stop(seq, token_id)
-                if reason is not None:
-                    return reason
-
-    def _dead_end(
-        self, seqs: list[Sequence], bitmask: torch.Tensor | None, error: DeadEndError
-    ) -> DeadEndError:
-        """A `DeadEndError` naming each constrained request's grammar and output position."""
-        empty_rows = set()
-        if bitmask is not None:
-            empty_rows = set((bitmask == 0).all(dim=1).nonzero().flatten().tolist())
-        parts = []
-        for row, seq in enumerate(seqs):
-            if seq.matcher is None or (empty_rows and row not in empty_rows):
-                continue
-            request = self.requests[seq.request_id]
-            tail = request.detokenizers[seq.seq_id].text[-40:]
-            grammar = request.grammar_name or repr(seq.matcher)
-            what = "allows no token" if empty_rows else "has no allowed token left"
-            parts.append(
-                f"request {seq.request_id!r} (completion {seq.index}): grammar {grammar} "
-                f"{what} at output position {seq.num_output_tokens} "
-                f"(text so far ends with {tail!r})"
-            )
-        cause = "" if empty_rows else f" after logit_bias / min_tokens masking ({error})"
-        return DeadEndError("dead end" + cause + ": " + "; ".join(parts or [str(error)]))
-
-    def _check_stop(self, seq: Sequence, token_id: int) -> str | None:
-        """Finish reason after ``token_id`` was appended (None: keep going)."""
-        p = seq.sampling_params
-        request = self.requests[seq.request_id]
-        detokenizer = request.detokenizers[seq.seq_id]
-        # the sampler masks EOS and stop ids while fewer than min_tokens outputs existed
-        may_stop = seq.num_output_tokens > p.min_tokens
-        if token_id in p.stop_token_ids and may_stop:
-            request.stop_reasons[seq.seq_id] = token_id
-            detokenizer.flush()
-            return "stop"
-        if token_id in self.eos_token_ids and not p.ignore_eos and may_stop:
-            detokenizer.flush()
-            return "stop"
-        stop_string = detokenizer.append(token_id, may_stop)
-        if stop_string is not None:
-            request.stop_reasons[seq.seq_id] = stop_string
-            return "stop"
-        if seq.matcher is not None and seq.matcher.is_terminated():
-            detokenizer.flush()
-            return "stop"  # complete even if it also reached max_tokens
-        if (
-            seq.num_output_tokens >= request.max_tokens
-            or seq.num_tokens >= self.config.max_model_len
-        ):
-            detokenizer.flush()
-            return "length"
-        return None
+            raise self.postprocessor.dead_end(seqs, bitmask, exc) from exc
+        return self.postprocessor.commit_sampled(seqs, sampled)
 
     # -- batch calls ---------------------------------------------------------------------------
 
@@ -653,7 +527,7 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None,
-        grammar: Any = None,
+        grammar: GrammarLike | None = None,
         jump_forward: bool | None = None,
     ) -> list[str]:
         prompt_list = _as_prompt_list(prompts)
@@ -696,7 +570,7 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
-        grammar: Any = None,
+        grammar: GrammarLike | None = None,
         jump_forward: bool | None = None,
     ) -> list[RequestOutput]:
         """Run prompts to completion; one `RequestOutput` per prompt, in order.
@@ -722,7 +596,7 @@ class LLM:
         self,
         prompts: Prompt | SequenceABC[Prompt],
         sampling_params: SamplingParams | SequenceABC[SamplingParams] | None = None,
-        grammar: Any = None,
+        grammar: GrammarLike | None = None,
         jump_forward: bool | None = None,
     ) -> Iterator[StreamDelta]:
         """Yield `StreamDelta`s (new tokens and text per completion) as steps produce them.

@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from formcast.engine.attention import AttentionMetadata, TorchAttention, is_decode_like
+from formcast.engine.attention.metadata import AttentionMetadata, is_decode_like
+from formcast.engine.attention.torch_backend import TorchAttention
 from formcast.engine.config import EngineConfig
-from formcast.engine.model_config import ModelConfig
+from formcast.engine.models.config import ModelConfig
+from formcast.engine.models.weights import build_model
 from formcast.engine.scheduler import ScheduledSeq
-from formcast.engine.weights import build_model
 from formcast.errors import EngineConfigError
 
 _DEFAULT_CPU_KV_BYTES = 2 << 30
@@ -67,7 +68,7 @@ class ModelRunner:
             device=self.device,
         )
         if config.attention_backend == "triton":
-            from formcast.engine.triton_attention import TritonAttention
+            from formcast.engine.attention.triton_backend import TritonAttention
 
             self.backend = TritonAttention()
         else:

@@ -83,6 +83,8 @@ class StreamDelta:
     text: str
     finish_reason: str | None
     logprobs: list[dict[int, float]] | None = None
+    # set on the last delta when the request has a grammar (as CompletionOutput's)
+    is_grammar_complete: bool | None = None
 
     @property
     def finished(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from formcast.engine.detokenizer import IncrementalDetokenizer
 from formcast.engine.outputs import CompletionOutput, RequestOutput
 from formcast.engine.sequence import Sequence
+from formcast.grammar import Matcher
 
 
 @dataclass(eq=False)
@@ -88,7 +89,7 @@ def is_grammar_complete(seq: Sequence, text: str, stop_reason: str | int | None)
     is run through a fresh matcher.
     """
     matcher = seq.matcher
-    if matcher is None or not hasattr(matcher, "is_accepting"):
+    if not isinstance(matcher, Matcher):  # no grammar, or a bare mask hook: nothing to say
         return None
     if isinstance(stop_reason, str) and seq.grammar is not None:
         fresh = seq.grammar.matcher()

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from formcast.grammar import Grammar, MaskHook
+
 
 class SequenceStatus(enum.Enum):
     """Where a sequence is in its life."""
@@ -53,8 +55,8 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
-    matcher: Any = None  # grammar hook: fill_bitmask(bitmask, row), accept_token(id)
-    grammar: Any = None  # the CompiledGrammar behind `matcher` (None for a bare matcher hook)
+    matcher: MaskHook | None = None  # a grammar's Matcher, or a bare low-level mask hook
+    grammar: Grammar | None = None  # the grammar behind `matcher` (None for a bare hook)
     jump_forward: bool = False  # append grammar-forced tokens without sampling
     num_forced_tokens: int = 0  # output tokens appended by jump-forward
     num_streamed_tokens: int = 0  # output tokens already handed out in StreamDeltas

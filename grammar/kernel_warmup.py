@@ -4,13 +4,13 @@ The kernels (``automaton_kernels``, ``token_index_kernels``, ``cfg_walk_kernels`
 ``any_value_frames``) are compiled by numba on first use and cached on disk next to their
 modules. A cold cache (fresh checkout, or after ``make relink``) costs ~30 s of JIT once; a warm
 one ~0.1-0.6 s per process. ``make install`` calls this once so that neither tests nor the first
-request pay the JIT, and compile entry points call :func:`formcast.grammar.compile.warm_kernels`
+request pay the JIT, and compile entry points call :func:`formcast.grammar.index.compile.warm_kernels`
 (the automaton and index kernels) before their budget clocks start.
 """
 
 from __future__ import annotations
 
-from formcast.grammar.vocabulary import Vocabulary
+from formcast.grammar.index.vocabulary import Vocabulary
 
 _LARK_WITH_IGNORE = """
 start: item ("," item)*
@@ -28,11 +28,11 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     without it, masks across split tokens; set walks over many key terminals), and the
     unbounded-value frames of JSON Schema (an open object with nested containers).
     """
-    from formcast.grammar.bitmask import allocate_token_bitmask
-    from formcast.grammar.cfg_json_schema import compile_json_schema_cfg
-    from formcast.grammar.compile import compile_regex, warm_kernels
-    from formcast.grammar.json_schema import compile_json_schema
-    from formcast.grammar.lark_grammar import compile_lark
+    from formcast.bitmask import allocate_token_bitmask
+    from formcast.grammar.cfg.lark_frontend import compile_lark
+    from formcast.grammar.index.compile import compile_regex, warm_kernels
+    from formcast.grammar.json_schema.compile import compile_json_schema
+    from formcast.grammar.json_schema.structural import compile_json_schema_cfg
 
     warm_kernels(vocab)
     compile_regex(r"[a-z]{1,4}(,[0-9]+)?", vocab, cache=False)

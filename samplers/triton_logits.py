@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from formcast.samplers.bitmask import apply_token_bitmask_inplace_torch
+from formcast.bitmask import apply_token_bitmask_inplace_torch
 
 try:  # triton is optional on platforms without it; CPU never needs it
     import triton

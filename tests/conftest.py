@@ -1,8 +1,10 @@
-"""Shared test setup: offline hubs, and the real SmolLM2 tokenizer loaded once per session."""
+"""Shared test setup: offline hubs; the real SmolLM2 (tokenizer, vocabulary, weights) and tiny
+random-weight models, each built once per session."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -17,7 +19,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """The real SmolLM2-135M-Instruct tokenizer (converted from the embedded GGUF once)."""
-    from formcast.engine.loader import load_tokenizer
+    from formcast.engine.models.loader import load_tokenizer
 
     return load_tokenizer("smollm2-135m")
 
@@ -25,6 +27,83 @@ def smollm2_tokenizer():
 @pytest.fixture(scope="session")
 def smollm2_vocab(smollm2_tokenizer):
     """The exact-bytes vocabulary of the real SmolLM2 tokenizer."""
-    from formcast.grammar.vocabulary import Vocabulary
+    from formcast.grammar.index.vocabulary import Vocabulary
 
     return Vocabulary.from_tokenizer(smollm2_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def smol_folder() -> Path:
+    """The converted SmolLM2-135M-Instruct folder (config.json, safetensors, tokenizer)."""
+    from formcast.engine.models.loader import resolve_model_path
+
+    return resolve_model_path("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    """The real SmolLM2 tokenizer (a separate instance from ``smollm2_tokenizer``)."""
+    from formcast.engine.models.loader import load_tokenizer
+
+    return load_tokenizer("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smol_hf():
+    """transformers' own SmolLM2 (float32), the reference our engine is compared with."""
+    from formcast.engine.models.loader import load_hf_model
+
+    return load_hf_model("smollm2-135m")
+
+
+def _tiny_folder(tmp_root: Path, name: str, config, tokenizer, seed: int) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    folder = tmp_root / name
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+TINY = dict(
+    vocab_size=49152,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=512,
+    initializer_range=0.2,
+    eos_token_id=2,
+    bos_token_id=1,
+    pad_token_id=2,
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_folders(tmp_path_factory, smol_tokenizer) -> dict[str, Path]:
+    """Random-weight Llama (with Llama-3 RoPE scaling), Qwen2 and Qwen3 saved as HF folders."""
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    llama3_rope = {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
+    configs = {
+        "llama": LlamaConfig(**TINY, tie_word_embeddings=True, rope_parameters=llama3_rope),
+        "qwen2": Qwen2Config(**TINY, tie_word_embeddings=False),
+        "qwen3": Qwen3Config(**TINY, tie_word_embeddings=False),
+    }
+    return {
+        name: _tiny_folder(root, name, config, smol_tokenizer, seed)
+        for seed, (name, config) in enumerate(configs.items())
+    }

@@ -5,10 +5,9 @@ adaptive draft count (`AcceptanceTracker`), the chain verifier (`Proposal`, `ver
 `verify_sampled`), and for Medusa tree speculation the token trees (`TreeTopology`,
 `DraftTree`, `build_tree`) and the tree verifier (`verify_tree_greedy`, exact
 `verify_tree_sampled`, lossy `verify_tree_typical`). The engine side (proposing inside steps,
-KV rollback, draft-model caches, Medusa heads and tree attention) lives in
-``formcast.engine.speculator``, ``formcast.engine.tree_speculator``,
-``formcast.engine.draft_runner``, ``formcast.engine.medusa_heads`` and
-``formcast.engine.tree_attention``.
+KV rollback, draft-model caches, Medusa heads) lives in ``formcast.engine.speculative``
+(chain and tree speculators, draft runner, Medusa heads), tree attention in
+``formcast.engine.attention.tree``.
 """
 
 from formcast.decoding.speculative.acceptance import AcceptanceTracker, best_num_drafts

@@ -14,8 +14,8 @@
 - ``"medusa"``: Medusa heads on the target's last hidden state propose a token *tree*
   (``medusa_tree``: Medusa "choices", rank paths; default
   ``draft_tree.DEFAULT_TREE_CHOICES``), verified in one forward pass with tree attention
-  (``formcast.engine.tree_speculator``). ``medusa_heads``: a heads file, a ``MedusaHeads``
-  module, or None for the shipped heads of the model. ``acceptance="exact"`` (default) is
+  (``formcast.engine.speculative.tree_speculator``). ``medusa_heads``: a heads file, a
+  ``MedusaHeads`` module, or None for the shipped heads of the model. ``acceptance="exact"`` (default) is
   lossless (greedy: plain greedy's tokens; sampling: recursive rejection sampling);
   ``acceptance="typical"`` is Medusa's typical acceptance, LOSSY (the output no longer
   follows the target distribution), with ``posterior_threshold`` (default 0.09) and

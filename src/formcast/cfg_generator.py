@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Any
 
 from formcast.errors import UsageError
 from formcast.generator import Generator
-from formcast.grammar import Vocabulary
+from formcast.grammar import GrammarSpec
 from formcast.model import Model
-
-
-def lark_compiler() -> Any:
-    """``compile_lark`` from the grammar layer (imported lazily: the CFG path is heavier)."""
-    try:
-        from formcast.grammar import compile_lark
-    except ImportError:
-        try:
-            from formcast.grammar.lark_grammar import compile_lark
-        except ImportError as exc:
-            raise UsageError(
-                "formcast.cfg needs formcast.grammar.compile_lark, which this build lacks"
-            ) from exc
-    return compile_lark
 
 
 class CfgGenerator(Generator):
@@ -38,11 +23,8 @@ class CfgGenerator(Generator):
         self.description = "cfg grammar"
         _ = self.grammar
 
-    def _grammar_key(self) -> Hashable:
-        return ("lark", self.lark_text)
-
-    def _build_grammar(self, vocab: Vocabulary) -> Any:
-        return lark_compiler()(self.lark_text, vocab)
+    def _grammar_spec(self) -> GrammarSpec:
+        return GrammarSpec.lark(self.lark_text)
 
 
 def cfg(model: Model, grammar: str, **sampling: Any) -> CfgGenerator:

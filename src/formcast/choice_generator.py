@@ -10,12 +10,11 @@ from __future__ import annotations
 import enum
 import json
 import typing
-from collections.abc import Hashable
 from typing import Any
 
 from formcast.errors import OutputError, UsageError
 from formcast.generator import Generator
-from formcast.grammar import Vocabulary, compile_choice
+from formcast.grammar import GrammarSpec
 from formcast.model import Model
 
 
@@ -71,11 +70,8 @@ class ChoiceGenerator(Generator):
         self.description = f"choice {self.texts!r}"
         _ = self.grammar
 
-    def _grammar_key(self) -> Hashable:
-        return ("choice", tuple(self.texts))
-
-    def _build_grammar(self, vocab: Vocabulary) -> Any:
-        return compile_choice(self.texts, vocab)
+    def _grammar_spec(self) -> GrammarSpec:
+        return GrammarSpec.choice(self.texts)
 
     def parse(self, text: str) -> Any:
         """The option written as ``text``."""

@@ -24,9 +24,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from formcast.errors import FormcastError
+
+if TYPE_CHECKING:  # the grammar package loads lazily: `formcast --help` stays fast
+    from formcast.grammar import Grammar, Vocabulary
 
 DEFAULT_NUM_MASKS = 8
 
@@ -134,7 +137,7 @@ def _schema(path: str) -> Any:
 def _compile(args: argparse.Namespace, vocab: Any) -> tuple[str, Any]:
     """(description, compiled grammar) of the grammar options, compiled without caches."""
     from formcast.grammar import compile_choice, compile_regex
-    from formcast.grammar.json_schema import compile_json_schema
+    from formcast.grammar.json_schema.compile import compile_json_schema
 
     if args.schema:
         grammar = compile_json_schema(_schema(args.schema), vocab, cache=False)
@@ -143,9 +146,9 @@ def _compile(args: argparse.Namespace, vocab: Any) -> tuple[str, Any]:
         return f"regex {args.regex!r}", compile_regex(args.regex, vocab, cache=False)
     if args.choice:
         return f"choice {args.choice!r}", compile_choice(args.choice, vocab, cache=False)
-    from formcast.cfg_generator import lark_compiler
+    from formcast.grammar import compile_lark
 
-    return f"lark grammar {args.grammar}", lark_compiler()(_read(args.grammar), vocab, cache=False)
+    return f"lark grammar {args.grammar}", compile_lark(_read(args.grammar), vocab, cache=False)
 
 
 def _generator(args: argparse.Namespace, model: Any, sampling: dict[str, Any]) -> Any:
@@ -201,7 +204,9 @@ def _token_text(vocab: Any, tokenizer: Any, token_id: int) -> str:
     return str(tokenizer.convert_ids_to_tokens(token_id))
 
 
-def _mask_walk(grammar: Any, vocab: Any, tokenizer: Any, args: argparse.Namespace) -> list[dict]:
+def _mask_walk(
+    grammar: Grammar, vocab: Vocabulary, tokenizer: Any, args: argparse.Namespace
+) -> list[dict]:
     """Allowed-token counts of the first masks along ``--text`` or the lowest allowed ids."""
     matcher = grammar.matcher()
     path = tokenizer.encode(args.text, add_special_tokens=False) if args.text else None
@@ -233,7 +238,7 @@ def _mask_walk(grammar: Any, vocab: Any, tokenizer: Any, args: argparse.Namespac
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from formcast.engine.loader import load_tokenizer
+    from formcast.engine.models.loader import load_tokenizer
     from formcast.grammar import Vocabulary
 
     tokenizer = load_tokenizer(args.model)
@@ -323,7 +328,7 @@ def run_train_medusa(args: argparse.Namespace) -> int:
     # OpenMP threads that sleep instead of spinning: on a shared CPU, spinning threads make
     # every matmul 5-30x slower (measured); set before torch starts its thread pool
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from formcast.engine.medusa_training import train_medusa
+    from formcast.training.medusa import train_medusa
 
     _, summary = train_medusa(
         args.model,

@@ -1,22 +1,26 @@
 """Generator: a grammar, a parser and default sampling options bound to a model.
 
 Every typed call (``formcast.text/regex/choice/cfg/json``) is a `Generator` subclass that
-supplies ``_build_grammar`` (a compiled grammar, or None for free text) and ``parse`` (text ->
-value). The base class runs prompts through the model, one at a time (``__call__``), as one
-concurrent engine batch (``batch``) or as a stream of text chunks (``stream``), and checks
-that a constrained output is complete before parsing it: a generation cut by ``max_tokens``
-raises `IncompleteOutputError` instead of returning a truncated value.
+supplies ``_grammar_spec`` (a :class:`~formcast.grammar.GrammarSpec`, or None for free text)
+and ``parse`` (text -> value). The grammar is compiled by the engine's compile queue, the same
+route and cache the HTTP server uses. The base class runs prompts through the model, one at a
+time (``__call__``), as one concurrent engine batch (``batch``) or as a stream of text chunks
+(``stream``), and checks that a constrained output is complete before parsing it (the engine
+reports ``is_grammar_complete``): a generation cut by ``max_tokens`` raises
+`IncompleteOutputError` instead of returning a truncated value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from formcast.engine.outputs import CompletionOutput
+from formcast.engine.prompt import Prompt
 from formcast.errors import IncompleteOutputError, OutputError, UsageError
-from formcast.grammar import Vocabulary
-from formcast.model import Model, Prompt
+from formcast.grammar import Grammar, GrammarSpec
+from formcast.model import Model
 from formcast.sampling import check_sampling_options, make_sampling_params
 
 
@@ -55,12 +59,9 @@ class Generator:
 
     # -- to override --------------------------------------------------------------------------
 
-    def _grammar_key(self) -> Hashable | None:
-        """Cache key of the grammar on the model (None: unconstrained)."""
+    def _grammar_spec(self) -> GrammarSpec | None:
+        """The grammar request (None: unconstrained text)."""
         return None
-
-    def _build_grammar(self, vocab: Vocabulary) -> Any:
-        raise NotImplementedError  # only called when _grammar_key() is not None
 
     def parse(self, text: str) -> Any:
         """Turn a complete generated text into the call's value (here: the text itself)."""
@@ -69,21 +70,17 @@ class Generator:
     # -- grammar ------------------------------------------------------------------------------
 
     @property
-    def grammar(self) -> Any:
-        """The compiled grammar (cached on the model), or None for free text."""
-        key = self._grammar_key()
-        if key is None:
-            return None
-        return self.model.grammar(key, self._build_grammar)
+    def grammar(self) -> Grammar | None:
+        """The compiled grammar (compiled once per process by the engine), or None."""
+        spec = self._grammar_spec()
+        return None if spec is None else self.model.grammar(spec)
 
-    def _check_complete(self, text: str, token_ids: Sequence[int], finish_reason: str) -> None:
-        """Raise unless ``token_ids`` form a complete sentence of the grammar."""
-        grammar = self.grammar
-        if grammar is None:
-            return
-        matcher = grammar.matcher()
-        is_complete = matcher.accept_tokens(list(token_ids)) == len(token_ids)
-        if is_complete and matcher.is_accepting():
+    def _check_complete(
+        self, text: str, token_ids: Sequence[int], finish_reason: str, is_complete: bool | None
+    ) -> None:
+        """Raise unless the engine reported the output a complete sentence of the grammar
+        (``is_complete`` None: no grammar)."""
+        if is_complete is None or is_complete:
             return
         if finish_reason == "length":
             raise IncompleteOutputError(
@@ -98,9 +95,11 @@ class Generator:
             text=text,
         )
 
-    def _value(self, text: str, token_ids: Sequence[int], finish_reason: str) -> Any:
-        self._check_complete(text, token_ids, finish_reason)
-        return self.parse(text)
+    def _value(self, output: CompletionOutput) -> Any:
+        self._check_complete(
+            output.text, output.token_ids, output.finish_reason or "", output.is_grammar_complete
+        )
+        return self.parse(output.text)
 
     # -- calls --------------------------------------------------------------------------------
 
@@ -120,9 +119,9 @@ class Generator:
     def complete(self, prompt: Prompt, **sampling: Any) -> Completion:
         """Like ``__call__`` but return the `Completion` (value, raw text, token ids)."""
         params = make_sampling_params(self.sampling, sampling)
-        output = self.model.run([prompt], params, self.grammar)[0]
-        value = self._value(output.text, output.token_ids, output.finish_reason)
-        return Completion(value, output.text, list(output.token_ids), output.finish_reason)
+        output = self.model.run([prompt], params, self.grammar)[0].outputs[0]
+        value = self._value(output)
+        return Completion(value, output.text, list(output.token_ids), output.finish_reason or "")
 
     def batch(
         self, prompts: Sequence[Prompt], *, return_exceptions: bool = False, **sampling: Any
@@ -141,7 +140,7 @@ class Generator:
         values: list[Any] = []
         for output in outputs:
             try:
-                values.append(self._value(output.text, output.token_ids, output.finish_reason))
+                values.append(self._value(output.outputs[0]))
             except OutputError as exc:
                 if not return_exceptions:
                     raise
@@ -158,14 +157,17 @@ class Generator:
         text_parts: list[str] = []
         token_ids: list[int] = []
         finish_reason = "abort"
-        for delta in self.model.stream(prompt, params, self.grammar):
+        grammar = self.grammar
+        is_complete: bool | None = None if grammar is None else False
+        for delta in self.model.stream(prompt, params, grammar):
             token_ids.extend(delta.token_ids)
             if delta.finish_reason is not None:
                 finish_reason = delta.finish_reason
+                is_complete = delta.is_grammar_complete
             if delta.text:
                 text_parts.append(delta.text)
                 yield delta.text
-        self._check_complete("".join(text_parts), token_ids, finish_reason)
+        self._check_complete("".join(text_parts), token_ids, finish_reason, is_complete)
 
     def __repr__(self) -> str:
         options = ", ".join(f"{k}={v!r}" for k, v in self.sampling.items())

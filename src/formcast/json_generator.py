@@ -10,14 +10,14 @@ generated.
 from __future__ import annotations
 
 import json as jsonlib
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+from formcast.engine.prompt import Prompt
 from formcast.errors import OutputError, UsageError
 from formcast.generator import Generator
-from formcast.grammar import Vocabulary
-from formcast.grammar.json_schema import compile_json_schema, schema_of
-from formcast.model import Model, Prompt
+from formcast.grammar import GrammarSpec, schema_of
+from formcast.model import Model
 from formcast.partial_json import NOTHING, parse_partial_json
 
 
@@ -64,13 +64,13 @@ class JsonGenerator(Generator):
         self._adapter: Any = None
         _ = self.grammar  # compile now: an unsupported schema fails here
 
-    def _grammar_key(self) -> Hashable:
-        return ("json", jsonlib.dumps(self.schema), self.whitespace, self.strict)
-
-    def _build_grammar(self, vocab: Vocabulary) -> Any:
-        return compile_json_schema(
-            self.schema, vocab, whitespace=self.whitespace, strict=self.strict
-        )
+    def _grammar_spec(self) -> GrammarSpec:
+        # options at their defaults are left out, so the key equals the server's for the
+        # same schema (one compile per process whichever door a schema comes in by)
+        options: dict[str, Any] = {"strict": self.strict}
+        if self.whitespace is not None:
+            options["whitespace"] = self.whitespace
+        return GrammarSpec.json_schema(self.schema, **options)
 
     def _type_adapter(self) -> Any:
         if self._adapter is None:

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from formcast.engine import LLM
-from formcast.engine.loader import DEFAULT_MODEL
+from formcast.engine.models.loader import DEFAULT_MODEL
 from formcast.engine.outputs import RequestOutput, StreamDelta
-from formcast.errors import UsageError
-from formcast.grammar import Vocabulary
+from formcast.engine.prompt import Prompt, check_prompt
+from formcast.errors import RequestError, UsageError
+from formcast.grammar import Grammar, GrammarSpec
 from formcast.samplers import SamplingParams
-
-Prompt = str | list[dict[str, Any]] | list[int]
 
 
 @dataclass
@@ -52,7 +51,6 @@ class Model:
         self.vocab = llm.structured_output.vocab  # the engine's: its grammars must match it
         has_template = bool(getattr(llm.tokenizer, "chat_template", None))
         self.is_chat = has_template if chat is None else bool(chat)
-        self._grammars: dict[Hashable, Any] = {}
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.RLock()
 
@@ -66,43 +64,38 @@ class Model:
 
     # -- grammars -----------------------------------------------------------------------------
 
-    def grammar(self, key: Hashable, build: Callable[[Vocabulary], Any]) -> Any:
-        """The compiled grammar for ``key``, built once with ``build(vocab)`` and kept."""
-        with self._lock:
-            compiled = self._grammars.get(key)
-            if compiled is None:
-                compiled = build(self.vocab)
-                self._grammars[key] = compiled
-            return compiled
+    def grammar(self, spec: GrammarSpec) -> Grammar:
+        """The compiled grammar of ``spec``, from the engine's compile queue (one compile per
+        key per process: the HTTP server and the engine share it).
+
+        Raises
+        ------
+        GrammarError
+            The grammar is malformed or unsupported (its own subclass, e.g. `SchemaError`).
+        """
+        return self.llm.structured_output.compiler.submit(spec).result()
 
     # -- prompts ------------------------------------------------------------------------------
 
     def engine_prompt(self, prompt: Prompt) -> Prompt:
-        """What the engine gets: a chat model's string prompt becomes one user message."""
-        if isinstance(prompt, str):
-            if not prompt:
-                raise UsageError("the prompt is an empty string")
-            return [{"role": "user", "content": prompt}] if self.is_chat else prompt
-        if isinstance(prompt, (list, tuple)) and prompt:
-            if all(isinstance(m, dict) for m in prompt):
-                for k, message in enumerate(prompt):
-                    if "role" not in message or "content" not in message:
-                        raise UsageError(
-                            f"chat message #{k} needs 'role' and 'content' keys, got "
-                            f"{sorted(message)}"
-                        )
-                return list(prompt)
-            if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-                return list(prompt)
-        raise UsageError(
-            "a prompt must be a non-empty str, a list of chat messages "
-            "({'role': ..., 'content': ...}) or a list of token ids; got "
-            f"{type(prompt).__name__}"
-        )
+        """What the engine gets: a chat model's string prompt becomes one user message.
+
+        Raises
+        ------
+        UsageError
+            A malformed prompt (the engine's :func:`~formcast.engine.prompt.check_prompt`).
+        """
+        try:
+            prompt = check_prompt(prompt)
+        except RequestError as exc:
+            raise UsageError(str(exc)) from None
+        if isinstance(prompt, str) and self.is_chat:
+            return [{"role": "user", "content": prompt}]
+        return prompt
 
     # -- running requests ---------------------------------------------------------------------
 
-    def submit(self, prompt: Prompt, params: SamplingParams, grammar: Any = None) -> str:
+    def submit(self, prompt: Prompt, params: SamplingParams, grammar: Grammar | None = None) -> str:
         """Queue one request (constrained by ``grammar`` if given); return its id."""
         with self._lock:
             request_id = self.llm.add_request(self.engine_prompt(prompt), params, grammar=grammar)
@@ -143,7 +136,7 @@ class Model:
             raise
 
     def run(
-        self, prompts: Sequence[Prompt], params: SamplingParams, grammar: Any = None
+        self, prompts: Sequence[Prompt], params: SamplingParams, grammar: Grammar | None = None
     ) -> list[RequestOutput]:
         """Generate for every prompt concurrently (one engine batch); outputs in order."""
         request_ids: list[str] = []
@@ -156,7 +149,7 @@ class Model:
         return self.wait(request_ids)
 
     def stream(
-        self, prompt: Prompt, params: SamplingParams, grammar: Any = None
+        self, prompt: Prompt, params: SamplingParams, grammar: Grammar | None = None
     ) -> Iterator[StreamDelta]:
         """Yield the request's deltas as engine steps produce them.
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Any
 
 from formcast.errors import UsageError
 from formcast.generator import Generator
-from formcast.grammar import Vocabulary, compile_regex
+from formcast.grammar import GrammarSpec
 from formcast.model import Model
 
 
@@ -22,11 +21,8 @@ class RegexGenerator(Generator):
         self.description = f"regex {pattern!r}"
         _ = self.grammar  # compile now: a bad pattern fails here, with its position
 
-    def _grammar_key(self) -> Hashable:
-        return ("regex", self.pattern)
-
-    def _build_grammar(self, vocab: Vocabulary) -> Any:
-        return compile_regex(self.pattern, vocab)
+    def _grammar_spec(self) -> GrammarSpec:
+        return GrammarSpec.regex(self.pattern)
 
 
 def regex(model: Model, pattern: str, **sampling: Any) -> RegexGenerator:

@@ -8,7 +8,7 @@ import torch
 
 @pytest.fixture(scope="session")
 def smollm2_hf_model():
-    from formcast.engine.loader import load_hf_model
+    from formcast.engine.models.loader import load_hf_model
 
     return load_hf_model("smollm2-135m")
 

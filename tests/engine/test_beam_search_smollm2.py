@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from formcast.decoding.beam_search import BeamSearchParams, beam_search_reference
-from formcast.engine.grammar_spec import GrammarSpec
 from formcast.engine.llm_engine import LLM
 from formcast.errors import SamplingParamsError
+from formcast.grammar.spec import GrammarSpec
 from formcast.samplers import SamplingParams
 
 MESSAGES = [

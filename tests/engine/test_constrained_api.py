@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from formcast.decoding.reference import generate_reference
-from formcast.engine.grammar_spec import GrammarSpec
 from formcast.engine.llm_engine import LLM
 from formcast.errors import DeadEndError, RequestError, SchemaError
 from formcast.grammar import compile_choice, compile_regex
+from formcast.grammar.spec import GrammarSpec
 from formcast.samplers import SamplingParams
 
 PATTERNS = [
@@ -111,8 +111,8 @@ def test_context_free_grammars_equal_reference(llm, tiny_logits_fn):
     """Lark and recursive-schema grammars (CFG matchers) through the engine == reference loop."""
     import json
 
-    from formcast.grammar.json_schema import compile_json_schema
-    from formcast.grammar.lark_grammar import compile_lark
+    from formcast.grammar.cfg.lark_frontend import compile_lark
+    from formcast.grammar.json_schema.compile import compile_json_schema
 
     vocab = llm.structured_output.vocab
     grammars = [compile_lark(LARK_LIST, vocab), compile_json_schema(RECURSIVE_SCHEMA, vocab)]

@@ -18,7 +18,7 @@ from formcast.decoding.reference import generate_reference
 from formcast.engine.llm_engine import LLM
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar import compile_regex
-from formcast.grammar.json_schema import compile_json_schema
+from formcast.grammar.json_schema.compile import compile_json_schema
 from formcast.samplers import SamplingParams
 
 try:  # the grammar tests' oracle: exact multipleOf, OpenAPI nullable

@@ -22,9 +22,8 @@ import random
 
 import numpy as np
 
-from formcast.grammar import cfg_lexer
-from formcast.grammar.cfg_grammar import PreparedGrammar
-from formcast.grammar.cfg_lexer import CfgLexer
+from formcast.grammar.cfg.lexer import CfgLexer
+from formcast.grammar.cfg.rules import PreparedGrammar
 
 
 def _dfa_rules(dfa, prefix, add_rule):
@@ -220,23 +219,19 @@ def _records(walk) -> tuple[set[int], set[tuple[int, int, frozenset]]]:
     return set(np.flatnonzero(bits).tolist()), records
 
 
-def compare_dfa_walks(prepared, table, parts, monkeypatch) -> int:
+def compare_dfa_walks(prepared, table, parts) -> int:
     """Walk each single-pair part ``(t, q)`` of ``parts`` on the terminal-DFA path
     (``cfg_dfa_walk``) and on the generic interned-lexer path (no chain jumps, no shared
     walks) and assert they agree: within rows equal, split records equal up to the follow
     filter, and the first split group's records read alike from every terminal's start.
     Returns how many parts had split records to compare."""
-    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
-    generic = CfgLexer(prepared, table)
-    monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
+    generic = CfgLexer(prepared, table, use_dfa_walks=False)
     fast = CfgLexer(prepared, table)
     follow = fast._dfa_walker.follow
     with_splits = 0
     for t, q in parts:
-        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
         old_sid = generic._intern(frozenset(), {(t, q)}, False)
         old_within, old_records = _records(generic.token_walk(old_sid))
-        monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
         new_sid = fast._intern(frozenset(), {(t, q)}, False)
         assert fast._single_pair(new_sid) == (t, q)
         new_within, new_records = _records(fast.token_walk(new_sid))
@@ -247,11 +242,9 @@ def compare_dfa_walks(prepared, table, parts, monkeypatch) -> int:
         # split groups' suffix walks from every terminal's start part, on both paths
         for group in fast.token_walk(new_sid).splits[:1]:
             for u in range(prepared.num_terminals):
-                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", False)
                 old_part = generic._intern(frozenset(), {(u, 0)}, False)
                 args = (group.rows, group.first_byte_bounds, group.steps, group.records_key)
                 old = _records(generic.walk_records(old_part, *args))
-                monkeypatch.setattr(cfg_lexer, "USE_DFA_WALKS", True)
                 new = _records(fast.walk_records(fast._intern(frozenset(), {(u, 0)}, False), *args))
                 assert new[0] == old[0], (t, q, u)
                 assert new[1] == {r for r in old[1] if follow[u][table.matrix[r[0], r[1]]]}

@@ -28,13 +28,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from formcast.engine.grammar_spec import GrammarSpec
-from formcast.engine.llm_engine import LLM, Prompt
+from formcast.engine.llm_engine import LLM
 from formcast.engine.outputs import RequestOutput, StreamDelta
+from formcast.engine.prompt import Prompt
+from formcast.grammar import Grammar, Vocabulary
+from formcast.grammar.spec import CompileFn, GrammarSpec
 from formcast.samplers import SamplingParams
 from formcast.server.errors import APIError, api_error_from, context_length_exceeded
 from formcast.server.metrics import ServerMetrics
@@ -56,7 +57,7 @@ class EngineRequest:
     params: SamplingParams
     events: asyncio.Queue
     loop: asyncio.AbstractEventLoop
-    grammar: Any = None  # a compiled grammar (or None)
+    grammar: Grammar | None = None
     grammar_param: str | None = None
     jump_forward: bool | None = None
     tag: Any = None
@@ -104,7 +105,7 @@ class AsyncEngine:
         """True while the engine thread runs."""
         return self._thread.is_alive()
 
-    async def compile_grammar(self, spec: GrammarSpec) -> Any:
+    async def compile_grammar(self, spec: GrammarSpec) -> Grammar:
         """The compiled grammar of ``spec``, compiled in the grammar threads (shared by key).
 
         Raises the compile error (``SchemaError``, ``GrammarError``...) of the spec.
@@ -113,8 +114,8 @@ class AsyncEngine:
         future = self.compiler.submit(timed)
         return await asyncio.wrap_future(future)
 
-    def _timed(self, compile_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        def run(vocab: Any) -> Any:
+    def _timed(self, compile_fn: CompileFn) -> CompileFn:
+        def run(vocab: Vocabulary) -> Grammar:
             begin = time.perf_counter()
             try:
                 return compile_fn(vocab)

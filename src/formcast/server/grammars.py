@@ -13,7 +13,7 @@ Returns the spec and the request parameter that carried it (for error messages).
 
 from __future__ import annotations
 
-from formcast.engine.grammar_spec import GrammarSpec
+from formcast.grammar.spec import GrammarSpec
 from formcast.server.protocol import SamplingFields
 
 # any JSON object: RFC 8259 values, no insignificant whitespace

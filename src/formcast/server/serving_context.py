@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from formcast.engine.grammar_spec import GrammarSpec
+from formcast.grammar import Grammar
+from formcast.grammar.spec import GrammarSpec
 from formcast.server.async_engine import AsyncEngine
 from formcast.server.errors import api_error_from, model_not_found
 from formcast.server.responses import TokenTexts
@@ -28,7 +29,7 @@ class ServingContext:
         if name != self.model_name:
             raise model_not_found(name)
 
-    async def compile(self, spec: GrammarSpec | None, param: str | None) -> object:
+    async def compile(self, spec: GrammarSpec | None, param: str | None) -> Grammar | None:
         """The compiled grammar of ``spec`` (None for None); compile errors become 400s."""
         if spec is None:
             return None

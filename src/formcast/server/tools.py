@@ -27,7 +27,11 @@ import re
 import uuid
 from typing import Any
 
-from formcast.engine.grammar_spec import GrammarSpec
+from formcast.errors import SchemaError
+from formcast.grammar import AnyValueGrammar, Grammar, Vocabulary, compile_regex
+from formcast.grammar.json_schema.compile import has_any_marker, marked_schema_regex
+from formcast.grammar.json_schema.layout import make_layout
+from formcast.grammar.spec import GrammarSpec
 from formcast.server.errors import bad_request
 from formcast.server.protocol import NamedToolChoice, ToolDefinition
 
@@ -102,13 +106,7 @@ def tool_grammar(mode: str, tools: list[ToolDefinition]) -> GrammarSpec | None:
         return GrammarSpec.json_schema(schema)
     text = json.dumps(schema, ensure_ascii=False)
 
-    def compile_auto(vocab: Any) -> Any:
-        from formcast.errors import SchemaError
-        from formcast.grammar import compile_regex
-        from formcast.grammar.any_value_grammar import AnyValueGrammar
-        from formcast.grammar.json_schema import has_any_marker, marked_schema_regex
-        from formcast.grammar.schema_layout import make_layout
-
+    def compile_auto(vocab: Vocabulary) -> Grammar:
         try:
             call_regex = marked_schema_regex(schema)
         except SchemaError as exc:

@@ -1,0 +1,227 @@
+"""ByteDFA: a trimmed, minimal DFA over bytes, stored as a numpy table over byte classes.
+
+Bytes that no edge of the NFA tells apart share a *byte class*, so the table is
+``(num_states, num_classes)`` rather than ``(num_states, 256)``. Determinisation is the subset
+construction over epsilon closures, run as a numba kernel
+(:func:`formcast.grammar.automata.kernels.determinize`). Every state of the result can reach an accepting state
+(states that cannot are dropped; a missing transition is ``-1``), which is what makes token
+masks exact: a byte string is a prefix of the language iff walking it never hits ``-1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import chain
+
+import numpy as np
+
+from formcast.errors import GrammarError
+from formcast.grammar.automata import kernels
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.byte_nfa import ByteNFA
+from formcast.grammar.automata.chain_keys import ChainKeys
+
+DEAD = -1
+# subset-construction steps (~1 ns each) between clock checks; doubles on every check
+_WORK_QUANTUM = 20_000_000
+_LIST_TABLE_MAX_CELLS = 4_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A deterministic byte automaton whose every state can still reach acceptance.
+
+    Attributes
+    ----------
+    transitions:
+        ``(num_states, num_classes)`` int32; ``transitions[s, byte_to_class[b]]`` is the state
+        after byte ``b`` from ``s``, or ``-1`` if no string of the language continues so.
+    byte_to_class:
+        ``(256,)`` uint8 byte -> class id.
+    is_accepting:
+        ``(num_states,)`` bool.
+    start_state:
+        Always 0.
+    walk_keys:
+        For a counted chain ``X{m,n}`` (:func:`~formcast.grammar.automata.nfa_builder.counted_chain_dfa`):
+        the keys its lexer walks are shared by (:class:`~formcast.grammar.automata.chain_keys.
+        ChainKeys`); ``None`` for other DFAs.
+    """
+
+    transitions: np.ndarray
+    byte_to_class: np.ndarray
+    is_accepting: np.ndarray
+    start_state: int = 0
+    walk_keys: ChainKeys | None = field(default=None, repr=False, compare=False)
+    _rows: list[list[int]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def num_states(self) -> int:
+        return int(self.transitions.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.transitions.shape[1])
+
+    def step(self, state: int, byte: int) -> int:
+        """The state after one byte, or ``-1``."""
+        return int(self.transitions[state, self.byte_to_class[byte]])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """The state after ``data`` from ``state``, or ``-1`` if the language has no such prefix."""
+        rows = self._list_rows()
+        if rows is None:
+            table, classes = self.transitions, self.byte_to_class
+            for byte in data:
+                state = int(table[state, classes[byte]])
+                if state < 0:
+                    return DEAD
+            return state
+        for byte in data:
+            state = rows[state][byte]
+            if state < 0:
+                return DEAD
+        return state
+
+    def _list_rows(self) -> list[list[int]] | None:
+        """Per-state 256-entry Python lists for fast scalar walks (small DFAs only)."""
+        if self._rows is None and self.num_states * 256 <= _LIST_TABLE_MAX_CELLS:
+            full = self.transitions[:, self.byte_to_class]  # (N, 256)
+            object.__setattr__(self, "_rows", full.tolist())
+        return self._rows
+
+    def allowed_bytes(self, state: int) -> np.ndarray:
+        """The bytes with a transition out of ``state``: ``(k,)`` uint8."""
+        return np.flatnonzero(self.transitions[state, self.byte_to_class] >= 0).astype(np.uint8)
+
+    def forced_byte(self, state: int) -> int:
+        """The only byte that can follow ``state`` if it is not accepting, else ``-1``."""
+        if self.is_accepting[state]:
+            return DEAD
+        allowed = self.allowed_bytes(state)
+        return int(allowed[0]) if len(allowed) == 1 else DEAD
+
+    def __getstate__(self) -> dict:
+        return {
+            "transitions": self.transitions,
+            "byte_to_class": self.byte_to_class,
+            "is_accepting": self.is_accepting,
+            "start_state": self.start_state,
+            "walk_keys": self.walk_keys,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        object.__setattr__(self, "walk_keys", None)
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        object.__setattr__(self, "_rows", None)
+
+
+def refine_class_blocks(
+    blocks: list[tuple[int, tuple[int, ...]]], moves: Iterable[tuple[int, int]]
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Split ``(class bit set, targets)`` blocks by each ``(target, class bit set)`` move: the
+    classes inside the move's set gain its target. Blocks stay a partition of the classes."""
+    for target, mask in moves:
+        refined = []
+        for block, targets in blocks:
+            inside = block & mask
+            if not inside:
+                refined.append((block, targets))
+                continue
+            refined.append((inside, (*targets, target)))
+            outside = block & ~mask
+            if outside:
+                refined.append((outside, targets))
+        blocks = refined
+    return blocks
+
+
+def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
+    """Subset construction, then removal of states that cannot reach acceptance.
+
+    The NFA's edge lists are flattened into arrays and the construction (byte classes,
+    epsilon closures, subsets, trimming) runs in
+    :func:`~formcast.grammar.automata.kernels.determinize`, in work quanta that double
+    between clock checks.
+
+    Raises
+    ------
+    GrammarError
+        If the language is empty.
+    CompileBudgetError
+        Over ``budget.max_states`` states or past the time budget.
+    """
+    counts = np.fromiter(map(len, nfa.byte_edges), dtype=np.int64, count=nfa.num_states)
+    edges = np.fromiter(
+        chain.from_iterable(chain.from_iterable(nfa.byte_edges)),
+        dtype=np.int64,
+        count=3 * int(counts.sum()),
+    ).reshape(-1, 3)  # (E, 3) lo, hi, target
+    eps_counts = np.fromiter(map(len, nfa.epsilon_edges), dtype=np.int64, count=nfa.num_states)
+    eps_dst = np.fromiter(
+        chain.from_iterable(nfa.epsilon_edges), dtype=np.int64, count=int(eps_counts.sum())
+    )
+    max_work = _WORK_QUANTUM
+    while True:
+        status, table, is_accepting, classes, subset = kernels.determinize(
+            counts, edges, eps_counts, eps_dst, nfa.start, nfa.final, budget.max_states, max_work
+        )
+        if status == kernels.DONE:
+            return ByteDFA(transitions=table, byte_to_class=classes, is_accepting=is_accepting)
+        if status == kernels.EMPTY:
+            raise GrammarError("the pattern matches no string (its language is empty)")
+        position = max((nfa.positions[s] for s in subset.tolist()), default=0)
+        if status == kernels.TOO_MANY_STATES:
+            budget.check_states(budget.max_states + 1, position)
+        budget.check_time("determinising the automaton", position)
+        max_work *= 2
+
+
+class _ClosureCache:
+    """Epsilon closure of one NFA state, restricted to states with byte edges or final."""
+
+    def __init__(self, nfa: ByteNFA) -> None:
+        self.nfa = nfa
+        self.cache: dict[int, frozenset[int]] = {}
+
+    def __call__(self, state: int) -> frozenset[int]:
+        found = self.cache.get(state)
+        if found is not None:
+            return found
+        eps, byte_edges, final = self.nfa.epsilon_edges, self.nfa.byte_edges, self.nfa.final
+        seen = {state}
+        stack = [state]
+        kept = []
+        while stack:
+            s = stack.pop()
+            if byte_edges[s] or s == final:
+                kept.append(s)
+            for t in eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        result = frozenset(kept)
+        self.cache[state] = result
+        return result
+
+
+def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.ndarray) -> ByteDFA:
+    """Drop states that cannot reach acceptance; renumber in BFS order from the start state.
+
+    Raises
+    ------
+    GrammarError
+        If the start state cannot reach acceptance (the pattern matches no string).
+    """
+    transitions = np.ascontiguousarray(transitions, dtype=np.int32)  # one kernel signature
+    new_id, old = kernels.trim_order(transitions, np.ascontiguousarray(is_accepting, dtype=bool))
+    if not len(old):
+        raise GrammarError("the pattern matches no string (its language is empty)")
+    remapped = kernels.renumber(transitions, new_id, old)
+    return ByteDFA(
+        transitions=remapped,
+        byte_to_class=byte_to_class.astype(np.uint8),
+        is_accepting=is_accepting[old].copy(),
+    )

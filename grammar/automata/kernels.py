@@ -1,0 +1,461 @@
+"""Numba kernels for automaton construction: subset construction, trimming, Hopcroft.
+
+The Python side (:mod:`~formcast.grammar.automata.byte_dfa`, :mod:`~formcast.grammar.automata.minimizer`) flattens its structures into arrays
+and calls these; the kernels hold the per-state loops. Jitted code cannot read the clock, so
+:func:`determinize` stops after a work quantum (``PAUSED``) and the caller, having checked its
+budget, runs it again with twice the quantum (at most twice the work in total).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# determinize statuses
+DONE = 0
+PAUSED = 1  # work quantum spent: check the clock, call again with a larger quantum
+TOO_MANY_STATES = 2  # max_states reached
+EMPTY = 3  # the language is empty
+
+
+@numba.njit(cache=True)
+def epsilon_closures(eps_start, eps_dst, is_kept, wanted):  # pragma: no cover - jitted
+    """Per state of ``wanted``: the states reachable by epsilon edges (itself included) that
+    are kept (have byte edges or are final), ascending. CSR ``(starts (W + 1,), states)``."""
+    num_states = len(eps_start) - 1
+    stamp = np.full(num_states, -1, np.int64)
+    stack = np.empty(num_states, np.int64)
+    starts = np.zeros(len(wanted) + 1, np.int64)
+    out = np.empty(max(16, 2 * len(wanted)), np.int64)
+    size = 0
+    for w in range(len(wanted)):
+        root = wanted[w]
+        stamp[root] = w
+        stack[0] = root
+        depth = 1
+        first = size
+        while depth:
+            depth -= 1
+            s = stack[depth]
+            if is_kept[s]:
+                if size == len(out):
+                    bigger = np.empty(2 * len(out), np.int64)
+                    bigger[:size] = out[:size]
+                    out = bigger
+                out[size] = s
+                size += 1
+            for e in range(eps_start[s], eps_start[s + 1]):
+                t = eps_dst[e]
+                if stamp[t] != w:
+                    stamp[t] = w
+                    stack[depth] = t
+                    depth += 1
+        out[first:size] = np.sort(out[first:size])
+        starts[w + 1] = size
+    return starts, out[:size]
+
+
+@numba.njit(cache=True)
+def _hash_set(pool, lo, hi):  # pragma: no cover - jitted
+    h = np.uint64(1469598103934665603)
+    for i in range(lo, hi):
+        h = (h ^ np.uint64(pool[i])) * np.uint64(1099511628211)
+    return h
+
+
+@numba.njit(cache=True)
+def _find_or_add(pool, pool_len, set_start, num_sets, slots, cand, cand_len):  # pragma: no cover
+    """Index of the set ``cand[:cand_len]`` (sorted) in the pool, or ``-1 - slot`` if absent
+    (``slot``: the free hash slot where it belongs)."""
+    mask = len(slots) - 1
+    h = _hash_set(cand, 0, cand_len)
+    slot = np.int64(h & np.uint64(mask))
+    while True:
+        k = slots[slot]
+        if k < 0:
+            return -1 - slot
+        lo, hi = set_start[k], set_start[k + 1]
+        if hi - lo == cand_len:
+            same = True
+            for i in range(cand_len):
+                if pool[lo + i] != cand[i]:
+                    same = False
+                    break
+            if same:
+                return k
+        slot = (slot + 1) & mask
+
+
+@numba.njit(cache=True)
+def determinize(
+    counts, edges, eps_counts, eps_dst, start, final, max_states, max_work
+):  # pragma: no cover - jitted
+    """Subset construction of a byte NFA, then trimming (see :func:`trim_order`).
+
+    NFA state ``s`` has ``counts[s]`` byte edges, rows ``(lo, hi, target)`` of ``edges``
+    ``(E, 3)`` in state order, and ``eps_counts[s]`` epsilon targets in ``eps_dst``.
+
+    Returns ``(status, transitions (M, K) int32, is_accepting (M,), byte_to_class (256,) uint8,
+    subset)``: ``status`` is DONE, PAUSED (more than ``max_work`` steps: the caller checks the
+    clock and calls again with a larger quantum), TOO_MANY_STATES or EMPTY (the start state
+    cannot reach acceptance); ``subset`` is the NFA-state set being expanded when it stopped.
+    """
+    num_nfa = len(counts)
+    empty_table = np.empty((0, 1), np.int32)
+    empty_flags = np.empty(0, np.bool_)
+    # byte classes: bytes no edge tells apart
+    is_boundary = np.zeros(257, np.bool_)
+    is_boundary[0] = True
+    for e in range(len(edges)):
+        is_boundary[edges[e, 0]] = True
+        is_boundary[edges[e, 1] + 1] = True
+    classes = np.empty(256, np.uint8)
+    num_classes = -1
+    for b in range(256):
+        if is_boundary[b]:
+            num_classes += 1
+        classes[b] = num_classes
+    num_classes += 1
+    # moves per NFA state: one (class, target) per class an edge spans
+    move_start = np.zeros(num_nfa + 1, np.int64)
+    e = 0
+    for s in range(num_nfa):
+        for _ in range(counts[s]):
+            move_start[s + 1] += classes[edges[e, 1]] - classes[edges[e, 0]] + 1
+            e += 1
+    for s in range(num_nfa):
+        move_start[s + 1] += move_start[s]
+    move_cls = np.empty(move_start[num_nfa], np.int64)
+    move_dst = np.empty(move_start[num_nfa], np.int64)
+    e = 0
+    j = 0
+    for s in range(num_nfa):
+        for _ in range(counts[s]):
+            for c in range(classes[edges[e, 0]], classes[edges[e, 1]] + 1):
+                move_cls[j] = c
+                move_dst[j] = edges[e, 2]
+                j += 1
+            e += 1
+    # epsilon closures (kept states only) of the start and of every move target
+    eps_start = np.zeros(num_nfa + 1, np.int64)
+    for s in range(num_nfa):
+        eps_start[s + 1] = eps_start[s] + eps_counts[s]
+    is_kept = counts > 0
+    is_kept[final] = True
+    is_wanted = np.zeros(num_nfa, np.bool_)
+    is_wanted[start] = True
+    for j in range(len(move_dst)):
+        is_wanted[move_dst[j]] = True
+    wanted = np.flatnonzero(is_wanted)
+    clos_start, clos_states = epsilon_closures(eps_start, eps_dst, is_kept, wanted)
+    clos_of = np.full(num_nfa, -1, np.int64)
+    for w in range(len(wanted)):
+        clos_of[wanted[w]] = w
+    # subset construction: DFA state i is pool[set_start[i]:set_start[i + 1]] (sorted)
+    w0 = clos_of[start]
+    pool = np.empty(max(1024, 4 * (clos_start[w0 + 1] - clos_start[w0])), np.int64)
+    pool_len = clos_start[w0 + 1] - clos_start[w0]
+    pool[:pool_len] = clos_states[clos_start[w0] : clos_start[w0 + 1]]
+    capacity = 64
+    set_start = np.zeros(capacity + 1, np.int64)
+    set_start[1] = pool_len
+    trans = np.empty(capacity * num_classes, np.int32)
+    num_sets = 1
+    slots = np.full(64, -1, np.int64)
+    slots[-1 - _find_or_add(pool, pool_len, set_start, 0, slots, pool, pool_len)] = 0
+    stamp = np.full(num_nfa, -1, np.int64)
+    count = np.zeros(num_classes + 1, np.int64)
+    cand = np.empty(num_nfa, np.int64)
+    work = 0
+    k = 0
+    while k < num_sets:
+        lo, hi = set_start[k], set_start[k + 1]
+        if work > max_work:
+            return PAUSED, empty_table, empty_flags, classes, pool[lo:hi].copy()
+        # bucket the moves of the set's NFA states by class (counting sort)
+        count[:] = 0
+        for i in range(lo, hi):
+            s = pool[i]
+            for j in range(move_start[s], move_start[s + 1]):
+                count[move_cls[j] + 1] += 1
+        for c in range(num_classes):
+            count[c + 1] += count[c]
+        targets = np.empty(count[num_classes], np.int64)
+        fill = count[:num_classes].copy()
+        for i in range(lo, hi):
+            s = pool[i]
+            for j in range(move_start[s], move_start[s + 1]):
+                c = move_cls[j]
+                targets[fill[c]] = move_dst[j]
+                fill[c] += 1
+        work += count[num_classes] + (hi - lo)
+        row = k * num_classes
+        for c in range(num_classes):
+            if count[c] == count[c + 1]:
+                trans[row + c] = -1
+                continue
+            # union of the targets' closures, deduplicated by a stamp per (state, class)
+            tag = row + c
+            size = 0
+            for j in range(count[c], count[c + 1]):
+                w = clos_of[targets[j]]
+                for q in range(clos_start[w], clos_start[w + 1]):
+                    s = clos_states[q]
+                    if stamp[s] != tag:
+                        stamp[s] = tag
+                        cand[size] = s
+                        size += 1
+            work += size
+            if count[c + 1] - count[c] > 1:
+                cand[:size] = np.sort(cand[:size])
+            found = _find_or_add(pool, pool_len, set_start, num_sets, slots, cand, size)
+            if found < 0:
+                if num_sets >= max_states:
+                    return TOO_MANY_STATES, empty_table, empty_flags, classes, pool[lo:hi].copy()
+                if num_sets + 2 > len(set_start):
+                    capacity *= 2
+                    grown = np.zeros(capacity + 1, np.int64)
+                    grown[: num_sets + 1] = set_start[: num_sets + 1]
+                    set_start = grown
+                    grown_trans = np.empty(capacity * num_classes, np.int32)
+                    grown_trans[: num_sets * num_classes] = trans[: num_sets * num_classes]
+                    trans = grown_trans
+                if pool_len + size > len(pool):
+                    grown_pool = np.empty(2 * len(pool) + size, np.int64)
+                    grown_pool[:pool_len] = pool[:pool_len]
+                    pool = grown_pool
+                pool[pool_len : pool_len + size] = cand[:size]
+                pool_len += size
+                slots[-1 - found] = num_sets
+                found = num_sets
+                num_sets += 1
+                set_start[num_sets] = pool_len
+                if 2 * num_sets > len(slots):  # keep the load factor below 1/2
+                    slots = np.full(2 * len(slots), -1, np.int64)
+                    for i in range(num_sets):
+                        n_i = set_start[i + 1] - set_start[i]
+                        again = _find_or_add(
+                            pool, pool_len, set_start, i, slots, pool[set_start[i] :], n_i
+                        )
+                        slots[-1 - again] = i
+            trans[row + c] = found
+        k += 1
+    table = trans[: num_sets * num_classes].reshape(num_sets, num_classes)
+    is_accepting = np.zeros(num_sets, np.bool_)
+    for i in range(num_sets):
+        for q in range(set_start[i], set_start[i + 1]):
+            if pool[q] == final:
+                is_accepting[i] = True
+                break
+    new_id, order = trim_order(table, is_accepting)
+    if len(order) == 0:
+        return EMPTY, empty_table, empty_flags, classes, pool[:0].copy()
+    return DONE, renumber(table, new_id, order), is_accepting[order], classes, pool[:0].copy()
+
+
+@numba.njit(cache=True)
+def _in_edges(table):  # pragma: no cover - jitted
+    """The reverse edges of a ``(N, K)`` table (``-1`` = none) in CSR form by target:
+    ``(in_start (N + 1,), pred_cls, pred_src)``; target ``t``'s edges are
+    ``in_start[t]:in_start[t + 1]``, sorted by class."""
+    num_states, num_classes = table.shape
+    in_start = np.zeros(num_states + 1, np.int64)
+    for s in range(num_states):
+        for c in range(num_classes):
+            t = table[s, c]
+            if t >= 0:
+                in_start[t + 1] += 1
+    for t in range(num_states):
+        in_start[t + 1] += in_start[t]
+    num_edges = in_start[num_states]
+    pred_cls = np.empty(num_edges, np.int64)
+    pred_src = np.empty(num_edges, np.int64)
+    fill = in_start[:num_states].copy()
+    for c in range(num_classes):  # class-major: each target's run ends up sorted by class
+        for s in range(num_states):
+            t = table[s, c]
+            if t >= 0:
+                pred_cls[fill[t]] = c
+                pred_src[fill[t]] = s
+                fill[t] += 1
+    return in_start, pred_cls, pred_src
+
+
+@numba.njit(cache=True)
+def trim_order(transitions, is_accepting):  # pragma: no cover - jitted
+    """States that can reach acceptance, in BFS order from state 0 (level by level, ascending
+    within a level): ``(new_id (N,) with -1 for dropped states, order (M,))``; ``M = 0`` if
+    state 0 cannot reach acceptance. :func:`renumber` builds the trimmed table."""
+    num_states, num_classes = transitions.shape
+    pred_count, _, preds = _in_edges(transitions)
+    is_alive = is_accepting.copy()
+    stack = np.empty(num_states, np.int64)
+    depth = 0
+    for s in range(num_states):
+        if is_alive[s]:
+            stack[depth] = s
+            depth += 1
+    while depth:
+        depth -= 1
+        t = stack[depth]
+        for q in range(pred_count[t], pred_count[t + 1]):
+            s = preds[q]
+            if not is_alive[s]:
+                is_alive[s] = True
+                stack[depth] = s
+                depth += 1
+    new_id = np.full(num_states, -1, np.int64)
+    if not is_alive[0]:
+        return new_id, np.empty(0, np.int64)
+    order = np.empty(num_states, np.int64)
+    order[0] = 0
+    new_id[0] = 0
+    level_lo, size = 0, 1
+    while level_lo < size:
+        level_hi = size
+        for i in range(level_lo, level_hi):
+            s = order[i]
+            for c in range(num_classes):
+                t = transitions[s, c]
+                if t >= 0 and new_id[t] == -1 and is_alive[t]:
+                    new_id[t] = -2  # found on this level
+                    order[size] = t
+                    size += 1
+        order[level_hi:size] = np.sort(order[level_hi:size])
+        for i in range(level_hi, size):
+            new_id[order[i]] = i
+        level_lo = level_hi
+    return new_id, order[:size]
+
+
+@numba.njit(cache=True)
+def renumber(transitions, new_id, order):  # pragma: no cover - jitted
+    """``(len(order), K)`` int32: the rows of ``order``, targets mapped through ``new_id``
+    (``-1`` stays ``-1``; a dropped target becomes ``-1``)."""
+    num_classes = transitions.shape[1]
+    out = np.empty((len(order), num_classes), np.int32)
+    for i in range(len(order)):
+        s = order[i]
+        for c in range(num_classes):
+            t = transitions[s, c]
+            out[i, c] = -1 if t < 0 else new_id[t]
+    return out
+
+
+@numba.njit(cache=True)
+def hopcroft(table, is_accepting):  # pragma: no cover - jitted
+    """Coarsest partition of the states, refining {accepting, rejecting}, stable under every
+    class of the partial DFA ``table`` (``-1`` = no move): ``(block id per state, blocks)``.
+
+    Blocks are contiguous slices ``first[b]:end[b]`` of the permutation ``elems``; states of
+    ``b`` marked by the current splitter are moved to ``[first[b], mid[b])``. A block is
+    popped with all its pending classes at once: the in-edges of its states are gathered
+    once (``O(in-edges)``, not ``O(|B| x classes)``) and bucketed by class, then each class
+    splits the blocks it marks. Splitting by a block that has meanwhile been split is sound
+    (a union of blocks) and, with the halves pushed as below, complete. A split keeps the
+    larger half under the old id (it keeps its pending classes) and the smaller half, the new
+    block, becomes pending for every class (Hopcroft's rule).
+    """
+    num_states, num_classes = table.shape
+    in_start, pred_cls, pred_src = _in_edges(table)
+    num_edges = len(pred_src)
+    elems = np.empty(num_states, np.int64)
+    loc = np.empty(num_states, np.int64)
+    block_of = np.zeros(num_states, np.int64)
+    first = np.empty(num_states + 1, np.int64)
+    end = np.empty(num_states + 1, np.int64)
+    mid = np.empty(num_states + 1, np.int64)
+    num_blocks = 0
+    size = 0
+    for want in (True, False):
+        lo = size
+        for s in range(num_states):
+            if is_accepting[s] == want:
+                elems[size] = s
+                loc[s] = size
+                block_of[s] = num_blocks
+                size += 1
+        if size > lo:
+            first[num_blocks] = lo
+            mid[num_blocks] = lo
+            end[num_blocks] = size
+            num_blocks += 1
+    pending = np.zeros((num_states + 1, num_classes), np.bool_)
+    is_stacked = np.zeros(num_states + 1, np.bool_)
+    stack = np.empty(num_states + 1, np.int64)
+    depth = 0
+    for b in range(num_blocks):
+        pending[b, :] = True
+        is_stacked[b] = True
+        stack[depth] = b
+        depth += 1
+    count = np.zeros(num_classes + 1, np.int64)
+    bucket = np.empty(num_edges, np.int64)
+    touched = np.empty(num_states + 1, np.int64)
+    while depth:
+        depth -= 1
+        splitter = stack[depth]
+        is_stacked[splitter] = False
+        # the splitter's in-edges on its pending classes, bucketed by class
+        count[:] = 0
+        for i in range(first[splitter], end[splitter]):
+            t = elems[i]
+            for e in range(in_start[t], in_start[t + 1]):
+                if pending[splitter, pred_cls[e]]:
+                    count[pred_cls[e] + 1] += 1
+        for c in range(num_classes):
+            count[c + 1] += count[c]
+        fill_c = count[:num_classes].copy()
+        for i in range(first[splitter], end[splitter]):
+            t = elems[i]
+            for e in range(in_start[t], in_start[t + 1]):
+                c = pred_cls[e]
+                if pending[splitter, c]:
+                    bucket[fill_c[c]] = pred_src[e]
+                    fill_c[c] += 1
+        pending[splitter, :] = False
+        for c in range(num_classes):
+            if count[c] == count[c + 1]:
+                continue
+            num_touched = 0
+            for q in range(count[c], count[c + 1]):
+                s = bucket[q]
+                b = block_of[s]
+                m = mid[b]
+                p = loc[s]
+                if p >= m:  # not marked yet: swap it to the end of the marked prefix
+                    if m == first[b]:
+                        touched[num_touched] = b
+                        num_touched += 1
+                    other = elems[m]
+                    elems[m] = s
+                    loc[s] = m
+                    elems[p] = other
+                    loc[other] = p
+                    mid[b] = m + 1
+            for i in range(num_touched):
+                b = touched[i]
+                lo, m, hi = first[b], mid[b], end[b]
+                mid[b] = lo
+                if m == hi:
+                    continue  # every state of b was marked: no split
+                new = num_blocks
+                num_blocks += 1
+                if m - lo <= hi - m:  # the marked part is the smaller half
+                    first[new] = lo
+                    end[new] = m
+                    first[b] = m
+                    mid[b] = m
+                else:
+                    first[new] = m
+                    end[new] = hi
+                    end[b] = m
+                mid[new] = first[new]
+                for j in range(first[new], end[new]):
+                    block_of[elems[j]] = new
+                # (b keeps its pending classes: pending implies stacked, so nothing to do)
+                pending[new, :] = True
+                is_stacked[new] = True
+                stack[depth] = new
+                depth += 1
+    return block_of, num_blocks

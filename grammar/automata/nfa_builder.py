@@ -1,0 +1,379 @@
+"""build_nfa: a regex syntax tree -> Thompson-style byte NFA; counted chains straight to DFAs.
+
+States carry byte-range edges and epsilon edges. A code point set becomes the (suffix-shared)
+UTF-8 fragment of :mod:`formcast.grammar.automata.utf8_sequences`. Counted repetition ``X{m,n}`` is
+expanded into ``m`` copies followed by ``n - m`` optional copies whose skip edges all go
+straight to one exit state, so epsilon closures stay O(1) per copy instead of O(n). A length
+guard ``(?=A)R`` is built as the minimal DFA of ``A & R`` (:mod:`intersection`), whose
+states and byte edges are copied in. A counted repetition of a prefix code (a JSON string
+character) is built as chained copies of the item's minimal DFA (:func:`counted_chain_dfa`).
+
+This module sits on top of the automata stage: it uses the NFA, DFA, minimiser and
+intersection modules, none of which imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from formcast.errors import GrammarError
+from formcast.grammar import caches
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, trim
+from formcast.grammar.automata.byte_nfa import DEAD_EDGE, ByteNFA
+from formcast.grammar.automata.chain_keys import ChainKeys
+from formcast.grammar.automata.intersection import intersect_memoized
+from formcast.grammar.automata.minimizer import minimize
+from formcast.grammar.automata.utf8_sequences import fragment
+from formcast.grammar.regex.syntax_tree import (
+    Alternation,
+    Anchor,
+    CharSet,
+    Concat,
+    Lookahead,
+    Node,
+    Repeat,
+    to_python_regex,
+)
+
+# counted repetitions with at least this many copies of a prefix-code item are chained DFA
+# copies (``_Builder.counted_chain``) instead of NFA copies
+CHAIN_MIN_COPIES = 4
+_ITEM_MEMO: dict[str, ByteDFA | None] = {}  # to_python_regex(item) -> minimal item DFA or None
+_ITEM_MEMO_SIZE = 256
+
+
+def build_nfa(
+    node: Node, budget: CompileBudget, *, chain_min_copies: int = CHAIN_MIN_COPIES
+) -> ByteNFA:
+    """Thompson construction of ``node`` (anchors must already be stripped).
+
+    Counted repetitions of a prefix code with at least ``chain_min_copies`` copies are built
+    as chained DFA copies (pass a huge value for plain NFA copies throughout).
+    """
+    builder = _Builder(budget, chain_min_copies)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        start, end = builder.build(node, 0)
+    finally:
+        sys.setrecursionlimit(limit)
+    builder.nfa.start, builder.nfa.final = start, end
+    return builder.nfa
+
+
+class _Builder:
+    def __init__(self, budget: CompileBudget, chain_min_copies: int = CHAIN_MIN_COPIES) -> None:
+        self.nfa = ByteNFA([], [], [])
+        self.budget = budget
+        self.chain_min_copies = chain_min_copies
+
+    def new_state(self, position: int) -> int:
+        self.nfa.byte_edges.append([])
+        self.nfa.epsilon_edges.append([])
+        self.nfa.positions.append(position)
+        return len(self.nfa.byte_edges) - 1
+
+    def build(self, node: Node, position: int) -> tuple[int, int]:
+        """Add ``node``'s states; return its (entry, exit) states."""
+        if isinstance(node, CharSet):
+            return self.char_set(node)
+        if isinstance(node, Concat):
+            entry = exit_ = self.new_state(position)
+            nfa = self.nfa
+            byte_edges, epsilon_edges, positions = nfa.byte_edges, nfa.epsilon_edges, nfa.positions
+            for k, item in enumerate(node.items):
+                if isinstance(item, Lookahead):
+                    # the guard and the rest of this group, as one intersection automaton
+                    first, last = self.guarded(item, Concat(node.items[k + 1 :]))
+                    self.nfa.epsilon_edges[exit_].append(first)
+                    return entry, last
+                if isinstance(item, CharSet) and not byte_edges[exit_]:
+                    # chain the fragment onto exit_ directly: exit_ has no outgoing edges yet
+                    # and a fragment entry has no incoming ones, so no epsilon is needed
+                    ranges = item.ranges
+                    if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
+                        nxt = len(byte_edges)
+                        byte_edges.append([])
+                        epsilon_edges.append([])
+                        positions.append(item.pos)
+                        byte_edges[exit_].extend([(lo, hi, nxt) for lo, hi in ranges])
+                        exit_ = nxt
+                        if nxt >= self.budget.max_nfa_states:
+                            self.budget.check_nfa_states(nxt + 1, item.pos)
+                        continue
+                    exit_ = self.char_set(item, entry=exit_)[1]
+                    continue
+                first, last = self.build(item, position)
+                self.nfa.epsilon_edges[exit_].append(first)
+                exit_ = last
+            return entry, exit_
+        if isinstance(node, Alternation):
+            entry, exit_ = self.new_state(position), self.new_state(position)
+            for option in node.options:
+                first, last = self.build(option, position)
+                self.nfa.epsilon_edges[entry].append(first)
+                self.nfa.epsilon_edges[last].append(exit_)
+            return entry, exit_
+        if isinstance(node, Repeat):
+            return self.repeat(node)
+        if isinstance(node, Lookahead):
+            return self.guarded(node, Concat(()))
+        if isinstance(node, Anchor):
+            raise AssertionError("anchors must be stripped before building the NFA")
+        raise TypeError(f"unknown regex node {node!r}")
+
+    def char_set(self, node: CharSet, entry: int | None = None) -> tuple[int, int]:
+        """Instantiate the UTF-8 fragment; its entry node is ``entry`` if given (no epsilon)."""
+        nfa = self.nfa
+        ranges = node.ranges
+        if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
+            exit_ = nfa.num_states
+            nfa.byte_edges.append([])
+            nfa.epsilon_edges.append([])
+            nfa.positions.append(node.pos)
+            if entry is None:
+                entry = exit_
+                exit_ += 1
+                nfa.byte_edges.append([])
+                nfa.epsilon_edges.append([])
+                nfa.positions.append(node.pos)
+            nfa.byte_edges[entry].extend([(lo, hi, exit_) for lo, hi in ranges])
+            if exit_ >= self.budget.max_nfa_states:
+                self.budget.check_nfa_states(exit_ + 1, node.pos)
+            return entry, exit_
+        num_nodes, edges = fragment(ranges)
+        base = nfa.num_states
+        nfa.byte_edges.extend([] for _ in range(num_nodes))
+        nfa.epsilon_edges.extend([] for _ in range(num_nodes))
+        nfa.positions.extend([node.pos] * num_nodes)
+        if entry is None:
+            entry = base
+        byte_edges = nfa.byte_edges
+        for src, lo, hi, dst in edges:
+            byte_edges[entry if src == 0 else base + src].append((lo, hi, base + dst))
+        if nfa.num_states > self.budget.max_nfa_states:
+            self.budget.check_nfa_states(nfa.num_states, node.pos)
+        return entry, base + 1
+
+    def guarded(self, look: Lookahead, rest: Node) -> tuple[int, int]:
+        """``(?=guard)rest`` as the DFA of ``guard & rest`` copied into this NFA.
+
+        Raises
+        ------
+        GrammarError
+            If a string of one side is a proper prefix of a string of the other: then the
+            lookahead also looks past the end of its group and is no intersection.
+        """
+
+        def sides() -> tuple[ByteNFA, ByteNFA]:
+            out = []
+            for part in (look.guard, rest):
+                builder = _Builder(self.budget, self.chain_min_copies)
+                builder.nfa.start, builder.nfa.final = builder.build(part, look.pos)
+                out.append(builder.nfa)
+            return out[0], out[1]
+
+        dfa, is_prefix_free = intersect_memoized(look.guard, rest, sides, self.budget, look.pos)
+        if not is_prefix_free:
+            raise GrammarError(
+                "lookahead (?=...) is only supported as an intersection: no string of the "
+                "guard may be a proper prefix of a string of the rest of its group, or vice "
+                "versa (e.g. both end at the same closing quote)",
+                position=look.pos,
+            )
+        if dfa is None:  # empty intersection: an entry that leads nowhere
+            return self.new_state(look.pos), self.new_state(look.pos)
+        return self.embed(
+            dfa.transitions,
+            np.flatnonzero(dfa.is_accepting).tolist(),
+            dfa.byte_to_class,
+            look.pos,
+        )
+
+    def embed(
+        self, rows: np.ndarray, accepting: list[int], byte_to_class: np.ndarray, pos: int
+    ) -> tuple[int, int]:
+        """Copy a DFA (``rows[s, c]`` over byte classes, start state 0) into this NFA: a new
+        entry with an epsilon edge to its start, its accepting states epsilon to a new exit."""
+        entry = self.new_state(pos)
+        base = self.nfa.num_states
+        num_states, num_classes = rows.shape
+        self.budget.check_nfa_states(base + num_states + 1, pos)
+        # maximal byte runs of each class: run k is bytes run_lo[k]..run_hi[k] of run_cls[k]
+        starts = np.flatnonzero(np.diff(byte_to_class.astype(np.int64), prepend=-1) != 0)
+        run_lo, run_hi = starts, np.append(starts[1:], 256) - 1
+        run_cls = byte_to_class[starts].astype(np.int64)
+        order = np.argsort(run_cls, kind="stable")
+        run_lo, run_hi = run_lo[order], run_hi[order]
+        runs_of = np.searchsorted(run_cls[order], np.arange(num_classes + 1))  # (K + 1,)
+        # one edge per (state, class with a move, run of the class), grouped by state
+        src, cls = np.nonzero(rows >= 0)
+        counts = runs_of[cls + 1] - runs_of[cls]
+        offsets = np.cumsum(counts) - counts
+        run = np.arange(int(counts.sum())) + np.repeat(runs_of[cls] - offsets, counts)
+        dst = np.repeat(rows[src, cls].astype(np.int64) + base, counts)
+        triples = list(zip(run_lo[run].tolist(), run_hi[run].tolist(), dst.tolist(), strict=True))
+        bounds = np.searchsorted(np.repeat(src, counts), np.arange(num_states + 1)).tolist()
+        nfa = self.nfa
+        nfa.byte_edges.extend(triples[bounds[s] : bounds[s + 1]] for s in range(num_states))
+        nfa.epsilon_edges.extend([] for _ in range(num_states))
+        nfa.positions.extend([pos] * num_states)
+        exit_ = self.new_state(pos)
+        for s in accepting:
+            nfa.epsilon_edges[base + s].append(exit_)
+        nfa.epsilon_edges[entry].append(base)
+        return entry, exit_
+
+    def counted_chain(self, node: Repeat) -> tuple[int, int] | None:
+        """``X{m,n}`` / ``X{m,}`` as a chain of copies of the minimal DFA of ``X``, when ``X``
+        is a prefix code without the empty string (e.g. one JSON string character).
+
+        Then the DFA of ``X`` has one accepting state ``f`` without out-edges, every string of
+        ``X{m,n}`` splits uniquely into code words, and the copies can be chained
+        deterministically: copy ``i``'s edges into ``f`` go to copy ``i + 1``'s start, copy
+        ``i``'s start accepts iff ``i >= m`` (for ``n = None`` copy ``m`` loops onto itself).
+        ``None`` if ``X`` is no such code (the caller then expands copies of the NFA).
+        """
+        item = _item_dfa(node.item, self.budget, node.pos)
+        if item is None:
+            return None
+        rows, accepting_ids = _chain_rows(item, node, self.budget, self.nfa.num_states)
+        return self.embed(rows, accepting_ids, item.byte_to_class, node.pos)
+
+    def repeat(self, node: Repeat) -> tuple[int, int]:
+        num_copies = max(node.min_count, node.max_count or 0)
+        if num_copies >= self.chain_min_copies:
+            chain = self.counted_chain(node)
+            if chain is not None:
+                return chain
+        self.budget.check_nfa_states(self.nfa.num_states + num_copies, node.pos)
+        entry = exit_ = self.new_state(node.pos)
+        first = last = entry
+        for _ in range(node.min_count):
+            first, last = self.build(node.item, node.pos)
+            self.nfa.epsilon_edges[exit_].append(first)
+            exit_ = last
+            self.budget.check_nfa_states(self.nfa.num_states, node.pos)
+            self.budget.check_time("expanding a counted repetition", node.pos)
+        if node.max_count is None and node.min_count > 0:
+            # X{m,} : the last mandatory copy loops back to its own entry
+            self.nfa.epsilon_edges[last].append(first)
+            return entry, exit_
+        if node.max_count is None:
+            # X* : loop through one copy
+            first, last = self.build(node.item, node.pos)
+            loop = self.new_state(node.pos)
+            self.nfa.epsilon_edges[exit_].append(loop)
+            self.nfa.epsilon_edges[loop].append(first)
+            self.nfa.epsilon_edges[last].append(loop)
+            return entry, loop
+        if node.max_count == node.min_count:
+            return entry, exit_
+        final = self.new_state(node.pos)
+        for _ in range(node.max_count - node.min_count):
+            first, last = self.build(node.item, node.pos)
+            self.nfa.epsilon_edges[exit_].extend((first, final))
+            exit_ = last
+            self.budget.check_nfa_states(self.nfa.num_states, node.pos)
+            self.budget.check_time("expanding a counted repetition", node.pos)
+        self.nfa.epsilon_edges[exit_].append(final)
+        return entry, final
+
+
+def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
+    """The chained copies of ``item`` (a prefix-code DFA, see :meth:`_Builder.counted_chain`)
+    for ``node``'s counts: ``(rows (states, K) over item's byte classes, accepting ids)``,
+    start state 0, ``-1`` = no move."""
+    table, accepting = item.transitions, item.is_accepting
+    num_item = table.shape[0]
+    final = int(np.flatnonzero(accepting)[0])
+    width = num_item - 1  # states per copy: all but f
+    local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
+    inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
+    to_final = inner == final
+    is_dead = inner < 0
+    lo, hi = node.min_count, node.max_count
+    num_copies = hi if hi is not None else lo + 1
+    total = num_copies * width + (1 if hi is not None else 0)
+    budget.check_nfa_states(num_before + total, node.pos)
+    # copy i's row = its item row + i * width: moves within the copy keep their local id,
+    # moves into f go to copy i + 1's start (local id ``width``; for n = None copy m loops)
+    step = np.where(to_final, width, local[np.maximum(inner, 0)]).astype(np.int32)  # (w, K)
+    offsets = (np.arange(num_copies, dtype=np.int32) * width)[:, None, None]  # (C, 1, 1)
+    chained = step[None] + offsets  # (C, w, K)
+    chained[:, is_dead] = DEAD_EDGE
+    if hi is None:
+        chained[-1][to_final] = offsets[-1, 0, 0]
+    rows = chained.reshape(-1, inner.shape[1])
+    if hi is not None:
+        rows = np.vstack([rows, np.full((1, rows.shape[1]), DEAD_EDGE, dtype=np.int32)])
+    starts = [i * width for i in range(lo, num_copies)]
+    return rows, starts + ([num_copies * width] if hi is not None else [])
+
+
+def counted_chain_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
+    """The DFA of a whole pattern that is one counted repetition ``X{m,n}`` (``n >= 4``) of a
+    prefix code ``X`` (a JSON string chunk), built directly as the chain of copies, without an
+    NFA or subset construction; ``None`` for any other pattern.
+
+    With ``n`` finite the chain is returned as built: every state is live, its states are
+    pairwise inequivalent (``X``'s DFA is minimal and state ``(k, j)`` can still complete
+    ``n - k`` code words; ``tests/grammar/test_chain_keys.py`` checks it against
+    minimisation), and its layout ``k * width + j`` is what its
+    :class:`~formcast.grammar.automata.chain_keys.ChainKeys` read. ``X{m,}`` is trimmed, not minimised.
+    """
+
+    while isinstance(node, Concat) and len(node.items) == 1:
+        node = node.items[0]
+    if not isinstance(node, Repeat) or max(node.min_count, node.max_count or 0) < CHAIN_MIN_COPIES:
+        return None
+    item = _item_dfa(node.item, budget, node.pos)
+    if item is None:
+        return None
+    rows, accepting_ids = _chain_rows(item, node, budget)
+    is_accepting = np.zeros(len(rows), dtype=bool)
+    is_accepting[accepting_ids] = True
+    if node.max_count is None:
+        return trim(rows.astype(np.int32), item.byte_to_class, is_accepting)
+    keys = ChainKeys(
+        to_python_regex(node.item), item.num_states - 1, node.min_count, node.max_count
+    )
+    return ByteDFA(
+        transitions=np.ascontiguousarray(rows, dtype=np.int32),
+        byte_to_class=item.byte_to_class.astype(np.uint8),
+        is_accepting=is_accepting,
+        walk_keys=keys,
+    )
+
+
+def _item_dfa(item: Node, budget: CompileBudget, position: int) -> ByteDFA | None:
+    """The minimal DFA of ``item`` if its language is a prefix code without the empty string
+    (one accepting state, no edge out of it, start not accepting), else ``None``; memoised by
+    the item's regex text. Items over 64 DFA states are not worth chaining (``None``)."""
+
+    key = to_python_regex(item)
+    if key in _ITEM_MEMO:
+        return _ITEM_MEMO[key]
+    builder = _Builder(budget)
+    builder.nfa.start, builder.nfa.final = builder.build(item, position)
+    found = None
+    try:
+        dfa = minimize(determinize(builder.nfa, budget), budget, position)
+    except GrammarError:  # empty item language: leave it to the plain expansion
+        dfa = None
+    if dfa is not None and dfa.num_states <= 64 and not dfa.is_accepting[0]:
+        finals = np.flatnonzero(dfa.is_accepting)
+        if len(finals) == 1 and not (dfa.transitions[finals[0]] >= 0).any():
+            found = dfa
+    if len(_ITEM_MEMO) >= _ITEM_MEMO_SIZE:
+        _ITEM_MEMO.clear()
+    _ITEM_MEMO[key] = found
+    return found
+
+
+caches.register(
+    "automata.chain_items", f"{_ITEM_MEMO_SIZE} item DFAs, then emptied", _ITEM_MEMO.clear
+)

@@ -1,0 +1,72 @@
+"""Every process-wide memo of the grammar package, registered here with its bound.
+
+Memos live beside the code that fills them (a stage never imports a later one to clear it);
+each registers once at import with a name, the bound that keeps it from growing without limit,
+and how to empty it. ``clear(*names)`` empties some, ``clear_all()`` every one (tests that need
+cold paths, benchmarks that time first compiles, long-lived processes that want memory back).
+``registered()`` lists them, so the set of caches and their bounds is readable in one place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Memo:
+    """One registered memo.
+
+    Parameters
+    ----------
+    name : str
+        Unique, dotted by the module that owns it (``"index.regex_to_dfa"``).
+    bound : str
+        What keeps it finite, in words (an LRU size, a byte budget, weak keys).
+    clear : Callable[[], None]
+        Empties it (thread-safe where the memo is shared between threads).
+    """
+
+    name: str
+    bound: str
+    clear: Callable[[], None]
+
+
+_REGISTRY: dict[str, Memo] = {}
+_LOCK = threading.Lock()
+
+
+def register(name: str, bound: str, clear: Callable[[], None]) -> None:
+    """Record a memo (re-registering a name replaces it: a reloaded module registers again)."""
+    with _LOCK:
+        _REGISTRY[name] = Memo(name, bound, clear)
+
+
+def registered() -> list[Memo]:
+    """Every registered memo, sorted by name."""
+    with _LOCK:
+        return sorted(_REGISTRY.values(), key=lambda memo: memo.name)
+
+
+def clear(*names: str) -> None:
+    """Empty the named memos.
+
+    Raises
+    ------
+    KeyError
+        A name that no module registered (names the unknown one and lists the known ones).
+    """
+    with _LOCK:
+        unknown = [name for name in names if name not in _REGISTRY]
+        if unknown:
+            raise KeyError(f"no memo named {unknown[0]!r}; registered: {sorted(_REGISTRY)}")
+        memos = [_REGISTRY[name] for name in names]
+    for memo in memos:
+        memo.clear()
+
+
+def clear_all() -> None:
+    """Empty every registered memo (the on-disk grammar cache is left alone)."""
+    for memo in registered():
+        memo.clear()

@@ -1,0 +1,364 @@
+"""Vocabulary walks of single-terminal lexer parts, read off the terminal's own byte DFA.
+
+Most lexer parts (:meth:`formcast.grammar.cfg.lexer.CfgLexer.parts`) are one live pair
+``(terminal t, DFA state q)``: reading bytes from it is reading ``t``'s DFA from ``q``, and a
+*split* (``t`` completes strictly inside a token) happens where that DFA accepts. So such a
+part's walk needs neither interned lexer states nor their 256-entry rows: this module walks the
+terminal DFA directly.
+
+- Whole-vocabulary walks use the vocabulary byte trie (:func:`~formcast.grammar.
+  cfg_walk_kernels.walk_trie`): one step per alive token *prefix*, and a subtree that stays on
+  its state's uniform chain (a string's inside, a ``{0,255}`` counter, a run of bounded
+  whitespace) is finished at once as a row range, every token in it "within". Splits inside
+  such a subtree need not be recorded: a split only matters for tokens that do not stay within
+  the lexeme (a within token is allowed anyway, and split records of within tokens are
+  dropped).
+- Record walks (a split group's suffixes, :meth:`DfaWalker.walk_records`) read each record
+  byte by byte in the DFA's own ``(S, 256)`` table (:func:`~formcast.grammar.
+  cfg_walk_kernels.walk_suffixes`).
+- *Follow filter*: a split at offset ``j`` matters only if byte ``j`` of the token can start a
+  lexeme that may follow ``t`` in some sentence (the first bytes of the terminals in
+  ``FOLLOW(t)``, and of the ignored terminals): otherwise the suffix dies on its first byte in
+  every parse context. Such records are not produced, which keeps split groups small (inside a
+  string every offset completes a ``{0,255}`` chunk, but only a ``"`` can follow it).
+
+All walks are exact: they produce the same within tokens and the same split records as the
+generic lexer walk, minus records whose suffix no parse context can read.
+
+*Shared walks*: a walk depends on the terminal's DFA, the state, the vocabulary and the follow
+bytes, never on the grammar around the terminal. Terminal DFAs come from the
+:func:`~formcast.grammar.index.compile.regex_to_dfa` memo, so grammars with the same terminal (a
+JSON string chunk ``C{256}``, a number, a key) hold the same DFA object; their walks are kept in
+one process-wide LRU (:class:`SharedWalks`, bounded by the bytes of the stored arrays), so a
+new grammar's first visits inside such terminals are lookups. Record walks are keyed by a
+128-bit BLAKE2 digest of the records (:attr:`~formcast.grammar.cfg.lexer.SplitGroup.
+records_key`). A counted chain ``X{m,n}`` (a bounded JSON string) is keyed finer, by its
+state's distance to the bounds up to the longest token (:mod:`~formcast.grammar.automata.chain_keys`),
+and walked on a small canonical chain: every chain of the same code ``X`` shares those walks,
+whatever its bounds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from formcast.grammar import caches
+from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.automata.chain_keys import canonical_chain, chain_acceptance
+from formcast.grammar.cfg.first_follow import bit_set, first_follow
+from formcast.grammar.cfg.rules import PreparedGrammar
+from formcast.grammar.cfg.walks.kernels import (
+    chain_coverage,
+    walk_suffixes,
+    walk_suffixes_set,
+    walk_trie,
+    walk_trie_set,
+)
+from formcast.grammar.index.compile import regex_to_dfa
+from formcast.grammar.index.token_index import VocabTable
+
+
+def follow_terminals(grammar: PreparedGrammar) -> list[set[int]]:
+    """``FOLLOW(t)`` for every terminal: the terminals that can come right after ``t`` in some
+    sentential form derived from the start symbol (rule 0 is ``S' -> start``)."""
+    return [bit_set(bits) for bits in follow_terminal_bits(grammar)]
+
+
+def follow_terminal_bits(grammar: PreparedGrammar) -> list[int]:
+    """:func:`follow_terminals` as int bit sets (bit ``u`` = terminal ``u``; no end bit)."""
+    terminals = (1 << grammar.num_terminals) - 1
+    return [bits & terminals for bits in first_follow(grammar).terminal_follow]
+
+
+def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
+    """Per terminal, ``(257,)`` bool: byte ``b`` can be the first byte of the lexeme after it
+    (a terminal of ``FOLLOW(t)`` or an ignored terminal starts with it); index 256 is False."""
+
+    def starts(dfa: ByteDFA) -> np.ndarray:
+        return dfa.transitions[dfa.start_state][dfa.byte_to_class] >= 0
+
+    firsts = [starts(dfa) for dfa in grammar.terminal_dfas]
+    ignored = np.zeros(256, dtype=bool)
+    for dfa in grammar.ignore_dfas:
+        ignored |= starts(dfa)
+    num_terminals = len(firsts)
+    starts_with = np.array(firsts, dtype=bool).reshape(num_terminals, 256)  # (T, 256)
+    num_bytes = (num_terminals + 7) // 8
+    out = []
+    for bits in follow_terminal_bits(grammar):
+        row = np.zeros(257, dtype=bool)
+        row[:256] = ignored
+        if bits:
+            packed = np.frombuffer(bits.to_bytes(num_bytes, "little"), dtype=np.uint8)
+            is_follower = np.unpackbits(packed, bitorder="little")[:num_terminals].astype(bool)
+            row[:256] |= starts_with[is_follower].any(axis=0)
+        out.append(row)
+    return out
+
+
+def is_acyclic(transitions: np.ndarray) -> bool:
+    """True if the DFA table ``(S, K)`` (``-1`` = dead) has no cycle (Kahn's algorithm)."""
+    num_states = transitions.shape[0]
+    sources = np.repeat(np.arange(num_states), transitions.shape[1])
+    targets = transitions.reshape(-1)
+    is_edge = targets >= 0
+    sources, targets = sources[is_edge], targets[is_edge]
+    pairs = np.unique(np.stack([sources, targets], axis=1), axis=0)  # one edge per state pair
+    indegree = np.bincount(pairs[:, 1], minlength=num_states)
+    successors = [[] for _ in range(num_states)]
+    for a, b in pairs.tolist():
+        successors[a].append(b)
+    ready = [s for s in range(num_states) if indegree[s] == 0]
+    num_done = 0
+    while ready:
+        state = ready.pop()
+        num_done += 1
+        for nxt in successors[state]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                ready.append(nxt)
+    return num_done == num_states
+
+
+_SHARED_MAX_BYTES = 256 * 2**20
+# terminals walked in sets: DFAs of at most SET_MAX_STATES states that are acyclic (keys,
+# punctuation) or whose every state reads at most SET_MAX_LOOP_BYTES bytes (a key with its
+# number value); a wide loop (an identifier, a string's inside) would make the set walk read
+# whole subtries that a single-part walk settles as row ranges
+SET_MAX_STATES = 256
+SET_MAX_LOOP_BYTES = 16
+
+
+class SharedWalks:
+    """Process-wide LRU of walk results of terminal DFAs (see module docstring).
+
+    Keys hold the DFA and vocabulary table objects themselves (both compare by identity), so an
+    entry can never be confused with one of another automaton or vocabulary.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.num_bytes = 0
+        self._items: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, value: tuple) -> tuple:
+        """Store ``value`` (a tuple of numpy arrays, made read-only) and return it."""
+        size = 0
+        for array in value:
+            array.setflags(write=False)
+            size += array.nbytes
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = value
+                self.num_bytes += size
+            while self.num_bytes > self.max_bytes and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self.num_bytes -= sum(array.nbytes for array in dropped)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.num_bytes = 0
+
+
+SHARED_WALKS = SharedWalks(_SHARED_MAX_BYTES)
+# canonical chains (chain_keys.canonical_chain) by pattern, with their acceptance arrays by
+# first accepting copy: the walks of every counted chain of the same code are computed on one
+_CANONICAL: dict[str, tuple[ByteDFA, dict[int, np.ndarray]]] = {}
+_MAX_CANONICAL = 64
+
+
+class DfaWalker:
+    """Walks of single-terminal parts over one vocabulary (see module docstring).
+
+    Every walk returns ``(within_row, split_rows, split_steps)``: the packed mask of the tokens
+    that stay inside the lexeme, and the records ``(row, offset)`` of the other tokens that
+    complete the terminal strictly inside their bytes at ``offset`` with a byte after it that
+    a following lexeme may start with. Results are shared across grammars (:data:`SHARED_WALKS`).
+    """
+
+    def __init__(self, grammar: PreparedGrammar, table: VocabTable) -> None:
+        self.table = table
+        self.dfas = grammar.terminal_dfas
+        self.follow = follow_first_bytes(grammar)
+        self._follow_keys = [follow.tobytes() for follow in self.follow]
+        self.horizon = table.matrix.shape[1] + 1  # longest token + 1 (chain_keys)
+        self._stacked: tuple[np.ndarray, ...] | None = None
+        self._set_walkable: dict[int, bool] = {}
+
+    def can_walk_in_set(self, t: int) -> bool:
+        """True if terminal ``t``'s DFA has at most ``SET_MAX_STATES`` states and is acyclic
+        or narrow (at most ``SET_MAX_LOOP_BYTES`` live bytes per state)."""
+        found = self._set_walkable.get(t)
+        if found is None:
+            dfa = self.dfas[t]
+            found = dfa.num_states <= SET_MAX_STATES and (
+                int((self._table(t) >= 0).sum(axis=1).max()) <= SET_MAX_LOOP_BYTES
+                or is_acyclic(dfa.transitions)
+            )
+            self._set_walkable[t] = found
+        return found
+
+    def _stack(self) -> tuple[np.ndarray, ...]:
+        """The small terminal DFAs side by side, built on first use: ``(table, term_of,
+        is_accepting, follow, offsets)``, ``table`` ``(S, 256)`` int32 over global states
+        (terminal ``t``'s state ``q`` is ``offsets[t] + q``), ``follow`` ``(T, 257)``."""
+        if self._stacked is None:
+            offsets = np.full(len(self.dfas), -1, dtype=np.int64)
+            total = 0
+            for t, dfa in enumerate(self.dfas):
+                if self.can_walk_in_set(t):
+                    offsets[t] = total
+                    total += dfa.num_states
+            table = np.empty((total, 256), dtype=np.int32)
+            term_of = np.empty(total, dtype=np.int64)
+            is_accepting = np.empty(total, dtype=bool)
+            for t in np.flatnonzero(offsets >= 0).tolist():
+                lo, dfa = int(offsets[t]), self.dfas[t]
+                hi = lo + dfa.num_states
+                full = self._table(t)
+                table[lo:hi] = np.where(full >= 0, full + lo, -1)
+                term_of[lo:hi] = t
+                is_accepting[lo:hi] = dfa.is_accepting
+            follow = np.ascontiguousarray(np.stack(self.follow))
+            self._stacked = (table, term_of, is_accepting, follow, offsets)
+        return self._stacked
+
+    def set_start(self, t: int, state: int) -> int:
+        """The stacked state of ``(t, state)`` (``t`` must :meth:`can_walk_in_set`)."""
+        return int(self._stack()[4][t]) + state
+
+    def set_walk(self, starts: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Every token from a set of ``(terminal, state)`` pairs (small terminals, by their
+        :meth:`set_start` states) at once: one trie walk with the set of live states per node.
+        Returns ``(within_row, split_rows, split_steps, split_terminals)``: what the pairs' own
+        walks give together (records of tokens within some pair dropped)."""
+        return walk_trie_set(*self._stack()[:4], starts, self.table)
+
+    def set_walk_records(
+        self,
+        starts: np.ndarray,
+        rows: np.ndarray,
+        first_byte_bounds: np.ndarray,
+        steps: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
+        """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
+        return walk_suffixes_set(
+            *self._stack()[:4], starts, rows, steps, first_byte_bounds, self.table
+        )
+
+    def _table(self, t: int) -> np.ndarray:
+        """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
+        return full_table(self.dfas[t])
+
+    def first_bytes(self, t: int, state: int) -> np.ndarray:
+        """``(256,)`` bool: the bytes state ``state`` of terminal ``t`` can read."""
+        dfa = self.dfas[t]
+        return dfa.transitions[state][dfa.byte_to_class] >= 0
+
+    def site(self, t: int, state: int) -> tuple:
+        """What a walk from ``state`` of terminal ``t`` is keyed by: the DFA and the state, or
+        for a counted chain its :class:`~formcast.grammar.automata.chain_keys.ChainKeys` key (walks
+        shared across chains and positions)."""
+        dfa = self.dfas[t]
+        keys = dfa.walk_keys
+        if keys is None:
+            return (dfa, state)
+        return keys.key(state, self.horizon)
+
+    def _walked(self, t: int, state: int, site: tuple) -> tuple[ByteDFA, int, np.ndarray]:
+        """``(dfa, state, is_accepting)`` a walk keyed by :meth:`site` is computed on: for a
+        chain, the canonical chain of its code and the acceptance of its key
+        (:func:`~formcast.grammar.automata.chain_keys.canonical_chain`), else the terminal's own."""
+        dfa = self.dfas[t]
+        keys = dfa.walk_keys
+        if keys is None:
+            return dfa, state, dfa.is_accepting
+        horizon = self.horizon
+        pattern, at, accept_from = canonical_chain(site, keys.width, horizon)
+        found = _CANONICAL.get(pattern)
+        if found is None:
+            base = regex_to_dfa(pattern)
+            other = base.walk_keys
+            if other is None or other.width != keys.width or other.item != keys.item:
+                return dfa, state, dfa.is_accepting  # no chain of the same code: walk this one
+            found = _CANONICAL[pattern] = (base, {})
+            if len(_CANONICAL) > _MAX_CANONICAL:
+                _CANONICAL.pop(next(iter(_CANONICAL)))
+        base, acceptance = found
+        is_accepting = acceptance.get(accept_from)
+        if is_accepting is None:
+            is_accepting = chain_acceptance(keys.width, horizon, accept_from)
+            acceptance[accept_from] = is_accepting
+        return base, at, is_accepting
+
+    def vocabulary_walk(self, t: int, state: int) -> tuple[np.ndarray, ...]:
+        """Every token from ``state`` of terminal ``t``: one walk of the vocabulary trie."""
+        site = self.site(t, state)
+        key = ("vocabulary", site, self.table, self._follow_keys[t])
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            dfa, at, is_accepting = self._walked(t, state, site)
+            within_row, rows, steps, _ = walk_trie(
+                full_table(dfa), at, is_accepting, self.follow[t], self._coverage(dfa),
+                self.table,
+            )  # fmt: skip
+            found = SHARED_WALKS.put(key, (within_row, rows, steps))
+        return found
+
+    def _coverage(self, dfa: ByteDFA) -> tuple:
+        key = ("coverage", dfa, self.table)
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            found = SHARED_WALKS.put(key, tuple(chain_coverage(dfa, self.table)))
+        return found
+
+    def walk_records(
+        self,
+        t: int,
+        state: int,
+        rows: np.ndarray,
+        first_byte_bounds: np.ndarray,
+        steps: np.ndarray,
+        records_key: bytes,
+    ) -> tuple[np.ndarray, ...]:
+        """Read records ``(rows[k], steps[k])`` (sorted by first byte, ``first_byte_bounds``)
+        from ``state`` of terminal ``t``; ``records_key`` is a digest of the records."""
+        site = self.site(t, state)
+        key = ("records", site, self.table, self._follow_keys[t], records_key)
+        found = SHARED_WALKS.get(key)
+        if found is None:
+            dfa, at, is_accepting = self._walked(t, state, site)
+            within_row, rows, steps, _ = walk_suffixes(
+                full_table(dfa), at, rows, steps, first_byte_bounds,
+                is_accepting, self.follow[t], self.table,
+            )  # fmt: skip
+            found = SHARED_WALKS.put(key, (within_row, rows, steps))
+        return found
+
+
+def full_table(dfa: ByteDFA) -> np.ndarray:
+    """``(S, 256)`` int32 successors of ``dfa`` (built once, kept in :data:`SHARED_WALKS`)."""
+    found = SHARED_WALKS.get(("table", dfa))
+    if found is None:
+        full = dfa.transitions[:, dfa.byte_to_class].astype(np.int32)
+        found = SHARED_WALKS.put(("table", dfa), (np.ascontiguousarray(full),))
+    return found[0]
+
+
+caches.register(
+    "cfg.walks.shared_walks", f"LRU: {_SHARED_MAX_BYTES:,} bytes of walks", SHARED_WALKS.clear
+)
+caches.register("cfg.walks.canonical_chains", f"{_MAX_CANONICAL} chain codes", _CANONICAL.clear)

@@ -1,0 +1,634 @@
+"""Vocabulary walks of a byte transition table over the token trie and over token suffixes.
+
+Numba kernels shared by both lexer paths (:mod:`formcast.grammar.cfg.walks.dfa_walk`, one terminal's
+DFA; :mod:`formcast.grammar.cfg.lexer`, interned lexer states). Both walk an ``(S, 256)`` int32
+table (``-1`` = dead) and record a *split* where the state read so far is marked ``is_split``
+(a terminal completes) and the next byte ``b`` has ``follow[b]`` (a following lexeme may start
+with it). A walk returns
+
+- ``within_row``: ``(num_words,)`` int32 packed mask of the tokens whose every byte stays alive;
+- split records ``(row, offset, state)`` (int64 arrays): the token of table row ``row`` splits
+  before byte ``offset`` in state ``state`` (at least one byte read). Records of within tokens
+  are dropped (such a token is allowed anyway).
+
+:func:`walk_trie` reads every token (of the chosen first bytes) from one state: a DFS over the
+vocabulary trie (:func:`trie_nodes`), one step per alive token *prefix*. A subtree whose bytes
+all stay on the state's uniform chain for its whole height (a string's inside) is settled as
+one row range (a precomputed packed row for large subtrees); one whose bytes stay on it for
+its first ``L`` levels only (a ``{0,n}`` counter with fewer steps left than the subtree is
+high) is settled down to ``L`` levels from the token lengths, and the walk jumps to the nodes
+``L`` levels down (:func:`chain_coverage`). :func:`walk_suffixes` reads given token suffixes
+(a split group's records), byte by byte. :func:`sort_records` puts records in the canonical
+order of :class:`~formcast.grammar.cfg.lexer.SplitGroup` (first suffix byte, row, offset).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numba
+import numpy as np
+
+from formcast.grammar import caches
+from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.index import kernels as index_kernels
+from formcast.grammar.index.token_index import VocabTable
+
+# columns of the packed trie node table (:func:`trie_nodes`)
+_CHILD_LO, _CHILD_HI, _ROW_LO, _ROW_HI, _TOKEN_LO, _TOKEN_HI, _HEIGHT_BYTE, _DENSE = range(8)
+
+
+@numba.njit(cache=True, inline="always")
+def _set_bit(words, token_id):  # pragma: no cover - jitted
+    words[token_id >> 5] |= np.uint32(1) << np.uint32(token_id & 31)
+
+
+@numba.njit(cache=True, inline="always")
+def _has_bit(words, token_id):  # pragma: no cover - jitted
+    return (words[token_id >> 5] >> np.uint32(token_id & 31)) & np.uint32(1)
+
+
+@numba.njit(cache=True)
+def _grow(buffer, used):  # pragma: no cover - jitted
+    bigger = np.empty((2 * buffer.shape[0], buffer.shape[1]), buffer.dtype)
+    bigger[:used] = buffer[:used]
+    return bigger
+
+
+@numba.njit(cache=True, inline="always")
+def _push_split(splits, num_splits, where, offset, tag):  # pragma: no cover - jitted
+    """Append the split record ``(where, offset, tag)``; returns ``(splits, num_splits)``
+    (the array may have grown)."""
+    if num_splits == splits.shape[0]:
+        splits = _grow(splits, num_splits)
+    splits[num_splits, 0], splits[num_splits, 1], splits[num_splits, 2] = where, offset, tag
+    return splits, num_splits + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _is_subset(below, c, covered, level, q):  # pragma: no cover - jitted
+    return (
+        below[c, 0] & ~covered[level, q, 0]
+        | below[c, 1] & ~covered[level, q, 1]
+        | below[c, 2] & ~covered[level, q, 2]
+        | below[c, 3] & ~covered[level, q, 3]
+    ) == 0
+
+
+@numba.njit(cache=True)
+def _chain_jump(below, c, covered, top, q, uniform, is_split, follow_bits):  # pragma: no cover
+    """The levels (``>= 2``, else 0) below trie node ``c`` (reached in state ``q``) that every
+    prefix reads along ``q``'s uniform chain, through states that do not split: the largest
+    ``L < top`` with ``below[c]`` inside ``covered[L, q]``, cut at the first splitting state.
+    No cut if no byte below ``c`` is in ``follow_bits`` (``(4,)`` uint64): a split there
+    would record nothing (a string's inside: every position completes the chain, but only a
+    closing ``"`` may follow, and no token below ``c`` holds one)."""
+    lo, hi, best = 1, top - 1, 0
+    while lo <= hi:  # covered[L, q] shrinks as L grows
+        mid = (lo + hi) // 2
+        if _is_subset(below, c, covered, mid, q):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    if not _meets_below(below, c, follow_bits):
+        return best if best >= 2 else 0
+    steps, s = 0, q
+    while steps < best and not is_split[s]:
+        s = uniform[s]
+        steps += 1
+    return steps if steps >= 2 else 0
+
+
+@numba.njit(cache=True)
+def _is_settled(below, c, live, target, is_split, follow_bits):  # pragma: no cover - jitted
+    """True if no byte below trie node ``c`` can be read from ``target`` and none could be
+    recorded as a split there (``target`` does not split, or no follow byte lies below
+    ``c``): the tokens below ``c`` that are longer than the jump end there, dead, recording
+    nothing (a bounded string's last position: nothing is read after its last character)."""
+    if _meets_below(below, c, live[target]):
+        return False
+    return not is_split[target] or not _meets_below(below, c, follow_bits)
+
+
+@numba.njit(cache=True)
+def _meets_below(below, c, bits):  # pragma: no cover - jitted
+    """True if some byte below trie node ``c`` is in bit set ``bits`` (``(4,)`` uint64)."""
+    return (
+        below[c, 0] & bits[0]
+        | below[c, 1] & bits[1]
+        | below[c, 2] & bits[2]
+        | below[c, 3] & bits[3]
+    ) != 0
+
+
+@numba.njit(cache=True)
+def _byte_bits(marked):  # pragma: no cover - jitted
+    """``(4,)`` uint64 bit set of the bytes ``b < 256`` with ``marked[b]``."""
+    bits = np.zeros(4, np.uint64)
+    for b in range(256):
+        if marked[b]:
+            bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return bits
+
+
+@numba.njit(cache=True)
+def _first_at_least(values, lo, hi, target):  # pragma: no cover - jitted
+    """The first index in ``[lo, hi)`` with ``values[i] >= target`` (ascending), or ``hi``."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True)
+def _walk_output(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
+    """A walk's result ``(within_row, split_rows, split_steps, split_tags)``: ``words`` as an
+    int32 row, and from ``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` the
+    int64 records whose token is not within (``words``); with
+    ``by_node`` each split stands for every token row below its trie node (trie walks), else
+    for its own row (record walks). The tag is a state or a terminal."""
+    count = 0
+    for k in range(num_splits):
+        lo, hi = splits[k, 0], splits[k, 0] + 1
+        if by_node:
+            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
+        for r in range(lo, hi):
+            count += not _has_bit(words, token_ids[r])
+    out_rows = np.empty(count, np.int64)
+    out_steps = np.empty(count, np.int64)
+    out_tags = np.empty(count, np.int64)
+    count = 0
+    for k in range(num_splits):
+        lo, hi = splits[k, 0], splits[k, 0] + 1
+        if by_node:
+            lo, hi = nodes[splits[k, 0], _ROW_LO], nodes[splits[k, 0], _ROW_HI]
+        for r in range(lo, hi):
+            if not _has_bit(words, token_ids[r]):
+                out_rows[count], out_steps[count], out_tags[count] = r, splits[k, 1], splits[k, 2]
+                count += 1
+    return words.view(np.int32), out_rows, out_steps, out_tags
+
+
+@numba.njit(cache=True)
+def _trie_walk(
+    table,
+    start,
+    first_bytes,
+    is_split,
+    follow,
+    covered,
+    uniform,
+    nodes,
+    below,
+    dense,
+    level_start,
+    row_lo,
+    lengths,
+    token_rows,
+    token_ids,
+    num_words,
+):  # pragma: no cover - jitted
+    """Every token whose first byte is marked in ``first_bytes`` (``(256,)`` bool), read from
+    ``start``; ``covered``, ``uniform``: :func:`chain_coverage`; ``nodes``, ``below``,
+    ``dense``, ``level_start``: :func:`trie_nodes`. Returns ``(within_row, split_rows,
+    split_steps, split_states)`` (module docstring).
+
+    A subtree whose bytes are all on ``q``'s uniform chain for its whole height is settled as
+    a row range. If they are for its first ``L < height`` levels only (a ``{0,n}`` counter
+    with fewer than ``height`` steps left), every prefix in those levels reaches the chain's
+    state at its depth, whatever its bytes: the tokens of at most ``L`` more bytes are within
+    (read off the token lengths), and the walk jumps to the nodes ``L`` levels down, in state
+    ``u^L(q)`` (if no state on the way splits), instead of visiting every node in between."""
+    top = covered.shape[0] - 1
+    has_coverage = covered.shape[1] > 0
+    live = covered[0]  # (S, 4) the bytes each state can read
+    follow_bits = _byte_bits(follow)
+    words = np.zeros(num_words, np.uint32)
+    stack = np.empty((1024, 3), np.int64)  # (trie node, state after its prefix, depth)
+    stack[0, 0], stack[0, 1], stack[0, 2] = 0, start, 0
+    size = 1
+    splits = np.empty((64, 3), np.int64)  # (trie node, depth, state): the node's subtree splits
+    num_splits = 0
+    while size:
+        size -= 1
+        node, s, depth = stack[size, 0], stack[size, 1], stack[size, 2]
+        splits_here = depth > 0 and is_split[s]
+        if size + 256 > stack.shape[0]:  # room for every child
+            stack = _grow(stack, size)
+        for c in range(nodes[node, _CHILD_LO], nodes[node, _CHILD_HI]):
+            height_byte = nodes[c, _HEIGHT_BYTE]
+            b = height_byte >> 32
+            if depth == 0 and not first_bytes[b]:
+                continue
+            if splits_here and follow[b]:
+                splits, num_splits = _push_split(splits, num_splits, c, depth, s)
+            q = table[s, b]
+            if q < 0:
+                continue
+            h = height_byte & 0xFFFFFFFF
+            if h and has_coverage:
+                lv = min(h, top)
+                if _is_subset(below, c, covered, lv, q):  # the whole subtree stays alive
+                    d = nodes[c, _DENSE]
+                    if d >= 0:  # a large subtree: OR its packed row
+                        for w in range(num_words):
+                            words[w] |= dense[d, w]
+                    else:
+                        for r in range(nodes[c, _ROW_LO], nodes[c, _ROW_HI]):
+                            _set_bit(words, token_ids[r])
+                    continue
+                jump = _chain_jump(below, c, covered, lv, q, uniform, is_split, follow_bits)
+                if jump:  # every prefix of 1..jump more bytes follows the chain
+                    level = depth + 1 + jump
+                    target = q
+                    for _ in range(jump):
+                        target = uniform[target]
+                    lo, hi = nodes[c, _ROW_LO], nodes[c, _ROW_HI]
+                    for r in range(lo, hi):
+                        if lengths[r] <= level:
+                            _set_bit(words, token_ids[r])
+                    if _is_settled(below, c, live, target, is_split, follow_bits):
+                        continue  # the longer tokens die at ``target`` without a record
+                    first = _first_at_least(row_lo, level_start[level], level_start[level + 1], lo)
+                    last = _first_at_least(row_lo, first, level_start[level + 1], hi)
+                    if size + (last - first) + 256 > stack.shape[0]:
+                        stack = _grow(stack, size)
+                        while size + (last - first) + 256 > stack.shape[0]:
+                            stack = _grow(stack, size)
+                    for n in range(first, last):
+                        stack[size, 0], stack[size, 1], stack[size, 2] = n, target, level
+                        size += 1
+                    continue
+            for k in range(nodes[c, _TOKEN_LO], nodes[c, _TOKEN_HI]):
+                r = token_rows[k]
+                _set_bit(words, token_ids[r])
+            if h and (
+                is_split[q] or not has_coverage or _meets_below(below, c, live[q])
+            ):  # (no byte below the node is live in q and q does not split: all die there)
+                stack[size, 0], stack[size, 1], stack[size, 2] = c, q, depth + 1
+                size += 1
+    return _walk_output(words, splits, num_splits, nodes, token_ids, True)
+
+
+@numba.njit(cache=True)
+def _record_walk(
+    table,
+    start,
+    rows,
+    steps,
+    first_byte_bounds,
+    is_split,
+    follow,
+    matrix,
+    lengths,
+    token_ids,
+    num_words,
+    nodes,
+):  # pragma: no cover - jitted
+    """Read records ``(rows[k], steps[k])`` (the bytes of table row ``rows[k]`` from offset
+    ``steps[k]`` on, never empty; records sorted by their first byte, ``first_byte_bounds``
+    ``(257,)``) from ``start``. Returns ``(within_row, split_rows, split_steps,
+    split_states)`` (module docstring)."""
+    words = np.zeros(num_words, np.uint32)
+    splits = np.empty((64, 3), np.int64)  # (row, offset, state)
+    num_splits = 0
+    for b in range(256):
+        lo, hi = first_byte_bounds[b], first_byte_bounds[b + 1]
+        if lo == hi:
+            continue
+        first = table[start, b]
+        if first < 0:
+            continue
+        for k in range(lo, hi):
+            row = rows[k]
+            end = lengths[row]
+            s = first
+            pos = steps[k] + 1
+            while pos < end:
+                byte = matrix[row, pos]
+                if is_split[s] and follow[byte]:
+                    splits, num_splits = _push_split(splits, num_splits, row, pos, s)
+                s = table[s, byte]
+                if s < 0:
+                    break
+                pos += 1
+            if s >= 0:
+                _set_bit(words, token_ids[row])
+    return _walk_output(words, splits, num_splits, nodes, token_ids, False)
+
+
+@numba.njit(cache=True, inline="always")
+def _advance_set(table, states, lo, n, b, out, used):  # pragma: no cover - jitted
+    """Write the distinct live successors on byte ``b`` of ``states[lo:lo + n]`` to
+    ``out[used:]``; return how many."""
+    m = 0
+    for i in range(lo, lo + n):
+        q = table[states[i], b]
+        if q < 0:
+            continue
+        is_new = True
+        for j in range(used, used + m):
+            if out[j] == q:
+                is_new = False
+                break
+        if is_new:
+            out[used + m] = q
+            m += 1
+    return m
+
+
+@numba.njit(cache=True, inline="always")
+def _add_set_splits(
+    states, lo, n, is_accepting, term_of, follow, b, where, offset, splits, num_splits
+):  # pragma: no cover - jitted
+    """Append ``(where, offset, t)`` to ``splits`` for every terminal ``t`` whose state in
+    ``states[lo:lo + n]`` accepts and may be followed by byte ``b``; returns ``(splits,
+    num_splits)`` (the array may have grown)."""
+    for i in range(lo, lo + n):
+        g = states[i]
+        if is_accepting[g] and follow[term_of[g], b]:
+            splits, num_splits = _push_split(splits, num_splits, where, offset, term_of[g])
+    return splits, num_splits
+
+
+@numba.njit(cache=True)
+def _trie_set_walk(
+    table, term_of, is_accepting, follow, starts, nodes, token_rows, token_ids, num_words
+):  # pragma: no cover - jitted
+    """Every token read from a *set* of states of a stacked table (``(S, 256)`` int32, the
+    DFAs of several terminals side by side; ``term_of`` ``(S,)``: the terminal of a state;
+    ``follow`` ``(T, 257)`` bool per terminal) at once: one DFS over the vocabulary trie with
+    the set of live states per node. A token is within if some state is alive after it; a
+    split is recorded per terminal that accepts before a byte it may be followed by. Returns
+    ``(within_row, split_rows, split_steps, split_terminals)``."""
+    words = np.zeros(num_words, np.uint32)
+    states = np.empty(max(1024, 4 * len(starts)), np.int64)  # the live sets, back to back
+    states[: len(starts)] = starts
+    used = len(starts)
+    stack = np.empty((1024, 4), np.int64)  # (trie node, depth, set offset, set size)
+    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, len(starts)
+    size = 1
+    splits = np.empty((64, 3), np.int64)  # (trie node, depth, terminal)
+    num_splits = 0
+    while size:
+        size -= 1
+        node, depth, lo, n = stack[size, 0], stack[size, 1], stack[size, 2], stack[size, 3]
+        if size + 256 > stack.shape[0]:
+            stack = _grow(stack, size)
+        for c in range(nodes[node, _CHILD_LO], nodes[node, _CHILD_HI]):
+            height_byte = nodes[c, _HEIGHT_BYTE]
+            b = height_byte >> 32
+            if depth > 0:
+                splits, num_splits = _add_set_splits(
+                    states, lo, n, is_accepting, term_of, follow, b, c, depth, splits, num_splits
+                )
+            if used + n > states.shape[0]:
+                bigger = np.empty(2 * (used + n), np.int64)
+                bigger[:used] = states[:used]
+                states = bigger
+            m = _advance_set(table, states, lo, n, b, states, used)
+            if m == 0:
+                continue
+            for k in range(nodes[c, _TOKEN_LO], nodes[c, _TOKEN_HI]):
+                _set_bit(words, token_ids[token_rows[k]])
+            if height_byte & 0xFFFFFFFF:
+                stack[size, 0], stack[size, 1], stack[size, 2], stack[size, 3] = (
+                    c,
+                    depth + 1,
+                    used,
+                    m,
+                )
+                size += 1
+                used += m
+    return _walk_output(words, splits, num_splits, nodes, token_ids, True)
+
+
+@numba.njit(cache=True)
+def _record_set_walk(
+    table,
+    term_of,
+    is_accepting,
+    follow,
+    starts,
+    rows,
+    steps,
+    first_byte_bounds,
+    matrix,
+    lengths,
+    token_ids,
+    num_words,
+    nodes,
+):  # pragma: no cover - jitted
+    """:func:`_record_walk` from a set of states of a stacked table (as :func:`_trie_set_walk`):
+    returns ``(within_row, split_rows, split_steps, split_terminals)``."""
+    words = np.zeros(num_words, np.uint32)
+    splits = np.empty((64, 3), np.int64)  # (row, offset, terminal)
+    num_splits = 0
+    k_starts = len(starts)
+    first = np.empty(k_starts, np.int64)
+    live = np.empty(2 * k_starts, np.int64)
+    for b in range(256):
+        lo, hi = first_byte_bounds[b], first_byte_bounds[b + 1]
+        if lo == hi:
+            continue
+        num_first = _advance_set(table, starts, 0, k_starts, b, first, 0)
+        if num_first == 0:
+            continue
+        for k in range(lo, hi):
+            row = rows[k]
+            end = lengths[row]
+            live[:num_first] = first[:num_first]
+            cur, n = 0, num_first  # live[cur:cur + n]; the next set goes to the other half
+            pos = steps[k] + 1
+            while pos < end:
+                byte = matrix[row, pos]
+                splits, num_splits = _add_set_splits(
+                    live, cur, n, is_accepting, term_of, follow, byte, row, pos, splits, num_splits
+                )
+                other = k_starts if cur == 0 else 0
+                n = _advance_set(table, live, cur, n, byte, live, other)
+                cur = other
+                if n == 0:
+                    break
+                pos += 1
+            if n > 0:
+                _set_bit(words, token_ids[row])
+    return _walk_output(words, splits, num_splits, nodes, token_ids, False)
+
+
+@numba.njit(cache=True)
+def _record_keys(rows, steps, matrix):  # pragma: no cover - jitted
+    """Per record, the int64 key ``first suffix byte << 48 | row << 16 | offset``."""
+    keys = np.empty(len(rows), np.int64)
+    for k in range(len(rows)):
+        byte = np.int64(matrix[rows[k], steps[k]])
+        keys[k] = (byte << 48) | (np.int64(rows[k]) << 16) | np.int64(steps[k])
+    return keys
+
+
+@numba.njit(cache=True)
+def _unpack_keys(keys):  # pragma: no cover - jitted
+    """Sorted keys of :func:`_record_keys` -> ``(rows, steps, first_byte_bounds)``, duplicate
+    keys dropped."""
+    rows = np.empty(len(keys), np.int32)
+    steps = np.empty(len(keys), np.int32)
+    bounds = np.zeros(257, np.int64)
+    count = 0
+    for k in range(len(keys)):
+        key = keys[k]
+        if k and key == keys[k - 1]:
+            continue
+        rows[count] = (key >> 16) & 0xFFFFFFFF
+        steps[count] = key & 0xFFFF
+        bounds[(key >> 48) + 1] += 1
+        count += 1
+    for b in range(256):
+        bounds[b + 1] += bounds[b]
+    return rows[:count], steps[:count], bounds
+
+
+# -- Python entry points ------------------------------------------------------------------------
+
+_ALL_BYTES = np.ones(256, dtype=bool)
+# a coverage that covers nothing
+NO_COVERAGE = (np.zeros((1, 0, 4), dtype=np.uint64), np.zeros(0, dtype=np.int64))
+_TRIE_NODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def chain_coverage(dfa: ByteDFA, vt: VocabTable) -> tuple[np.ndarray, np.ndarray]:
+    """The chain coverage (:func:`~formcast.grammar.index.kernels.chain_coverage`) of
+    ``dfa``, up to the longest token of
+    ``vt``: ``(covered, uniform successors)``."""
+    return index_kernels.chain_coverage(
+        dfa.transitions, dfa.byte_to_class, max(int(vt.trie.height[0]), 1)
+    )
+
+
+def trie_nodes(vt: VocabTable) -> tuple[np.ndarray, ...]:
+    """The vocabulary trie of ``vt`` packed for :func:`walk_trie` (built once per table):
+
+    - ``(N, 8)`` int64 rows ``child_start, child_end, row_lo, row_hi, token_lo, token_hi,
+      height | byte << 32, dense`` (one cache line per node; ``dense``: the node's row in the
+      packed subtree rows of :meth:`~formcast.grammar.index.token_index.VocabTable.dense_subtrees`,
+      or -1);
+    - the ``(N, 4)`` uint64 bytes below each node;
+    - those dense rows;
+    - ``level_start``: nodes are numbered level by level, level ``d`` (prefixes of ``d``
+      bytes) is ``level_start[d]:level_start[d + 1]``, in ascending ``row_lo``.
+    """
+    found = _TRIE_NODES.get(vt)
+    if found is None:
+        trie = vt.trie
+        dense_of, dense = vt.dense_subtrees()
+        height_byte = trie.height.astype(np.int64) | trie.node_byte.astype(np.int64) << 32
+        columns = (
+            trie.child_start, trie.child_end, trie.row_lo, trie.row_hi, trie.token_start[:-1],
+            trie.token_start[1:], height_byte, dense_of,
+        )  # fmt: skip
+        nodes = np.ascontiguousarray(np.stack(columns, axis=1).astype(np.int64))
+        level_start = [0, 1]  # the children of one level are the next level, contiguous
+        while level_start[-1] > level_start[-2]:
+            last = level_start[-1] - 1  # the last node of the newest level
+            level_start.append(max(int(trie.child_end[last]), last + 1))
+        level_start += [level_start[-1]] * 2  # empty levels past the longest token
+        found = _TRIE_NODES[vt] = (
+            nodes,
+            np.ascontiguousarray(trie.bytes_below),
+            np.ascontiguousarray(dense, dtype=np.uint32),
+            np.asarray(level_start, dtype=np.int64),
+            np.ascontiguousarray(trie.row_lo, dtype=np.int64),
+        )
+    return found
+
+
+def walk_trie(
+    table: np.ndarray,
+    start: int,
+    is_split: np.ndarray,
+    follow: np.ndarray,
+    coverage: tuple[np.ndarray, np.ndarray],
+    vt: VocabTable,
+    first_bytes: np.ndarray = _ALL_BYTES,
+) -> tuple[np.ndarray, ...]:
+    """Every token of ``vt`` (whose first byte ``first_bytes`` marks) read from ``start`` of
+    ``table`` (``(S, 256)`` int32); ``is_split`` ``(S,)`` bool, ``follow`` ``(257,)`` bool,
+    ``coverage`` from :func:`chain_coverage` (or :data:`NO_COVERAGE`). Returns ``(within_row,
+    split_rows, split_steps, split_states)`` (module docstring)."""
+    nodes, below, dense, level_start, row_lo = trie_nodes(vt)
+    covered, uniform = coverage
+    return _trie_walk(
+        table, start, first_bytes, is_split, follow, covered, uniform, nodes, below, dense,
+        level_start, row_lo, vt.lengths, vt.trie.token_rows, vt.token_ids, vt.num_words,
+    )  # fmt: skip
+
+
+def walk_suffixes(
+    table: np.ndarray,
+    start: int,
+    rows: np.ndarray,
+    steps: np.ndarray,
+    first_byte_bounds: np.ndarray,
+    is_split: np.ndarray,
+    follow: np.ndarray,
+    vt: VocabTable,
+) -> tuple[np.ndarray, ...]:
+    """Records ``(rows[k], steps[k])`` (int32, sorted by first byte: ``first_byte_bounds``)
+    read from ``start`` of ``table``; arguments and result as for :func:`walk_trie`."""
+    return _record_walk(
+        table, start, rows, steps, first_byte_bounds, is_split, follow, vt.matrix, vt.lengths,
+        vt.token_ids, vt.num_words, trie_nodes(vt)[0],
+    )  # fmt: skip
+
+
+def walk_trie_set(
+    table: np.ndarray,
+    term_of: np.ndarray,
+    is_accepting: np.ndarray,
+    follow: np.ndarray,
+    starts: np.ndarray,
+    vt: VocabTable,
+) -> tuple[np.ndarray, ...]:
+    """Every token of ``vt`` read from the set ``starts`` of a stacked table (see
+    :func:`_trie_set_walk`); returns ``(within_row, split_rows, split_steps,
+    split_terminals)``: a split's terminal completes before the offset."""
+    nodes = trie_nodes(vt)[0]
+    return _trie_set_walk(
+        table, term_of, is_accepting, follow, starts, nodes, vt.trie.token_rows, vt.token_ids,
+        vt.num_words,
+    )  # fmt: skip
+
+
+def walk_suffixes_set(
+    table: np.ndarray,
+    term_of: np.ndarray,
+    is_accepting: np.ndarray,
+    follow: np.ndarray,
+    starts: np.ndarray,
+    rows: np.ndarray,
+    steps: np.ndarray,
+    first_byte_bounds: np.ndarray,
+    vt: VocabTable,
+) -> tuple[np.ndarray, ...]:
+    """Records read from the set ``starts`` of a stacked table; arguments and result as for
+    :func:`walk_trie_set` and :func:`walk_suffixes`."""
+    return _record_set_walk(
+        table, term_of, is_accepting, follow, starts, rows, steps, first_byte_bounds, vt.matrix,
+        vt.lengths, vt.token_ids, vt.num_words, trie_nodes(vt)[0],
+    )  # fmt: skip
+
+
+def sort_records(rows: np.ndarray, steps: np.ndarray, vt: VocabTable) -> tuple:
+    """Split records in canonical order (first suffix byte, row, offset), without duplicates:
+    ``(rows, steps, first_byte_bounds, first_bytes)`` (int32, int32, ``(257,)`` int64, and
+    an int bit set of the first suffix bytes)."""
+    keys = _record_keys(rows, steps, vt.matrix)
+    keys.sort(kind="stable")  # timsort: linear on the sorted runs walks produce
+    rows, steps, bounds = _unpack_keys(keys)
+    is_first = np.packbits(bounds[1:] > bounds[:-1], bitorder="little")
+    return rows, steps, bounds, int.from_bytes(is_first.tobytes(), "little")
+
+
+caches.register("cfg.walks.trie_nodes", "weak by vocabulary table", _TRIE_NODES.clear)

@@ -1,0 +1,335 @@
+"""compile_regex / compile_choice: text -> byte DFA -> token index -> CompiledGrammar (cached).
+
+The pipeline is parse (dialect-aware) -> strip end anchors -> Thompson NFA over UTF-8 bytes ->
+subset construction over byte classes -> trim -> Hopcroft minimisation -> token index (eager
+when the DFA has at most ``eager_max_states`` states, lazy per state otherwise). A pattern that
+is one counted repetition of a prefix code (a JSON string chunk) is built directly as a chain
+of DFA copies. The per-state loops are numba kernels (:mod:`~formcast.grammar.automata.kernels`,
+:mod:`~formcast.grammar.index.kernels`); :func:`warm_kernels` loads them before any budget clock starts. The lower
+stages are public for grammars that build one large regular expression themselves (JSON
+Schema): :func:`regex_to_dfa`, :func:`compile_dfa`, :func:`regex_to_python`.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from formcast.errors import GrammarError
+from formcast.grammar import caches
+from formcast.grammar.automata.budget import DEFAULT_MAX_STATES, DEFAULT_TIMEOUT_S, CompileBudget
+from formcast.grammar.automata.byte_dfa import ByteDFA, determinize
+from formcast.grammar.automata.minimizer import minimize
+from formcast.grammar.automata.nfa_builder import build_nfa, counted_chain_dfa
+from formcast.grammar.index.compiled_grammar import CompiledGrammar
+from formcast.grammar.index.grammar_cache import GRAMMAR_CACHE, cache_key
+from formcast.grammar.index.token_index import TokenIndex
+from formcast.grammar.index.vocabulary import Vocabulary
+from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import (
+    Alternation,
+    CharSet,
+    Concat,
+    Node,
+    search_form,
+    strip_anchors,
+    to_python_regex,
+)
+
+DEFAULT_EAGER_MAX_STATES = 8192  # (distinct rows are stored once: JSON-schema DFAs have few)
+# CPU seconds of eager indexing before a DFA's index turns lazy (rows built so far are kept);
+# the numba trie walk indexes JSON-schema DFA states at ~20 us each (7k states in 0.14 s)
+EAGER_MAX_S = 1.0
+
+
+# regex_to_dfa results by (pattern, dialect, max_states): DFAs are immutable, and grammars built
+# from many leaf regexes (the structural JSON Schema path) repeat the same leaves (string
+# formats, numbers, key sets) within one schema and across schemas
+_DFA_MEMO: OrderedDict[tuple[str, str, int], ByteDFA] = OrderedDict()
+_DFA_MEMO_LOCK = threading.Lock()
+_DFA_MEMO_SIZE = 1024
+# table cells of one kept DFA (4 MB; a 256-character JSON string chunk is ~133k cells and
+# every schema with long strings on the structural route uses it) and of all kept DFAs
+# together (64 MB)
+_DFA_MEMO_MAX_CELLS = 1_000_000
+_DFA_MEMO_TOTAL_CELLS = 16_000_000
+_memo_cells = 0
+_is_warm = False
+_WARM_LOCK = threading.Lock()
+# syntax trees of regex texts about to be compiled (see remember_parsed)
+_PARSED: dict[tuple[str, str], Node] = {}
+_PARSED_SIZE = 4096
+
+
+def remember_parsed(pattern: str, dialect: str, node: Node) -> None:
+    """Record that ``pattern`` parses to ``node`` (a tree the caller just printed with
+    ``to_python_regex``), so the next :func:`regex_to_dfa` of it skips parsing (used once)."""
+    if len(_PARSED) >= _PARSED_SIZE:
+        _PARSED.clear()
+    _PARSED[(pattern, dialect)] = node
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the duration (re-entrant).
+
+    Automaton construction allocates millions of small lists and tuples, none of them in
+    reference cycles; every allocation burst triggers generation scans of the whole heap
+    (tokenizer and vocabulary tables included), which cost 25-40% of compile time. Reference
+    counting still frees everything as usual; the collector resumes afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def warm_kernels(vocab: Vocabulary) -> None:
+    """Load (or, on a cold numba cache, compile) the automaton and token-index kernels now.
+
+    The first call in a process costs ~0.5 s with a warm on-disk cache and tens of seconds
+    on a cold one (a fresh checkout); later calls return at once. Compile entry points call
+    it before their budget clocks start, so that one-off cost never counts as compile time
+    against ``timeout_s``.
+    """
+    global _is_warm
+    if _is_warm:
+        return
+    with _WARM_LOCK:
+        if not _is_warm:
+            budget = CompileBudget(timeout_s=1e9)
+            dfa = minimize(
+                determinize(build_nfa(parse_regex("a[bc]{0,4}"), budget), budget), budget
+            )
+            index = TokenIndex(dfa, vocab, is_eager=True)
+            index.build_eager(budget)
+            _is_warm = True
+
+
+def clear_dfa_memo() -> None:
+    """Forget every memoised :func:`regex_to_dfa` result (registered in :mod:`caches` as
+    ``"index.regex_to_dfa"``; the lexer walks shared through those DFAs are a memo of their
+    own, ``"cfg.walks.shared_walks"``)."""
+    global _memo_cells
+    with _DFA_MEMO_LOCK:
+        _DFA_MEMO.clear()
+        _memo_cells = 0
+
+
+def regex_to_dfa(
+    pattern: str,
+    *,
+    dialect: str = "python",
+    max_states: int = DEFAULT_MAX_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> ByteDFA:
+    """The minimal byte-level DFA of the strings that fullmatch ``pattern`` (memoised).
+
+    Raises
+    ------
+    GrammarError
+        Malformed or unsupported pattern (with its position), or an empty language.
+    CompileBudgetError
+        More than ``max_states`` DFA states or more than ``timeout_s`` seconds.
+    """
+    key = (pattern, dialect, max_states)
+    parsed = _PARSED.pop((pattern, dialect), None)
+    with _DFA_MEMO_LOCK:
+        found = _DFA_MEMO.get(key)
+        if found is not None:
+            _DFA_MEMO.move_to_end(key)
+            return found
+    budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
+    node = strip_anchors(parse_regex(pattern, dialect) if parsed is None else parsed)
+    with gc_paused():
+        try:
+            dfa = _node_to_dfa(node, budget)
+        except RecursionError:
+            raise GrammarError(
+                "regex groups nested too deeply to build an automaton (Python's recursion limit)"
+            ) from None
+    if dfa.transitions.size <= _DFA_MEMO_MAX_CELLS:
+        _remember(key, dfa)
+    return dfa
+
+
+def _remember(key: tuple[str, str, int], dfa: ByteDFA) -> None:
+    global _memo_cells
+    with _DFA_MEMO_LOCK:
+        old = _DFA_MEMO.pop(key, None)
+        if old is not None:
+            _memo_cells -= old.transitions.size
+        _DFA_MEMO[key] = dfa
+        _memo_cells += dfa.transitions.size
+        while len(_DFA_MEMO) > _DFA_MEMO_SIZE or _memo_cells > _DFA_MEMO_TOTAL_CELLS:
+            _, dropped = _DFA_MEMO.popitem(last=False)
+            _memo_cells -= dropped.transitions.size
+
+
+def _node_to_dfa(node: Node, budget: CompileBudget) -> ByteDFA:
+    # a counted repetition of a prefix code (JSON string chunks) is already deterministic
+    dfa = counted_chain_dfa(node, budget)
+    if dfa is not None and dfa.walk_keys is not None:
+        return dfa  # a finite chain is minimal as built (see counted_chain_dfa)
+    if dfa is None:
+        dfa = determinize(build_nfa(node, budget), budget)
+    return minimize(dfa, budget)
+
+
+def compile_dfa(
+    dfa: ByteDFA,
+    vocab: Vocabulary,
+    *,
+    kind: str = "dfa",
+    source: str = "",
+    eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> CompiledGrammar:
+    """Index ``dfa`` over ``vocab``.
+
+    Eager (every state now) if the DFA has at most ``eager_max_states`` states and indexing
+    them takes at most ``EAGER_MAX_S`` seconds; otherwise lazy (every state not indexed yet
+    on first use, memoised; the start state now).
+    """
+    is_eager = dfa.num_states <= eager_max_states
+    index = TokenIndex(dfa, vocab, is_eager=is_eager)
+    with gc_paused():
+        if is_eager:
+            index.build_eager(CompileBudget(timeout_s=timeout_s), max_s=EAGER_MAX_S)
+        index.row(dfa.start_state)  # the first mask is always needed
+    return CompiledGrammar(kind, source, dfa, vocab, index)
+
+
+def compile_regex(
+    pattern: str,
+    vocab: Vocabulary,
+    *,
+    dialect: str = "python",
+    max_states: int = DEFAULT_MAX_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
+    cache: bool = True,
+) -> CompiledGrammar:
+    """Compile a regular expression that the whole output must fullmatch.
+
+    Parameters
+    ----------
+    pattern:
+        The regex. ``^``/``\\A`` at the start and ``$``/``\\Z`` at the end are accepted as
+        anchors (they change nothing under fullmatch); anchors elsewhere are refused.
+    vocab:
+        The model's :class:`Vocabulary`.
+    dialect:
+        ``"python"`` (``re`` semantics: Unicode ``\\d \\w \\s``, ``.`` excludes ``\\n``) or
+        ``"ecma"`` (ECMA-262 ``u``-mode as JSON Schema ``pattern``: ASCII ``\\d \\w``, ``.``
+        excludes ``\\n \\r \\u2028 \\u2029``; still fullmatch, see :func:`regex_to_python`).
+    max_states, timeout_s:
+        Compile budget: most DFA states, and seconds for parse + automaton + eager index.
+    eager_max_states:
+        Index every state at compile time if the DFA has at most this many states; otherwise
+        index states lazily on first use (memoised).
+    cache:
+        Reuse / store the result in the in-memory and on-disk grammar cache.
+
+    Raises
+    ------
+    GrammarError
+        Malformed or unsupported pattern (lookaround, backreference, ``\\b``, unsupported
+        flag, ...) with its position, or a pattern that matches no string.
+    CompileBudgetError
+        The budget was exceeded.
+    """
+    if dialect not in ("python", "ecma"):
+        raise GrammarError(f"unknown regex dialect {dialect!r}; expected 'python' or 'ecma'")
+    warm_kernels(vocab)  # before any budget clock starts
+
+    def build() -> CompiledGrammar:
+        dfa = regex_to_dfa(pattern, dialect=dialect, max_states=max_states, timeout_s=timeout_s)
+        return compile_dfa(
+            dfa,
+            vocab,
+            kind="regex",
+            source=pattern,
+            eager_max_states=eager_max_states,
+            timeout_s=timeout_s,
+        )
+
+    if not cache:
+        return build()
+    key = cache_key("regex", pattern, {"dialect": dialect}, vocab)
+    return GRAMMAR_CACHE.get_or_compile(key, vocab, build)
+
+
+def compile_choice(
+    choices: Sequence[str],
+    vocab: Vocabulary,
+    *,
+    eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
+    cache: bool = True,
+) -> CompiledGrammar:
+    """Compile "exactly one of these strings" (taken literally, not as regexes).
+
+    Raises
+    ------
+    GrammarError
+        If ``choices`` is empty or contains something that is not a str.
+    """
+    if isinstance(choices, str):
+        raise GrammarError("compile_choice expects a sequence of strings, not one string")
+    options = list(choices)
+    if not options:
+        raise GrammarError("compile_choice needs at least one choice")
+    for k, option in enumerate(options):
+        if not isinstance(option, str):
+            raise GrammarError(f"choice #{k} is {type(option).__name__}, expected str")
+    node = Alternation(
+        tuple(
+            Concat(tuple(CharSet(((ord(c), ord(c)),), k) for c in o)) for k, o in enumerate(options)
+        )
+    )
+    source = "\x1f".join(options)
+    warm_kernels(vocab)  # before any budget clock starts
+
+    def build() -> CompiledGrammar:
+        with gc_paused():
+            dfa = _node_to_dfa(node, CompileBudget())
+        return compile_dfa(
+            dfa, vocab, kind="choice", source=source, eager_max_states=eager_max_states
+        )
+
+    if not cache:
+        return build()
+    key = cache_key("choice", source, {"n": len(options)}, vocab)
+    return GRAMMAR_CACHE.get_or_compile(key, vocab, build)
+
+
+def regex_to_python(pattern: str, *, dialect: str = "ecma", search: bool = False) -> str:
+    """Rewrite ``pattern`` as an equivalent Python-dialect regex for fullmatch use.
+
+    With ``search=True`` the result fullmatches exactly the strings in which ``pattern`` is
+    *found* (``re.search`` / JSON Schema ``pattern`` semantics): unanchored sides get
+    ``[\\s\\S]*``. Anchors are honoured only at the ends of top-level alternatives.
+    """
+    node = parse_regex(pattern, dialect)
+    return to_python_regex(search_form(node) if search else strip_anchors(node))
+
+
+def _clear_parsed() -> None:
+    _PARSED.clear()
+
+
+caches.register(
+    "index.regex_to_dfa",
+    f"LRU: {_DFA_MEMO_SIZE} DFAs, {_DFA_MEMO_MAX_CELLS:,} table cells each, "
+    f"{_DFA_MEMO_TOTAL_CELLS:,} in all",
+    clear_dfa_memo,
+)
+caches.register(
+    "index.remembered_parse_trees", f"{_PARSED_SIZE} trees, used once each", _clear_parsed
+)

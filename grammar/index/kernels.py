@@ -1,0 +1,161 @@
+"""Numba kernels for :class:`~formcast.grammar.index.token_index.TokenIndex`: DFA states -> packed masks.
+
+:func:`index_rows` walks the vocabulary trie depth first from each DFA state and sets the
+allowed token bits straight into packed ``uint32`` rows (bit ``i % 32`` of word ``i // 32`` =
+token ``i``): a (state, node) pair whose subtree stays on the state's uniform chain
+(:func:`chain_coverage`, shared with the CFG lexer walks) is finished at once as its row range,
+OR-ing a precomputed dense row when the subtree is large. The plain per-token walk
+(:func:`~formcast.grammar.index.token_index.walk_tokens`) is the reference it is tested against.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def index_rows(
+    transitions,
+    byte_to_class,
+    node_byte,
+    states,
+    child_start,
+    child_end,
+    token_start,
+    token_rows,
+    token_ids,
+    row_lo,
+    row_hi,
+    height,
+    below,
+    covered,
+    dense_of,
+    dense,
+    out,
+):  # pragma: no cover - jitted
+    """Set ``out[i]`` (``(W,)`` uint32) to the tokens allowed from DFA state ``states[i]``.
+
+    ``transitions``: ``(S, K)`` DFA table (``-1`` dead) over ``byte_to_class``; ``node_byte``:
+    each trie node's label; trie arrays as in :class:`~formcast.grammar.index.token_index.VocabTrie`;
+    ``covered``: ``(H + 1, S, 4)`` uniform-chain byte sets of
+    :class:`~formcast.grammar.index.token_index.TrieTokens`; ``dense[dense_of[n]]``: the packed row
+    of node ``n``'s whole subtree (``dense_of[n] = -1``: none). Rows of ``out`` must be zero.
+    """
+    max_height = covered.shape[0] - 1
+    num_words = out.shape[1]
+    stack_node = np.empty(len(child_start), np.int64)
+    stack_state = np.empty(len(child_start), np.int64)
+    for i in range(len(states)):
+        row = out[i]
+        stack_node[0] = 0
+        stack_state[0] = states[i]
+        depth = 1
+        while depth:
+            depth -= 1
+            node = stack_node[depth]
+            cur = stack_state[depth]
+            for child in range(child_start[node], child_end[node]):
+                nxt = transitions[cur, byte_to_class[node_byte[child]]]
+                if nxt < 0:
+                    continue
+                h = height[child]
+                if h > 0:
+                    chain = covered[min(h, max_height), nxt]
+                    bytes_below = below[child]
+                    if (
+                        (bytes_below[0] & ~chain[0])
+                        | (bytes_below[1] & ~chain[1])
+                        | (bytes_below[2] & ~chain[2])
+                        | (bytes_below[3] & ~chain[3])
+                    ) == 0:
+                        d = dense_of[child]
+                        if d >= 0:
+                            dense_row = dense[d]
+                            for w in range(num_words):
+                                row[w] |= dense_row[w]
+                        else:
+                            for r in range(row_lo[child], row_hi[child]):
+                                t = token_ids[r]
+                                row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                        continue
+                for q in range(token_start[child], token_start[child + 1]):
+                    t = token_ids[token_rows[q]]
+                    row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                if h > 0:
+                    stack_node[depth] = child
+                    stack_state[depth] = nxt
+                    depth += 1
+
+
+@numba.njit(cache=True)
+def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover - jitted
+    """Chain coverage of a byte DFA (``(S, K)`` class table, ``(256,)`` byte -> class):
+    ``(covered (H + 1, S, 4) uint64, u (S,))``.
+
+    Every state ``s`` has a uniform successor ``u(s)`` (the state most bytes lead to) and
+    ``U(s)``, the bytes leading there (a bit set of 4 words). ``covered[h, s] = U(s) &
+    U(u(s)) & ... & U(u^(h-1)(s))`` for ``h >= 1``: every byte string of length at most ``h``
+    over those bytes stays alive from ``s``. ``covered[0, s]`` is the set of bytes ``s`` can
+    read at all. Levels stop at ``max_height`` or where they stop changing (``covered[h] ==
+    covered[h - 1]`` for every state, hence for every later ``h``), so ``covered[min(h, H),
+    s]`` is exact for every ``h >= 1``."""
+    num_states, num_classes = transitions.shape
+    class_bits = np.zeros((num_classes, 4), np.uint64)
+    class_size = np.zeros(num_classes, np.int64)
+    for b in range(256):
+        k = byte_to_class[b]
+        class_bits[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        class_size[k] += 1
+    uniform = np.full(num_states, -1, np.int64)
+    first = np.zeros((num_states, 4), np.uint64)
+    live = np.zeros((num_states, 4), np.uint64)
+    counts = np.zeros(num_states + 1, np.int64)
+    for s in range(num_states):
+        best, best_count = -1, 0
+        for k in range(num_classes):
+            q = transitions[s, k]
+            if q >= 0:
+                counts[q] += class_size[k]
+                if counts[q] > best_count or (counts[q] == best_count and q < best):
+                    best, best_count = q, counts[q]
+        for k in range(num_classes):
+            q = transitions[s, k]
+            if q >= 0:
+                counts[q] = 0
+                for w in range(4):
+                    live[s, w] |= class_bits[k, w]
+                    if q == best:
+                        first[s, w] |= class_bits[k, w]
+        uniform[s] = best
+    levels = [live, first]
+    for _ in range(2, max_height + 1):
+        prev = levels[-1]
+        cur = np.zeros((num_states, 4), np.uint64)
+        changed = False
+        for s in range(num_states):
+            u = uniform[s]
+            if u < 0:
+                continue
+            for w in range(4):
+                cur[s, w] = first[s, w] & prev[u, w]
+                if cur[s, w] != prev[s, w]:
+                    changed = True
+        if not changed:
+            break
+        levels.append(cur)
+    out = np.empty((len(levels), num_states, 4), np.uint64)
+    for h in range(len(levels)):
+        out[h] = levels[h]
+    return out, uniform
+
+
+@numba.njit(cache=True)
+def dense_rows(nodes, row_lo, row_hi, token_ids, num_words):  # pragma: no cover - jitted
+    """``(len(nodes), num_words)`` uint32: the packed token set of each node's subtree."""
+    out = np.zeros((len(nodes), num_words), np.uint32)
+    for i in range(len(nodes)):
+        for r in range(row_lo[nodes[i]], row_hi[nodes[i]]):
+            t = token_ids[r]
+            out[i, t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    return out

@@ -1,0 +1,554 @@
+"""TokenIndex: for every DFA state, the tokens that keep the DFA alive and where they lead.
+
+All tokens are walked through the DFA together with numpy: the vocabulary is a padded
+``(num_tokens, max_len)`` uint8 matrix sorted by bytes, so the tokens that start with a given
+byte form one contiguous slice. For a batch of states, the first step keeps only the slices of
+bytes the state allows (dead branches are never touched), and each further step advances the
+surviving (state, token) pairs by one byte with one gather. A token is allowed iff its walk
+never hits a dead transition (the DFA is trimmed, so alive means "some completion exists").
+
+Masks are built by :func:`index_packed_rows` instead: a numba kernel
+(:mod:`formcast.grammar.index.kernels`) walks the vocabulary as a byte trie (children of
+a node contiguous, a node's subtree = one contiguous range of sorted token rows) depth first
+from each state, one step per alive token *prefix*, and sets the allowed bits straight into
+the packed rows. A (state, node) pair whose remaining subtree stays on its state's uniform
+chain (bytes that loop on the state inside a JSON string, or advance a ``maxLength`` counter;
+see :class:`TrieTokens`) is finished at once as a row range (large subtrees as one OR of a
+precomputed packed row): every token below is allowed. So the cost is the number of distinct
+alive prefixes off such chains, not the number of allowed (state, token) pairs (millions for
+a JSON-schema DFA).
+
+Rows are stored packed (bit ``i % 32`` of int32 word ``i // 32`` = token ``i``); the sparse
+transition table (allowed token ids and the state each leads to) is computed per state on
+demand. Small automata are indexed eagerly at compile time; large ones lazily, one state at a
+time, memoised.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from formcast.grammar import caches
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.index.kernels import chain_coverage, dense_rows, index_rows
+from formcast.grammar.index.vocabulary import Vocabulary
+
+_EAGER_CHUNK = 256  # states indexed between two clock checks
+# trie subtrees with at least this many tokens get a precomputed packed row: finishing one as
+# a row range is then one OR of num_words words instead of one bit write per token
+DENSE_MIN_TOKENS = 256
+
+
+@dataclass(frozen=True, eq=False)
+class VocabTrie:
+    """The sorted vocabulary as a byte trie (node 0 is the root, the empty prefix).
+
+    Nodes are numbered level by level and lexicographically within a level, so the children of
+    a node are the contiguous ids ``child_start[n]:child_end[n]``; the tokens with the node's
+    prefix are the contiguous sorted rows ``row_lo[n]:row_hi[n]`` of :class:`VocabTable`.
+
+    Attributes
+    ----------
+    node_byte:
+        ``(N,)`` uint8 label of the edge into each node (0 for the root).
+    child_start, child_end:
+        ``(N,)`` int64 children ranges.
+    row_lo, row_hi:
+        ``(N,)`` int64 rows of the tokens in each node's subtree (the node's own included).
+    token_start, token_rows:
+        Tokens whose bytes are exactly the node's prefix:
+        ``token_rows[token_start[n]:token_start[n + 1]]`` (several ids may share bytes).
+    has_token:
+        ``(N,)`` bool, some token ends at the node.
+    bytes_below:
+        ``(N, 4)`` uint64 bitset of the bytes labelling the node's strict descendants
+        (bit ``b % 64`` of word ``b // 64``).
+    height:
+        ``(N,)`` int64: the most bytes any token of the subtree has beyond the node's prefix.
+    """
+
+    node_byte: np.ndarray
+    child_start: np.ndarray
+    child_end: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    token_start: np.ndarray
+    token_rows: np.ndarray
+    has_token: np.ndarray
+    bytes_below: np.ndarray
+    height: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_byte)
+
+    @classmethod
+    def from_rows(cls, matrix: np.ndarray, lengths: np.ndarray) -> VocabTrie:
+        """Build from the byte-sorted ``(T, max_len)`` token matrix and its lengths."""
+        num_rows = len(lengths)
+        # node of each row's prefix at the current depth (all rows start at the root)
+        node_of_row = np.zeros(num_rows, dtype=np.int64)
+        labels, parents = [np.zeros(1, np.uint8)], [np.full(1, -1, np.int64)]
+        row_lo, row_hi = [np.zeros(1, np.int64)], [np.full(1, num_rows, np.int64)]
+        end_nodes, end_rows = [], []
+        count = 1
+        level_starts = [0, 1]
+        for depth in range(1, matrix.shape[1] + 1):
+            rows = np.flatnonzero(lengths >= depth)
+            if not len(rows):
+                break
+            parent = node_of_row[rows]
+            label = matrix[rows, depth - 1]
+            # sorted rows: equal (parent, label) runs are contiguous and form one node
+            is_new = np.ones(len(rows), dtype=bool)
+            is_new[1:] = (parent[1:] != parent[:-1]) | (label[1:] != label[:-1])
+            ids = count + np.cumsum(is_new) - 1
+            firsts = np.flatnonzero(is_new)
+            lasts = np.append(firsts[1:], len(rows)) - 1
+            labels.append(label[firsts])
+            parents.append(parent[firsts])
+            row_lo.append(rows[firsts])
+            row_hi.append(rows[lasts] + 1)
+            is_end = lengths[rows] == depth
+            end_nodes.append(ids[is_end])
+            end_rows.append(rows[is_end])
+            node_of_row[rows] = ids
+            count += len(firsts)
+            level_starts.append(count)
+        node_byte = np.concatenate(labels)
+        parent_of = np.concatenate(parents)
+        nodes = np.arange(count)
+        child_start = np.searchsorted(parent_of[1:], nodes, side="left") + 1
+        child_end = np.searchsorted(parent_of[1:], nodes, side="right") + 1
+        ends = np.concatenate(end_nodes) if end_nodes else np.zeros(0, np.int64)
+        end_row = np.concatenate(end_rows) if end_rows else np.zeros(0, np.int64)
+        order = np.argsort(ends, kind="stable")
+        ends, end_row = ends[order], end_row[order]
+        has_token = np.zeros(count, dtype=bool)
+        has_token[ends] = True
+        # bytes below: children's labels OR their own bytes below, deepest level first
+        below = np.zeros((count, 4), dtype=np.uint64)
+        label_bits = np.zeros((count, 4), dtype=np.uint64)
+        word, bit = node_byte[1:] // 64, (node_byte[1:] % 64).astype(np.uint64)
+        label_bits[np.arange(1, count), word] = np.left_shift(np.uint64(1), bit)
+        height = np.zeros(count, dtype=np.int64)
+        for lo, hi in zip(level_starts[-2:0:-1], level_starts[-1:1:-1], strict=True):
+            # one level (ids lo..hi, parents non-decreasing), deepest first
+            parent = parent_of[lo:hi]
+            firsts = np.flatnonzero(np.diff(parent, prepend=-1) != 0)
+            combined = below[lo:hi] | label_bits[lo:hi]
+            below[parent[firsts]] = np.bitwise_or.reduceat(combined, firsts, axis=0)
+            height[parent[firsts]] = np.maximum.reduceat(height[lo:hi] + 1, firsts)
+        return cls(
+            node_byte=node_byte,
+            child_start=child_start.astype(np.int64),
+            child_end=child_end.astype(np.int64),
+            row_lo=np.concatenate(row_lo),
+            row_hi=np.concatenate(row_hi),
+            token_start=np.searchsorted(ends, np.arange(count + 1)).astype(np.int64),
+            token_rows=end_row.astype(np.int64),
+            has_token=has_token,
+            bytes_below=below,
+            height=height,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class VocabTable:
+    """Vocabulary bytes laid out for vectorised DFA walks (shared by every grammar).
+
+    Attributes
+    ----------
+    token_ids:
+        ``(T,)`` int32 ids of the text tokens (non-empty bytes, not special), sorted by bytes.
+    matrix:
+        ``(T, max_len)`` uint8 token bytes, zero padded.
+    lengths:
+        ``(T,)`` int32 byte lengths.
+    first_byte_bounds:
+        ``(257,)`` int64: tokens starting with byte ``b`` are rows ``bounds[b]:bounds[b+1]``.
+    eos_token_ids:
+        ``(E,)`` int32.
+    num_words:
+        ``ceil(vocab_size / 32)``: int32 words in one bitmask row.
+    bytes_by_step:
+        ``(max_len, T)`` uint16: byte ``j`` of every token (column-major), 256 past the end.
+    trie:
+        The :class:`VocabTrie` of the same rows.
+    """
+
+    token_ids: np.ndarray
+    matrix: np.ndarray
+    lengths: np.ndarray
+    first_byte_bounds: np.ndarray
+    eos_token_ids: np.ndarray
+    vocab_size: int
+    num_words: int
+    bytes_by_step: np.ndarray
+    trie: VocabTrie
+    _dense: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def dense_subtrees(self) -> tuple[np.ndarray, np.ndarray]:
+        """Packed token sets of the large trie subtrees (computed once): ``(dense_of, dense)``,
+        ``dense[dense_of[n]]`` the ``(num_words,)`` uint32 row of node ``n``'s subtree for
+        subtrees of at least ``DENSE_MIN_TOKENS`` tokens (``dense_of[n] = -1`` otherwise)."""
+        if self._dense is None:
+            trie = self.trie
+            sizes = trie.row_hi - trie.row_lo
+            nodes = np.flatnonzero(sizes >= DENSE_MIN_TOKENS)
+            nodes = nodes[nodes > 0]  # the root is never a child
+            dense_of = np.full(trie.num_nodes, -1, dtype=np.int64)
+            dense_of[nodes] = np.arange(len(nodes))
+            dense = dense_rows(nodes, trie.row_lo, trie.row_hi, self.token_ids, self.num_words)
+            object.__setattr__(self, "_dense", (dense_of, dense))
+        return self._dense
+
+    @classmethod
+    def from_vocabulary(cls, vocab: Vocabulary) -> VocabTable:
+        ids = [
+            i
+            for i, piece in enumerate(vocab.token_bytes)
+            if piece and i not in vocab.special_token_ids
+        ]
+        ids.sort(key=vocab.token_bytes.__getitem__)
+        pieces = [vocab.token_bytes[i] for i in ids]
+        lengths = np.fromiter(map(len, pieces), dtype=np.int32, count=len(pieces))
+        max_len = int(lengths.max()) if len(pieces) else 1
+        flat = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+        matrix = np.zeros((len(pieces), max_len), dtype=np.uint8)
+        rows = np.repeat(np.arange(len(pieces)), lengths)
+        cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        matrix[rows, cols] = flat
+        first = matrix[:, 0] if len(pieces) else np.zeros(0, dtype=np.uint8)
+        bounds = np.searchsorted(first, np.arange(257), side="left").astype(np.int64)
+        return cls(
+            token_ids=np.asarray(ids, dtype=np.int32),
+            matrix=matrix,
+            lengths=lengths,
+            first_byte_bounds=bounds,
+            eos_token_ids=np.asarray(sorted(vocab.eos_token_ids), dtype=np.int32),
+            vocab_size=vocab.vocab_size,
+            num_words=(vocab.vocab_size + 31) // 32,
+            bytes_by_step=_bytes_by_step(matrix, lengths),
+            trie=VocabTrie.from_rows(matrix, lengths),
+        )
+
+
+def _bytes_by_step(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``(max_len, T)`` uint16 column-major token bytes; 256 marks "past the end"."""
+    steps = np.arange(matrix.shape[1])
+    padded = np.where(steps[None, :] < lengths[:, None], matrix.astype(np.uint16), np.uint16(256))
+    return np.ascontiguousarray(padded.T)
+
+
+_TABLES: weakref.WeakValueDictionary[str, VocabTable] = weakref.WeakValueDictionary()
+_TABLES_LOCK = threading.Lock()
+# the last few tables stay alive even when no grammar holds them (a table costs ~0.1 s to build)
+_RECENT: collections.OrderedDict[str, VocabTable] = collections.OrderedDict()
+_NUM_RECENT = 4
+
+
+def vocab_table(vocab: Vocabulary) -> VocabTable:
+    """The (cached per vocabulary hash) :class:`VocabTable` of ``vocab``."""
+    with _TABLES_LOCK:
+        table = _TABLES.get(vocab.hash)
+        if table is None:
+            table = VocabTable.from_vocabulary(vocab)
+            _TABLES[vocab.hash] = table
+        _RECENT[vocab.hash] = table
+        _RECENT.move_to_end(vocab.hash)
+        while len(_RECENT) > _NUM_RECENT:
+            _RECENT.popitem(last=False)
+        return table
+
+
+class GrammarTokens:
+    """The DFA table extended with an end-of-token column, for one-gather-per-step walks.
+
+    Column ``num_classes`` of ``extended`` holds ``-2 - s`` for state ``s`` ("finished in s");
+    byte value 256 (the padding past a token's end in ``VocabTable.bytes_by_step``) maps to it.
+    """
+
+    def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
+        num_states, num_classes = dfa.transitions.shape
+        finished = (-2 - np.arange(num_states, dtype=np.int32))[:, None]
+        extended = np.concatenate([dfa.transitions, finished], axis=1)  # (N, K + 1)
+        self.flat = np.ascontiguousarray(extended).reshape(-1)
+        self.width = num_classes + 1
+        self.class_of = np.append(dfa.byte_to_class, num_classes).astype(np.int32)  # (257,)
+
+
+def walk_tokens(
+    dfa: ByteDFA, table: VocabTable, states: np.ndarray, tokens: GrammarTokens | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Walk every text token from each of ``states``.
+
+    Returns
+    -------
+    (owner, token_rows, end_states):
+        For every (state, token) pair that stays alive: the index into ``states``, the row in
+        ``table`` and the DFA state after the token. Grouped by ``owner`` (ascending).
+    """
+    if tokens is None:
+        tokens = GrammarTokens(dfa, table)
+    transitions, classes = dfa.transitions, dfa.byte_to_class
+    bounds = table.first_byte_bounds
+    first_next = transitions[states][:, classes]  # (S, 256)
+    owner_idx, first_bytes = np.nonzero(first_next >= 0)
+    counts = bounds[first_bytes.astype(np.int64) + 1] - bounds[first_bytes]
+    nonempty = counts > 0
+    owner_idx, first_bytes, counts = owner_idx[nonempty], first_bytes[nonempty], counts[nonempty]
+    total = int(counts.sum())
+    offsets = np.cumsum(counts) - counts
+    rows = np.arange(total, dtype=np.int64) - np.repeat(offsets - bounds[first_bytes], counts)
+    rows = rows.astype(np.int32)
+    owner = np.repeat(owner_idx.astype(np.int32), counts)
+    cur = np.repeat(first_next[owner_idx, first_bytes], counts).astype(np.int32)
+
+    out_owner, out_rows, out_states = [], [], []
+    flat, width, class_of = tokens.flat, tokens.width, tokens.class_of
+    by_step = table.bytes_by_step
+    for step in range(1, by_step.shape[0] + 1):
+        if not len(rows):
+            break
+        if step < by_step.shape[0]:
+            nxt = flat[cur * width + class_of[by_step[step][rows]]]
+        else:
+            nxt = -2 - cur  # every token has ended
+        is_finished = nxt <= -2
+        if is_finished.any():
+            out_owner.append(owner[is_finished])
+            out_rows.append(rows[is_finished])
+            out_states.append(-2 - nxt[is_finished])
+        alive = nxt >= 0
+        owner, rows, cur = owner[alive], rows[alive], nxt[alive]
+    if not out_owner:
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty, empty
+    owner = np.concatenate(out_owner)
+    rows = np.concatenate(out_rows)
+    ends = np.concatenate(out_states)
+    order = np.argsort(owner, kind="stable")
+    return owner[order], rows[order], ends[order]
+
+
+class TrieTokens:
+    """Per-DFA uniform chains for the trie walk of :func:`index_packed_rows`.
+
+    Every state ``s`` has a *uniform successor* ``u(s)``: the state most bytes lead to (``-1``
+    if none; ties to the smaller id), and ``U(s)``, the bytes leading there. ``covered[h, s]``
+    (``(4,)`` uint64 bitset) is ``U(s) & U(u(s)) & ... & U(u^(h-1)(s))``: any byte string of
+    length <= ``h`` over those bytes stays alive from ``s`` (each step lands on the next state
+    of the chain, and every state of a trimmed DFA is alive). A self-loop (inside a JSON
+    string) is the chain ``u(s) = s``; a counted repetition is a chain of distinct states.
+    Levels stop where they stop changing, so ``covered[min(h, max_height), s]`` is exact for
+    every ``h`` (computed by :func:`~formcast.grammar.index.kernels.chain_coverage`).
+    """
+
+    def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
+        longest = int(table.trie.height.max(initial=0))
+        self.covered, _ = chain_coverage(dfa.transitions, dfa.byte_to_class, max(longest, 1))
+        self.max_height = len(self.covered) - 1
+
+
+def index_packed_rows(
+    dfa: ByteDFA,
+    table: VocabTable,
+    states: np.ndarray,
+    tokens: TrieTokens | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``(len(states), num_words)`` int32 packed masks of ``states``: the text tokens that keep
+    the DFA alive (walked through the vocabulary trie by
+    :func:`~formcast.grammar.index.kernels.index_rows`), plus the EOS ids in accepting
+    states. Exact, like :func:`walk_tokens`. ``out``: a zeroed ``(len(states), num_words)``
+    uint32 array to fill in place (returned as an int32 view)."""
+    if tokens is None:
+        tokens = TrieTokens(dfa, table)
+    trie = table.trie
+    states = np.asarray(states, dtype=np.int64)
+    if out is None:
+        out = np.zeros((len(states), table.num_words), dtype=np.uint32)
+    dense_of, dense = table.dense_subtrees()
+    index_rows(
+        dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
+        trie.child_end,
+        trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
+        trie.height, trie.bytes_below, tokens.covered, dense_of, dense, out,
+    )  # fmt: skip
+    if len(table.eos_token_ids):
+        eos = table.eos_token_ids.astype(np.int64)
+        accepting = np.flatnonzero(dfa.is_accepting[states])
+        np.bitwise_or.at(
+            out,
+            (np.repeat(accepting, len(eos)), np.tile(eos >> 5, len(accepting))),
+            np.tile(np.left_shift(np.uint32(1), (eos & 31).astype(np.uint32)), len(accepting)),
+        )
+    return out.view(np.int32)
+
+
+class TokenIndex:
+    """Per-state packed masks and sparse token transitions of one DFA over one vocabulary.
+
+    ``row(state)`` is a ``(num_words,)`` int32 array: bit ``i % 32`` of word ``i // 32`` is set
+    iff token ``i`` is allowed (EOS ids in accepting states; special and padding ids never).
+    ``transitions(state)`` gives the allowed text tokens (ascending) and their end states.
+    """
+
+    def __init__(self, dfa: ByteDFA, vocab: Vocabulary, *, is_eager: bool) -> None:
+        self.dfa = dfa
+        self.vocab = vocab
+        self.table = vocab_table(vocab)
+        self.is_eager = is_eager
+        # eager: the distinct rows (U, num_words) int32 and each state's one among them (N,)
+        self.packed: np.ndarray | None = None
+        self.state_rows: np.ndarray | None = None
+        self.lazy_rows: dict[int, np.ndarray] = {}
+        self.sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.eos_row = self._eos_only_row()
+        self._lock = threading.Lock()
+        self._tokens: GrammarTokens | None = None
+        self._trie_tokens: TrieTokens | None = None
+        self._init_row_views()
+
+    def _init_row_views(self) -> None:
+        # eager: one (num_words,) view per state, so a mask fill is a list lookup + memcpy
+        self.row_views: list[np.ndarray] | None = None
+        if self.packed is not None:
+            unique = list(self.packed)
+            self.row_views = [unique[k] for k in self.state_rows.tolist()]
+
+    def build_eager(self, budget: CompileBudget, max_s: float | None = None) -> bool:
+        """Index every state now, in chunks of states, keeping each distinct row once.
+
+        JSON-schema DFAs have thousands of states but a few hundred distinct rows (every
+        state inside a key literal allows the same few tokens as its twins), so the store is
+        ``U x num_words`` words, not ``N x num_words``. Checks ``budget`` after every chunk.
+        With ``max_s``: past that much thread CPU time the index turns lazy (returns False)
+        and keeps the rows built so far, so a DFA whose walks are slow costs at most
+        ``max_s`` of compile time and its other states are indexed on first use.
+        """
+        if self._trie_tokens is None:
+            self._trie_tokens = TrieTokens(self.dfa, self.table)
+        start = time.thread_time()
+        num_states, num_words = self.dfa.num_states, self.table.num_words
+        row_of: dict[bytes, int] = {}
+        unique: list[np.ndarray] = []
+        state_rows = np.empty(num_states, dtype=np.int32)
+        chunk = np.empty((_EAGER_CHUNK, num_words), dtype=np.uint32)
+        for lo in range(0, num_states, _EAGER_CHUNK):
+            hi = min(lo + _EAGER_CHUNK, num_states)
+            out = chunk[: hi - lo]
+            out.fill(0)  # the kernel ORs bits in place
+            index_packed_rows(self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out)
+            for k in range(hi - lo):
+                key = out[k].tobytes()
+                found = row_of.get(key)
+                if found is None:
+                    found = row_of[key] = len(unique)
+                    unique.append(out[k].view(np.int32).copy())
+                state_rows[lo + k] = found
+            budget.check_time("indexing the vocabulary", None)
+            if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
+                self.is_eager = False
+                for state in range(hi):
+                    self.lazy_rows[state] = unique[state_rows[state]]
+                return False
+        self.packed = np.stack(unique)
+        self.packed.setflags(write=False)  # rows are shared by states
+        self.state_rows = state_rows
+        self._init_row_views()
+        return True
+
+    def row(self, state: int) -> np.ndarray:
+        """The packed ``(num_words,)`` int32 mask of ``state`` (computed on first use)."""
+        if self.row_views is not None:
+            return self.row_views[state]
+        found = self.lazy_rows.get(state)
+        if found is None:
+            with self._lock:
+                self._index_states(np.array([state]))
+            found = self.lazy_rows[state]
+        return found
+
+    def transitions(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """Allowed text token ids of ``state`` (ascending) and the DFA state each leads to."""
+        found = self.sparse.get(state)
+        if found is None:
+            with self._lock:
+                if self._tokens is None:
+                    self._tokens = GrammarTokens(self.dfa, self.table)
+                _, rows, ends = walk_tokens(self.dfa, self.table, np.array([state]), self._tokens)
+                ids = self.table.token_ids[rows]
+                order = np.argsort(ids, kind="stable")
+                found = (ids[order], ends[order])
+                self.sparse[state] = found
+        return found
+
+    def _index_states(self, states: np.ndarray) -> None:
+        if self._trie_tokens is None:
+            self._trie_tokens = TrieTokens(self.dfa, self.table)
+        packed = index_packed_rows(self.dfa, self.table, states, self._trie_tokens)
+        for k, state in enumerate(states.tolist()):
+            self.lazy_rows[state] = packed[k]
+
+    def _eos_only_row(self) -> np.ndarray:
+        bits = np.zeros(self.table.num_words * 32, dtype=bool)
+        bits[self.table.eos_token_ids] = True
+        return np.packbits(bits, bitorder="little").view("<i4").copy()
+
+    @property
+    def num_indexed_states(self) -> int:
+        return self.dfa.num_states if self.row_views is not None else len(self.lazy_rows)
+
+    def export_state(self) -> dict:
+        """Everything computed so far, without the vocabulary (for the disk cache)."""
+        return {
+            "is_eager": self.is_eager,
+            "packed": self.packed,
+            "state_rows": self.state_rows,
+            "lazy_rows": dict(self.lazy_rows),
+            "sparse": dict(self.sparse),
+        }
+
+    @classmethod
+    def from_state(cls, dfa: ByteDFA, vocab: Vocabulary, state: dict) -> TokenIndex:
+        """Rebuild from :meth:`export_state` output and the same vocabulary."""
+        index = cls(dfa, vocab, is_eager=False)
+        index.is_eager = state["is_eager"]
+        index.packed = state["packed"]
+        index.state_rows = state["state_rows"]
+        index.lazy_rows = state["lazy_rows"]
+        index.sparse = state["sparse"]
+        index._init_row_views()
+        return index
+
+    def __getstate__(self) -> dict:
+        return {"dfa": self.dfa, "vocab": self.vocab, **self.export_state()}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.table = vocab_table(self.vocab)
+        self.eos_row = self._eos_only_row()
+        self._lock = threading.Lock()
+        self._tokens = None
+        self._trie_tokens = None
+        self._init_row_views()
+
+
+def _clear_tables() -> None:
+    with _TABLES_LOCK:
+        _TABLES.clear()
+        _RECENT.clear()
+
+
+caches.register(
+    "index.vocab_tables", f"weak by vocabulary, the last {_NUM_RECENT} kept alive", _clear_tables
+)

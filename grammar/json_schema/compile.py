@@ -1,0 +1,390 @@
+"""JSON Schema, pydantic models and Python types -> one exact regular expression -> grammar.
+
+``json_schema_to_regex(schema)`` returns a Python-dialect regex whose language is exactly the
+set of JSON texts, *written in formcast's output layout*, that validate against the schema.
+
+Output layout (what a constrained generation writes):
+
+- Objects: properties in the schema's ``properties`` order; required ones always present,
+  optional ones may be omitted; extra properties (where allowed) after the declared ones, with
+  keys different from every declared name. ``strict=True`` (default) treats an absent
+  ``additionalProperties`` as ``false`` on schemas that describe objects (like OpenAI's strict
+  mode); ``strict=False`` follows the specification (absent = any extra property).
+  Inside ``allOf`` branches, absent ``additionalProperties`` stays open (strict applies to the
+  merged result). Duplicate keys among extra properties are not excluded.
+- Whitespace (``schema_layout``): ``whitespace="compact"`` (default) allows one optional space
+  after each ``,`` and ``:`` and nowhere else; ``"none"`` allows none; ``"flexible"`` allows up
+  to ``max_whitespace`` JSON whitespace characters at each structural position (after ``{ [``,
+  before ``} ]``, around ``,`` and ``:``); ``indent=N`` is exactly ``json.dumps(v, indent=N)``.
+  Whitespace can never run away.
+- Strings: exactly ``json.dumps(s, ensure_ascii=False)``: characters raw except ``\\"``,
+  ``\\\\``, ``\\b \\f \\n \\r \\t`` and ``\\u00xx`` (lowercase) for other C0 controls; no
+  surrogates. One spelling per string, so ``minLength``/``maxLength`` count characters.
+  With a ``pattern`` whose variable parts cannot absorb the bounds (e.g. ``^[a-z]+\\.[a-z]+$``
+  with ``maxLength``), the string is ``"(?:(?=(?:CHAR){m,n}")(?:PATTERN)")``: a lookahead that
+  formcast builds as the product of the pattern automaton with a character counter (exact;
+  ``SchemaError`` on ``maxLength`` when the product exceeds ``GUARD_MAX_STATES``).
+- Integers: JSON integer literals (``-0`` allowed; no ``1.0`` or ``1e2`` although jsonschema
+  calls those integers). Numbers: the full JSON number grammar when unbounded; with bounds or
+  ``multipleOf``, decimals without exponent (value comparison over exponents is not regular).
+- ``true`` / ``{}`` schemas and, under ``strict=False``, undeclared properties (any JSON value)
+  nest without bound by default (``max_any_depth=None``). Arbitrary nesting is not regular:
+  the regex route writes each container inside such a value as a marker byte and runs the DFA
+  as a stack of automata (``any_value_grammar``: exact, masks from precomputed rows); the
+  structural path (``cfg_json_schema``) nests them as a recursive nonterminal. An int
+  ``max_any_depth=N`` bounds them to ``N`` nested containers instead (deeper values are then
+  *rejected*); only that form has one plain regex (``json_schema_to_regex``).
+
+Routes (``compile_json_schema(route="auto")``): a schema whose regex has at most
+``REGEX_ROUTE_CHARS`` characters and whose automaton builds within the budget becomes one byte
+DFA (fastest masks); recursive or larger schemas take the structural context-free path, where
+every ``$ref`` target, every large sub-schema and every string value is a nonterminal of its
+own and automata are built per leaf, never for the whole document.
+
+Keywords: see ``schema_compiler`` / ``schema_objects`` / ``schema_arrays`` / ``formats`` for
+what is exact and what is refused. A refusal raises ``SchemaError`` naming the keyword and its
+JSON pointer; ``lenient=True`` turns each refusal into a ``UserWarning`` and drops that keyword
+(the language then is a superset: ``relaxed`` lists what was dropped). A recursive ``$ref``
+raises ``SchemaError`` in ``json_schema_to_regex``; ``compile_json_schema`` routes it to the
+context-free path. ECMA-262 ``pattern``
+semantics are used (ASCII ``\\d``/``\\w``, ``.`` excludes all line terminators, unanchored =
+contains a match), translated to Python-dialect regex text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from formcast.errors import CompileBudgetError, SchemaError
+from formcast.grammar.automata.budget import compile_deadline
+from formcast.grammar.index.compile import compile_regex, gc_paused, warm_kernels
+from formcast.grammar.json_schema.any_value.grammar import AnyValueGrammar
+from formcast.grammar.json_schema.compiler import SchemaCompiler
+from formcast.grammar.json_schema.layout import make_layout
+from formcast.grammar.json_schema.sources import schema_of
+from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
+
+DEFAULT_MAX_REGEX_CHARS = 4_000_000
+# "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench
+# (Kubernetes), regexes of 200k-620k characters determinise and index in 0.7-2 s on one core,
+# and their masks cost a table lookup (the structural route's first visits cost ~0.1-1 ms)
+REGEX_ROUTE_CHARS = 1_000_000
+# the auto route gives up on the regex once its sub-results total this many times
+# REGEX_ROUTE_CHARS (Kubernetes schemas that fit build <= 2.3M characters of sub-results; the
+# ones that do not build 12M+ characters over ~10 s before passing REGEX_ROUTE_CHARS)
+REGEX_ROUTE_BUILT_FACTOR = 3
+REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural path too
+DEFAULT_TIMEOUT_S = 20.0
+_COUNT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+
+
+def _largest_count(rx: str) -> int:
+    """The largest bound of a counted repetition ``{m}`` / ``{m,n}`` in regex text."""
+    return max((int(n or m) for m, n in _COUNT.findall(rx)), default=0)
+
+
+def json_schema_to_regex(
+    schema: Any,
+    *,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+    strict: bool = True,
+    lenient: bool = False,
+    max_any_depth: int | None = None,
+    max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
+) -> str:
+    """Python-dialect regex for the JSON texts (formcast layout) valid against ``schema``.
+
+    Parameters
+    ----------
+    schema:
+        A JSON Schema (dict, bool or JSON string) or a Python type (see ``schema_of``).
+    whitespace, max_whitespace, indent:
+        Output layout, see :func:`compile_json_schema`.
+    strict:
+        Absent ``additionalProperties`` means ``false`` (True) or ``true`` (False).
+    lenient:
+        Downgrade refusals to warnings (the keyword is dropped, the language grows).
+    max_any_depth:
+        Nesting bound ``N`` for unconstrained values (``true``/``{}`` schemas; deeper values
+        are rejected). ``None`` (default): unbounded, which no regex can express: a schema
+        with unconstrained values then raises ``SchemaError`` (``compile_json_schema``
+        handles them exactly).
+    max_regex_chars:
+        Budget on the regex size; beyond it ``CompileBudgetError`` is raised.
+
+    Returns
+    -------
+    str
+        The regex (use with ``re.fullmatch`` or ``compile_regex``). A schema no value satisfies
+        raises ``SchemaError``.
+    """
+    rx = marked_schema_regex(
+        schema,
+        whitespace=whitespace,
+        max_whitespace=max_whitespace,
+        indent=indent,
+        strict=strict,
+        lenient=lenient,
+        max_any_depth=max_any_depth,
+        max_regex_chars=max_regex_chars,
+    )
+    if has_any_marker(rx):
+        raise SchemaError(
+            "the schema has unconstrained values (true/{} or undeclared properties), which nest "
+            "without bound: no regular expression describes them; pass max_any_depth=N for a "
+            "regex that bounds them, or use compile_json_schema",
+            pointer="",
+        )
+    return rx
+
+
+def has_any_marker(rx: str) -> bool:
+    """True if regex text from :func:`marked_schema_regex` contains an unbounded-value marker."""
+    return "\\x01" in rx
+
+
+def marked_schema_regex(
+    schema: Any,
+    *,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+    strict: bool = True,
+    lenient: bool = False,
+    max_any_depth: int | None = None,
+    max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
+    max_built_chars: int | None = None,
+) -> str:
+    """:func:`json_schema_to_regex`, except that with ``max_any_depth=None`` containers in
+    unconstrained values are the marker of ``schema_compiler.any_marker`` (for
+    ``any_value_grammar``), not JSON text. ``max_built_chars`` bounds the text of all
+    sub-results together (``CompileBudgetError`` past it; the auto route's early exit)."""
+    compiler = SchemaCompiler(
+        schema_of(schema),
+        layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
+        strict=strict,
+        lenient=lenient,
+        max_any_depth=max_any_depth,
+        max_regex_chars=max_regex_chars,
+        max_built_chars=max_built_chars,
+    )
+    try:
+        rx = compiler.compile(compiler.root, "")
+    except RecursionError as exc:
+        raise CompileBudgetError("schema nesting too deep for the regex path") from exc
+    if rx is None:
+        raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
+    if len(rx) > max_regex_chars:
+        raise CompileBudgetError(
+            f"regex for this schema has {len(rx)} characters (budget {max_regex_chars}); "
+            "use the structural/CFG path for very large schemas"
+        )
+    return rx
+
+
+def compile_json_schema(
+    schema: Any,
+    vocab: Any,
+    *,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+    strict: bool = True,
+    lenient: bool = False,
+    route: str = "auto",
+    max_any_depth: int | None = None,
+    max_depth: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    regex_route_chars: int = REGEX_ROUTE_CHARS,
+    cache: bool = True,
+) -> Any:
+    """Compile a JSON Schema (or Python type) into a grammar with exact token masks.
+
+    Parameters
+    ----------
+    schema:
+        A dict/bool schema, a JSON string, a pydantic model or any type pydantic's
+        ``TypeAdapter`` understands (see :func:`schema_of`). Draft 2020-12 semantics;
+        draft-07 spellings (``definitions``, array-form ``items``, ``additionalItems``) too.
+    vocab:
+        The model's :class:`~formcast.grammar.index.vocabulary.Vocabulary`.
+    whitespace:
+        Output layout. ``"compact"`` (default; ``None`` means the same): one *optional* single
+        space after each ``,`` and ``:``, nowhere else, so both ``json.dumps(v)`` and
+        ``json.dumps(v, separators=(",", ":"))`` texts are accepted and the model cannot loop
+        on whitespace. ``"none"``: no whitespace at all. ``"spaced"``: exactly
+        ``json.dumps(v)``'s ``", "`` and ``": "`` (every space forced, the most text for
+        jump-forward to write without sampling). ``"flexible"``: up to
+        ``max_whitespace`` JSON whitespace characters (space, tab, LF, CR) after ``{``/``[``,
+        before ``}``/``]`` and around ``,``/``:``. An int ``N`` is the older spelling of
+        ``"flexible"`` with ``max_whitespace=N`` (``0`` = ``"none"``).
+    max_whitespace:
+        The bound of ``"flexible"`` (an int >= 1, default 8); only valid with ``"flexible"``.
+    indent:
+        ``N`` (0..16) selects the pretty layout, exactly ``json.dumps(v, indent=N)``: newline
+        plus ``N`` spaces per nesting level before every member and before the closing
+        bracket, ``": "`` after keys, empty containers as ``{}``/``[]``. Combine only with the
+        default ``whitespace``; refused (``SchemaError``) for recursive schemas.
+    strict:
+        ``True`` (default, as OpenAI's strict mode): an absent ``additionalProperties`` on an
+        object schema means ``false``. ``False``: the specification's meaning (any extra
+        property allowed).
+    lenient:
+        Downgrade refusals to ``UserWarning`` s (the keyword is dropped; the language grows).
+    route:
+        ``"auto"`` (default): one byte DFA (regex path: fastest masks) when the schema is not
+        recursive, its regex has at most ``regex_route_chars`` characters and no counted
+        repetition over ``REGEX_ROUTE_MAX_COUNT`` (e.g. ``maxLength``), and its automaton
+        builds within half of ``timeout_s``; otherwise the structural context-free path
+        (``cfg_json_schema``: one nonterminal per ``$ref`` target and per large sub-schema,
+        automata per leaf). ``"regex"`` / ``"cfg"`` force one path.
+    max_any_depth:
+        ``None`` (default): unconstrained values (``true``/``{}`` schemas, undeclared
+        properties under ``strict=False``) nest without bound, exactly, on both paths (on
+        the regex path the grammar is an ``AnyValueGrammar``: the schema DFA plus one
+        automaton frame per nested container; under ``indent`` only the regex path can do
+        this). An int ``N``: at most ``N`` nested containers on the regex path (deeper
+        values are *rejected*; one plain DFA); the structural path nests them without bound
+        except under ``indent``.
+    max_depth:
+        ``None`` (default): recursive schemas nest without bound. ``N``: output nesting past
+        ``N`` levels (the root schema plus each ``$ref`` being expanded) is refused with a
+        ``GrammarError`` naming the depth and byte offset (see ``compile_json_schema_cfg``).
+        The bound is enforced on the structural path, so ``route="auto"`` takes that path when
+        it is set, and ``route="regex"`` with ``max_depth`` is a ``SchemaError``.
+    timeout_s:
+        Compile budget in wall-clock seconds, both paths included (the regex path's automaton
+        gets half of it under ``route="auto"``): ``CompileBudgetError`` beyond it.
+    regex_route_chars:
+        Regex size above which ``"auto"`` takes the structural path.
+    cache:
+        Reuse compiled grammars (keyed by schema, options and vocabulary).
+
+    Returns
+    -------
+    CompiledGrammar, AnyValueGrammar or CompiledCFG
+        All offer ``matcher()`` with the same cursor API.
+
+    Raises
+    ------
+    SchemaError
+        An unsupported keyword (naming it and its JSON pointer), an unsatisfiable schema, or a
+        bad layout option.
+    CompileBudgetError
+        ``route="regex"`` and the budget is exceeded.
+    """
+
+    warm_kernels(vocab)  # numba's one-off load/JIT is not compile time (before the clock)
+    # gc_paused: automata and regex text make no reference cycles (see there)
+    with gc_paused(), compile_deadline(timeout_s):
+        return _compile_json_schema(
+            schema,
+            vocab,
+            whitespace=whitespace,
+            max_whitespace=max_whitespace,
+            indent=indent,
+            strict=strict,
+            lenient=lenient,
+            route=route,
+            max_any_depth=max_any_depth,
+            max_depth=max_depth,
+            timeout_s=timeout_s,
+            regex_route_chars=regex_route_chars,
+            cache=cache,
+        )
+
+
+def _compile_json_schema(
+    schema: Any,
+    vocab: Any,
+    *,
+    whitespace: str | int | None,
+    max_whitespace: int | None,
+    indent: int | None,
+    strict: bool,
+    lenient: bool,
+    route: str,
+    max_any_depth: int | None,
+    max_depth: int | None,
+    timeout_s: float,
+    regex_route_chars: int,
+    cache: bool,
+) -> Any:
+
+    if route not in ("auto", "regex", "cfg"):
+        raise SchemaError(f"route must be 'auto', 'regex' or 'cfg', got {route!r}")
+    root = schema_of(schema)
+    layout_options = {"whitespace": whitespace, "max_whitespace": max_whitespace, "indent": indent}
+    make_layout(**layout_options)  # validate the layout before any work
+    if max_depth is not None and route == "regex":
+        raise SchemaError("max_depth is enforced on the structural path only: use route='auto'")
+
+    def structural() -> Any:
+
+        return compile_json_schema_cfg(
+            root,
+            vocab,
+            strict=strict,
+            lenient=lenient,
+            max_any_depth=max_any_depth,
+            max_depth=max_depth,
+            cache=cache,
+            **layout_options,
+        )
+
+    if route == "cfg" or max_depth is not None:
+        return structural()
+    is_auto = route == "auto"
+    try:
+        rx = marked_schema_regex(
+            root,
+            strict=strict,
+            lenient=lenient,
+            max_any_depth=max_any_depth,
+            max_regex_chars=regex_route_chars if is_auto else DEFAULT_MAX_REGEX_CHARS,
+            max_built_chars=REGEX_ROUTE_BUILT_FACTOR * regex_route_chars if is_auto else None,
+            **layout_options,
+        )
+    except CompileBudgetError:
+        if route == "regex":
+            raise
+        return structural()
+    except SchemaError as exc:
+        # a recursive $ref is not regular: the context-free path unrolls it without bound
+
+        if route == "regex" or not is_recursion_error(exc):
+            raise
+        return structural()
+
+    def regex_route(budget_s: float) -> Any:
+        grammar = compile_regex(rx, vocab, dialect="python", timeout_s=budget_s, cache=cache)
+        if not has_any_marker(rx):
+            return grammar
+
+        return AnyValueGrammar(grammar, make_layout(**layout_options))
+
+    if route == "regex":
+        return regex_route(timeout_s)
+    if _largest_count(rx) > REGEX_ROUTE_MAX_COUNT:
+        return structural()  # e.g. maxLength 4096: ~14 DFA states per counted character
+    try:
+        return regex_route(timeout_s / 2)
+    except CompileBudgetError:
+        return structural()
+
+
+def compile_type(tp: Any, vocab: Any, **kwargs: Any) -> Any:
+    """``compile_json_schema(schema_of(tp), vocab, **kwargs)`` for a Python type."""
+    return compile_json_schema(schema_of(tp), vocab, **kwargs)
+
+
+def parse_as(text: str, tp: Any) -> Any:
+    """Parse generated JSON ``text`` back into ``tp`` (a pydantic model or any type)."""
+    from pydantic import BaseModel, TypeAdapter
+
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp.model_validate_json(text)
+    return TypeAdapter(tp).validate_json(text)

@@ -1,0 +1,775 @@
+"""The JSON Schema -> regex compiler: keyword dispatch, types, enum/const, combinators, refs.
+
+``SchemaCompiler(root, ...).compile(schema, pointer)`` returns Python-dialect regex text for
+the JSON texts (formcast layout) valid against ``schema``, or ``None`` for the empty language.
+Every keyword is enforced exactly or refused through ``refuse`` (``SchemaError``, or a warning
+with ``lenient=True``, which drops the keyword and so accepts a superset).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from formcast.errors import CompileBudgetError, SchemaError
+from formcast.grammar import caches
+from formcast.grammar.index.compile import regex_to_dfa
+from formcast.grammar.json_schema import ecma_pattern, number_ranges
+from formcast.grammar.json_schema.any_value.frames import FrameMachine
+from formcast.grammar.json_schema.arrays import array_regex
+from formcast.grammar.json_schema.charset import JSON_CHAR
+from formcast.grammar.json_schema.formats import format_regex
+from formcast.grammar.json_schema.layout import Layout
+from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
+from formcast.grammar.json_schema.objects import object_regex
+from formcast.grammar.json_schema.pattern_intersection import intersect_branches
+from formcast.grammar.json_schema.refs import detect_draft, escape_pointer_token, resolve_ref
+from formcast.grammar.json_schema.regex_text import alt, group, literal, repeat
+from formcast.grammar.json_schema.values import JSON_TYPES, equality_key, ordered, type_of
+
+# states of a string automaton = pattern x character counter (``_guarded_string``)
+GUARD_MAX_STATES = 20_000
+# max_any_depth=None: containers this many levels inside an unconstrained value are written
+# as the marker ``any_marker`` (expanded without bound by ``any_value_grammar``)
+ANY_WINDOW = 0
+
+
+def any_marker(layout: Layout, depth: int) -> str:
+    """Regex text of the marker for "one container value at ``depth``, nested without bound".
+
+    Raw byte 0x01 (formcast never writes C0 controls: strings escape them); under the
+    depth-dependent ``indent`` layout preceded by ``depth`` bytes 0x02 (the depth of the
+    container, which fixes its indentation).
+    """
+    if layout.is_depth_dependent and depth:
+        return f"\\x02{{{depth}}}\\x01"
+    return "\\x01"
+
+
+# Keywords with validation meaning that formcast does not implement: always refused.
+_REFUSED = {
+    "dependencies", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
+    "unevaluatedItems", "$dynamicRef", "$recursiveRef", "if", "disallow", "extends",
+    "divisibleBy",
+}  # fmt: skip
+_NOT_DRAFT7_REF_SIBLINGS = ("draft4", "draft6", "draft7")
+_ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
+
+
+class SchemaCompiler:
+    """Compiles subschemas of one root document to regex text (see module docstring)."""
+
+    def __init__(
+        self,
+        root: Any,
+        *,
+        layout: Layout | None = None,
+        strict: bool = True,
+        lenient: bool = False,
+        max_any_depth: int | None = None,
+        max_regex_chars: int = 4_000_000,
+        max_built_chars: int | None = None,
+    ) -> None:
+        self.root = root
+        self.draft = detect_draft(root)
+        self.layout = Layout() if layout is None else layout
+        self.depth = 0  # nesting depth of the value being compiled (0 = the whole output)
+        self.strict = strict
+        self.lenient = lenient
+        self.max_any_depth = max_any_depth
+        self.max_regex_chars = max_regex_chars
+        # regex text of all sub-results together (a sub-schema referenced from many places is
+        # compiled at each): a bound stops schemas whose text only grows past max_regex_chars
+        # after seconds of building
+        self.max_built_chars = max_built_chars
+        self.num_built_chars = 0
+        self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
+        self._ref_stack: list[str] = []
+        self._pattern_cache: dict[str, str] = {}
+        self.string_rx = '"' + group(JSON_CHAR) + '*"'  # type: ignore[arg-type]
+        self._any_cache: dict[tuple[int, int, bool], str] = {}
+
+    @contextmanager
+    def child(self) -> Iterator[None]:
+        """Compile the members of the current container (one level deeper)."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    # ---- errors ------------------------------------------------------------------------------
+
+    def refuse(self, message: str, pointer: str, keyword: str) -> None:
+        """Raise ``SchemaError`` or, when lenient, warn and record the relaxation."""
+        if not self.lenient:
+            raise SchemaError(message, pointer=pointer, keyword=keyword)
+        self.relaxed.append((pointer, keyword, message))
+        warnings.warn(
+            f"formcast: ignoring {keyword!r} at '{pointer or '#'}': {message}",
+            stacklevel=3,
+        )
+
+    @staticmethod
+    def pointer_token(name: str) -> str:
+        return escape_pointer_token(name)
+
+    # ---- helpers used by the object/array modules ---------------------------------------------
+
+    def fullmatch(self, rx: str, text: str) -> bool:
+        if "\\x01" in rx:  # unbounded-value markers: run as the frame machine does
+            return marked_fullmatch(rx, text, self.layout)
+        return re.fullmatch(rx, text) is not None
+
+    def pattern_matches(self, pattern: str, name: str) -> bool:
+        """ECMA ``pattern`` finds a match in string ``name`` (via its JSON-text regex)."""
+        if pattern not in self._pattern_cache:
+            try:
+                branches = ecma_pattern.parse_ecma(pattern)
+                rx = alt(ecma_pattern.encode(ecma_pattern.padded(b)) for b in branches)
+            except ecma_pattern.PatternRefused as exc:
+                raise SchemaError(
+                    f"pattern {pattern!r}: {exc}", keyword="patternProperties"
+                ) from exc
+            self._pattern_cache[pattern] = rx or "(?!)"
+        return self.fullmatch(
+            self._pattern_cache[pattern], json.dumps(name, ensure_ascii=False)[1:-1]
+        )
+
+    def literal_regex(self, value: Any, schema: Any = None) -> str:
+        """Regex for exactly the formcast text of ``value`` (layout included, current depth)."""
+        v = ordered(value, schema if schema is not None else {}, self.root)
+        return self._literal(v, self.depth)
+
+    def _literal(self, v: Any, depth: int) -> str:
+        lay = self.layout
+        if isinstance(v, dict):
+            inner = lay.item_sep(depth).join(
+                f"{literal(json.dumps(k, ensure_ascii=False))}{lay.key_sep()}"
+                f"{self._literal(x, depth + 1)}"
+                for k, x in v.items()
+            )
+            return lay.container("{}", inner, False, depth)
+        if isinstance(v, list):
+            inner = lay.item_sep(depth).join(self._literal(x, depth + 1) for x in v)
+            return lay.container("[]", inner, False, depth)
+        return literal(json.dumps(v, ensure_ascii=False))
+
+    def finite_values(self, schema: Any, pointer: str) -> list | None:
+        """The finite list of values ``schema`` allows, if it is an enum/const/bool/null type."""
+        s = self._resolve(schema, pointer)
+        if not isinstance(s, dict):
+            return None
+        if "const" in s:
+            return [s["const"]]
+        if "enum" in s:
+            return list(s["enum"])
+        t = s.get("type")
+        if t == "boolean":
+            return [False, True]
+        if t == "null":
+            return [None]
+        return None
+
+    def any_value(self, depth: int | None = None) -> str:
+        """Any JSON value nested at most ``depth`` (default ``max_any_depth``) containers deep.
+
+        With ``max_any_depth=None`` nesting is unbounded: containers ``ANY_WINDOW`` levels
+        down are the marker :func:`any_marker` (not JSON text: ``any_value_grammar`` runs it;
+        :meth:`fullmatch` too).
+        """
+        at = self.depth if self.layout.is_depth_dependent else 0
+        limit = self.max_any_depth if depth is None else depth
+        if limit is not None:
+            return self._any(limit, at, False)
+        return self._any(ANY_WINDOW, at, True)
+
+    def _any(self, limit: int, at: int, is_marked: bool) -> str:
+        key = (limit, at, is_marked)
+        if key in self._any_cache:
+            return self._any_cache[key]
+        lay = self.layout
+        scalar = f"null|true|false|{number_ranges.NUMBER}|{self.string_rx}"
+        if limit == 0 and is_marked:
+            rx = f"{scalar}|{any_marker(lay, at)}"
+        elif limit == 0:
+            rx = f"{scalar}|{lay.container('[]', '', True, at)}|{lay.container('{}', '', True, at)}"
+        else:
+            inner = group(self._any(limit - 1, at + 1 if lay.is_depth_dependent else 0, is_marked))
+            sep = lay.item_sep(at)
+            member = f"{self.string_rx}{lay.key_sep()}{inner}"
+            rx = (
+                f"{scalar}|{lay.container('[]', f'{inner}(?:{sep}{inner})*', True, at)}"
+                f"|{lay.container('{}', f'{member}(?:{sep}{member})*', True, at)}"
+            )
+        self._any_cache[key] = rx
+        return rx
+
+    # ---- main entry ----------------------------------------------------------------------------
+
+    def _resolve(self, schema: Any, pointer: str) -> Any:
+        """Follow a chain of ``$ref`` at the top of ``schema`` (draft <= 7: siblings ignored)."""
+        seen = 0
+        while isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+            target, _ = resolve_ref(self.root, schema["$ref"], pointer)
+            seen += 1
+            if seen > 64:
+                raise SchemaError("$ref chain too long", pointer=pointer, keyword="$ref")
+            if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
+                schema = target
+            else:
+                rest = {k: v for k, v in schema.items() if k != "$ref"}
+                schema = {"allOf": [target, rest]} if has_assertions(rest) else target
+        return schema
+
+    def compile(self, schema: Any, pointer: str = "") -> str | None:
+        """Regex text for ``schema`` at ``pointer``, or ``None`` (empty language).
+
+        Raises ``CompileBudgetError`` as soon as a sub-result exceeds ``max_regex_chars``, or
+        all sub-results together exceed ``max_built_chars``.
+        """
+        rx = self._compile(schema, pointer)
+        if rx is None:
+            return rx
+        if len(rx) > self.max_regex_chars:
+            raise CompileBudgetError(
+                f"regex for the subschema at '{pointer or '#'}' has {len(rx)} characters "
+                f"(budget {self.max_regex_chars}); very large schemas need the structural path"
+            )
+        self.num_built_chars += len(rx)
+        if self.max_built_chars is not None and self.num_built_chars > self.max_built_chars:
+            raise CompileBudgetError(
+                f"building the regex passed {self.max_built_chars} characters of sub-results "
+                f"(at '{pointer or '#'}'); very large schemas need the structural path"
+            )
+        return rx
+
+    def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
+        """Like :meth:`compile`, for regex text that will be matched against sample texts.
+
+        (The structural compiler in ``cfg_json_schema`` cuts sub-results into nonterminal
+        placeholders; here it must not.)
+        """
+        return self.compile(schema, pointer)
+
+    def lexeme(self, rx: str) -> str:
+        """Hook for a self-contained piece of text (a string value, a key set): the regex
+        path inlines it; the structural path (``cfg_json_schema``) shares it as one lexeme."""
+        return rx
+
+    def _compile(self, schema: Any, pointer: str) -> str | None:
+        if schema is True:
+            return self.any_value()
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise SchemaError(
+                f"a schema must be an object or a boolean, got {schema!r}", pointer=pointer
+            )
+        if isinstance(schema.get("$ref"), str):
+            ref = schema["$ref"]
+            target, target_ptr = resolve_ref(self.root, ref, pointer)
+            if ref in self._ref_stack:
+                raise SchemaError(
+                    f"recursive schema ($ref {ref!r} refers to itself): recursive schemas need "
+                    "the context-free grammar path (issue 5), not a regular expression",
+                    pointer=pointer,
+                    keyword="$ref",
+                )
+            self._ref_stack.append(ref)
+            try:
+                if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
+                    return self.compile(target, target_ptr)
+                rest = {k: v for k, v in schema.items() if k != "$ref"}
+                if not has_assertions(rest):
+                    return self.compile(target, target_ptr)
+                return self.compile({"allOf": [target, rest]}, pointer)
+            finally:
+                self._ref_stack.pop()
+        schema = self._normalize(schema, pointer)
+        if "allOf" in schema:
+            parts = [{k: v for k, v in schema.items() if k != "allOf"}]
+            parts += list(schema["allOf"])
+            flat = self._flatten_all(parts, pointer)
+            if flat is False:
+                return None
+            return self.compile(flat, pointer)
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return self._union(schema, key, pointer)
+        return self._compile_plain(schema, pointer)
+
+    def _normalize(self, schema: dict, pointer: str) -> dict:
+        for key in _REFUSED:
+            if key in schema:
+                if key == "if" and "then" not in schema and "else" not in schema:
+                    continue
+                self.refuse(f"keyword {key!r} is not supported", pointer, key)
+                schema = {k: v for k, v in schema.items() if k not in (key, "then", "else")}
+        if self.draft == "draft4":
+            schema = dict(schema)
+            for bound, excl in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+                if isinstance(schema.get(excl), bool):
+                    if schema.pop(excl) and bound in schema:
+                        schema[excl] = schema.pop(bound)
+        if schema.get("nullable") is True and "type" in schema:
+            types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            schema = {**schema, "type": list(types) + ["null"]}
+        return schema
+
+    def _flatten_all(self, parts: list, pointer: str) -> dict | bool:
+        """Resolve refs, flatten nested allOf, merge everything into one schema."""
+        flat: list[dict] = []
+        stack = list(parts)
+        guard = 0
+        while stack:
+            guard += 1
+            if guard > 10_000:
+                raise SchemaError("allOf expansion too large", pointer=pointer, keyword="allOf")
+            s = stack.pop(0)
+            if s is True:
+                continue
+            if s is False:
+                return False
+            if isinstance(s, dict) and isinstance(s.get("$ref"), str):
+                ref = s["$ref"]
+                if ref in self._ref_stack:
+                    raise SchemaError(
+                        f"recursive schema ($ref {ref!r}): recursive schemas need the "
+                        "context-free grammar path (issue 5)",
+                        pointer=pointer,
+                        keyword="$ref",
+                    )
+                target = resolve_ref(self.root, ref, pointer)[0]
+                rest = {k: v for k, v in s.items() if k != "$ref"}
+                if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
+                    rest = {}
+                stack[:0] = [target, rest]
+                continue
+            if not isinstance(s, dict):
+                raise SchemaError(f"allOf item must be a schema, got {s!r}", pointer=pointer)
+            s = self._normalize(s, pointer)
+            if "allOf" in s:
+                stack[:0] = [{k: v for k, v in s.items() if k != "allOf"}, *s["allOf"]]
+                continue
+            flat.append(s)
+        if not flat:
+            return {}
+        if len(flat) == 1:
+            return flat[0]
+        return merge(flat, pointer, self.pattern_matches)
+
+    def _union(self, schema: dict, key: str, pointer: str) -> str | None:
+        base = {k: v for k, v in schema.items() if k != key}
+        branches = schema[key]
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError(f"{key} must be a non-empty array", pointer=pointer, keyword=key)
+        has_base = has_assertions(base)
+        merged = [
+            ({"allOf": [base, b]} if has_base else b, f"{pointer}/{key}/{i}")
+            for i, b in enumerate(branches)
+        ]
+        exclusive = self._exclusive_required(branches, pointer) if key == "oneOf" else None
+        if exclusive is not None:
+            merged = [
+                ({"allOf": [base, b]} if has_base else b, f"{pointer}/{key}/{i}")
+                for i, b in enumerate(exclusive)
+            ]
+        elif key == "oneOf" and len(merged) > 1:
+            flat = []
+            for b, p in merged:
+                try:
+                    flat.append(self._flatten_all([b], p))
+                except SchemaError:
+                    flat.append(None)
+            for i in range(len(flat)):
+                for j in range(i + 1, len(flat)):
+                    if not self._disjoint(flat[i], flat[j]):
+                        self.refuse(
+                            f"oneOf branches {i} and {j} may overlap (only provably disjoint "
+                            "branches are exact); treating oneOf as anyOf",
+                            pointer,
+                            "oneOf",
+                        )
+                        break
+                else:
+                    continue
+                break
+        return alt(self.compile(b, p) for b, p in merged)
+
+    def _exclusive_required(self, branches: list, pointer: str) -> list | None:
+        """``oneOf`` of bare ``required`` lists, made disjoint exactly, or ``None``.
+
+        Branch ``i`` becomes "``R_i`` present and, for every other branch ``j``, ``R_j`` not
+        all present"; with one-name ``R_j`` that is ``properties: {r: false}``. (An instance
+        with several such keys satisfies several branches and so no ``oneOf``.)
+        """
+        required = []
+        for i, b in enumerate(branches):
+            b = self._resolve(b, f"{pointer}/oneOf/{i}")
+            if not isinstance(b, dict) or set(b) - _ANNOTATION_KEYS != {"required"}:
+                return None
+            names = b["required"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return None
+            required.append(list(dict.fromkeys(names)))
+        if len(required) < 2 or any(len(names) != 1 for names in required):
+            return None
+        return [
+            {
+                "required": names,
+                "properties": {r[0]: False for j, r in enumerate(required) if j != i},
+            }
+            for i, names in enumerate(required)
+        ]
+
+    def _disjoint(self, a: Any, b: Any) -> bool:
+        """Sound (incomplete) test that no instance satisfies both ``a`` and ``b``."""
+        if a is False or b is False:
+            return True
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            return False
+        ta, tb = _possible_types(a), _possible_types(b)
+        if not (ta & tb):
+            return True
+        if "enum" in a or "const" in a:
+            va = a["enum"] if "enum" in a else [a["const"]]
+            if "enum" in b or "const" in b:
+                vb = b["enum"] if "enum" in b else [b["const"]]
+                if not ({equality_key(v) for v in va} & {equality_key(v) for v in vb}):
+                    return True
+        if ta & tb <= {"object"}:
+            pa, pb = a.get("properties", {}) or {}, b.get("properties", {}) or {}
+            ra, rb = set(a.get("required", [])), set(b.get("required", []))
+            for name in ra & rb:
+                if name in pa and name in pb:
+                    sa = self._resolve(pa[name], "")
+                    sb = self._resolve(pb[name], "")
+                    if isinstance(sa, dict) and isinstance(sb, dict) and self._disjoint(sa, sb):
+                        return True
+            for _x, y, rx in ((a, b, ra), (b, a, rb)):
+                if y.get("additionalProperties") is False or (
+                    self.strict
+                    and "additionalProperties" not in y
+                    and not y.get("patternProperties")
+                ):
+                    yp = y.get("properties", {}) or {}
+                    if any(n not in yp for n in rx):
+                        return True
+        return False
+
+    # ---- one merged schema without combinators --------------------------------------------------
+
+    def _compile_plain(self, s: dict, ptr: str) -> str | None:
+        if "not" in s:
+            s = self._apply_not(s, ptr)
+            if s is False:
+                return None
+        types = _declared_types(s, ptr)
+        if "enum" in s or "const" in s:
+            return self._enum(s, ptr, types)
+        branches = []
+        if "number" in types:
+            types.discard("integer")
+        for t in JSON_TYPES:
+            if t in types:
+                branches.append(self._typed(t, s, ptr))
+        return alt(branches)
+
+    def _apply_not(self, s: dict, ptr: str) -> dict | bool:
+        neg = self._resolve(s["not"], ptr + "/not")
+        rest = {k: v for k, v in s.items() if k != "not"}
+        if neg is False or neg == {}:
+            return rest if neg is False else False
+        if neg is True:
+            return False
+        if isinstance(neg, dict) and set(neg) - {"title", "description"} == {"type"}:
+            excluded = {neg["type"]} if isinstance(neg["type"], str) else set(neg["type"])
+            if "number" in excluded:
+                excluded.add("integer")
+            types = _declared_types(rest, ptr)
+            if "integer" in excluded and "number" in types and "number" not in excluded:
+                self.refuse("not {type: integer} under number", ptr, "not")
+                return rest
+            rest["type"] = sorted(types - excluded)
+            return rest if rest["type"] else False
+        if (
+            isinstance(neg, dict)
+            and set(neg) - {"title", "description"} <= {"enum", "const"}
+            and ("enum" in rest or "const" in rest)
+        ):
+            bad = {equality_key(v) for v in neg.get("enum", [])}
+            if "const" in neg:
+                bad.add(equality_key(neg["const"]))
+            vals = rest.pop("enum") if "enum" in rest else [rest.pop("const")]
+            rest["enum"] = [v for v in vals if equality_key(v) not in bad]
+            return rest
+        self.refuse("'not' is only supported for types and finite value sets", ptr, "not")
+        return rest
+
+    def _enum(self, s: dict, ptr: str, types: set[str]) -> str | None:
+        if "const" in s and is_impossible(s["const"]):
+            return None
+        values = list(s["enum"]) if "enum" in s else []
+        if "const" in s:
+            values = (
+                [s["const"]]
+                if "enum" not in s
+                else [v for v in values if equality_key(v) == equality_key(s["const"])]
+            )
+        siblings = {k: v for k, v in s.items() if k not in ("enum", "const")}
+        check = None
+        if has_assertions(siblings):
+            check = self.compile_exact(siblings, ptr)
+        out = []
+        seen = set()
+        for v in values:
+            key = equality_key(v)
+            if key in seen or not (type_of(v) & types):
+                continue
+            seen.add(key)
+            text_rx = self.literal_regex(v, siblings)
+            if check is not None:
+                sample = self.layout.dumps(ordered(v, siblings, self.root), self.depth)
+                if not self.fullmatch(check, sample):
+                    continue
+            elif check is None and has_assertions(siblings):
+                continue
+            out.append(text_rx)
+        return alt(out)
+
+    def _typed(self, t: str, s: dict, ptr: str) -> str | None:
+        if t == "null":
+            return "null"
+        if t == "boolean":
+            return "true|false"
+        if t == "integer":
+            return self._integer(s, ptr)
+        if t == "number":
+            return self._number(s, ptr)
+        if t == "string":
+            return self._string(s, ptr)
+        if t == "array":
+            return array_regex(self, s, ptr)
+        if t == "object":
+            return object_regex(self, s, ptr)
+        raise SchemaError(f"unknown type {t!r}", pointer=ptr, keyword="type")
+
+    def _bounds(self, s: dict) -> tuple:
+        return (
+            s.get("minimum"),
+            s.get("exclusiveMinimum"),
+            s.get("maximum"),
+            s.get("exclusiveMaximum"),
+        )
+
+    def _integer(self, s: dict, ptr: str) -> str | None:
+        lo, hi = number_ranges.int_bounds(self._bounds(s))
+        m = s.get("multipleOf")
+        if m is None:
+            return number_ranges.int_range(lo, hi)
+        frac = number_ranges.to_fraction(m)
+        if frac <= 0:
+            raise SchemaError("multipleOf must be > 0", pointer=ptr, keyword="multipleOf")
+        try:
+            return number_ranges.int_multiple(frac.numerator, lo, hi)
+        except ValueError as exc:
+            self.refuse(str(exc), ptr, "multipleOf")
+            return number_ranges.int_range(lo, hi)
+
+    def _number(self, s: dict, ptr: str) -> str | None:
+        bounds = self._bounds(s)
+        m = s.get("multipleOf")
+        if all(b is None for b in bounds) and m is None:
+            return number_ranges.NUMBER
+        lo = hi = None
+        lo_strict = hi_strict = False
+        f = [None if b is None else number_ranges.to_fraction(b) for b in bounds]
+        if f[0] is not None:
+            lo = f[0]
+        if f[1] is not None and (lo is None or f[1] >= lo):
+            lo, lo_strict = f[1], True
+        if f[2] is not None:
+            hi = f[2]
+        if f[3] is not None and (hi is None or f[3] <= hi):
+            hi, hi_strict = f[3], True
+        max_frac = None
+        if m is not None:
+            mf = number_ranges.to_fraction(m)
+            if mf <= 0:
+                raise SchemaError("multipleOf must be > 0", pointer=ptr, keyword="multipleOf")
+            if mf.denominator == 1:
+                ilo, ihi = number_ranges.int_bounds(bounds)
+                try:
+                    ints = number_ranges.int_multiple(mf.numerator, ilo, ihi)
+                except ValueError as exc:
+                    self.refuse(str(exc), ptr, "multipleOf")
+                    ints = None
+                if ints is not None or not self.lenient:
+                    return None if ints is None else f"(?:{ints})(?:\\.0+)?"
+            elif mf.numerator == 1 and 10 ** (len(str(mf.denominator)) - 1) == mf.denominator:
+                max_frac = len(str(mf.denominator)) - 1
+            else:
+                self.refuse(
+                    f"multipleOf {m} on numbers (only 10^-k and integers)", ptr, "multipleOf"
+                )
+        try:
+            return number_ranges.decimal_range(lo, lo_strict, hi, hi_strict, max_frac)
+        except ValueError as exc:
+            raise SchemaError(str(exc), pointer=ptr, keyword="minimum") from exc
+
+    def _string(self, s: dict, ptr: str) -> str | None:
+        min_len = int(s.get("minLength", 0))
+        max_len = None if s.get("maxLength") is None else int(s["maxLength"])
+        if max_len is not None and max_len < min_len:
+            return None
+        branches: list[ecma_pattern.Branch] | None = None
+        patterns = s.get("pattern")
+        fmt = s.get("format")
+        fmt_rx = None
+        if isinstance(fmt, str):
+            try:
+                fmt_rx = format_regex(fmt, self.draft)
+            except KeyError:
+                self.refuse(f"format {fmt!r} is not supported", ptr, "format")
+        if patterns is not None:
+            try:
+                branches = ecma_pattern.parse_ecma(patterns)
+            except ecma_pattern.PatternRefused as exc:
+                self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
+                branches = None
+        if fmt_rx is not None:
+            fmt_branches = ecma_pattern.parse_python(fmt_rx)
+            if branches is not None:  # pattern & format: one anchored pattern (exact, bounded)
+                try:
+                    fmt_branches = intersect_branches(branches, fmt_branches)
+                except ecma_pattern.PatternRefused as exc:
+                    self.refuse(f"pattern {patterns!r} with format {fmt!r}: {exc}", ptr, "pattern")
+            branches = fmt_branches
+        if branches is None:
+            return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
+        out = []
+        for b in branches:
+            nodes = ecma_pattern.padded(b)
+            try:
+                nodes = ecma_pattern.with_length(nodes, min_len, max_len)
+            except ecma_pattern.PatternRefused:
+                source = f"pattern {patterns!r}" if fmt_rx is None else f"format {fmt!r}"
+                return self._guarded_string(branches, min_len, max_len, ptr, source)
+            if nodes is None:
+                continue
+            try:
+                out.append(ecma_pattern.encode(nodes))
+            except ecma_pattern.PatternRefused as exc:
+                self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
+                return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
+        body = alt(out)
+        return None if body is None else f'"{group(body) if "|" in body else body}"'
+
+    def _guarded_string(
+        self,
+        branches: list[ecma_pattern.Branch],
+        min_len: int,
+        max_len: int | None,
+        ptr: str,
+        source: str,
+    ) -> str | None:
+        """A string whose pattern and length bounds do not fold into one repetition: the
+        pattern's JSON text under a length guard ``(?=(?:JSON_CHAR){m,n}")``.
+
+        The guard and the body both end at the closing quote and JSON string texts form a
+        prefix code, so the lookahead is the intersection (``regex_ast.Lookahead``); its
+        automaton is the product of the pattern's with a character counter, built here once
+        to check it stays within ``GUARD_MAX_STATES`` (``SchemaError`` otherwise). ``source``
+        names the constraint in messages (``pattern '...'`` or ``format 'email'``).
+        """
+        kw = "maxLength" if max_len is not None else "minLength"
+        try:
+            body = alt(ecma_pattern.encode(ecma_pattern.padded(b)) for b in branches)
+        except ecma_pattern.PatternRefused as exc:
+            self.refuse(f"{source}: {exc}", ptr, "pattern")
+            return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
+        if body is None:
+            return None
+        guard = repeat(group(JSON_CHAR), min_len, max_len)
+        rx = f'"(?:(?={guard}")(?:{body})")'
+        try:
+            # the product has about (pattern states) x (counter values) states: refuse early
+            # when that alone is over the budget (the guard's own NFA grows with the bound)
+            num_body = regex_to_dfa(f'"(?:{body})"', dialect="python").num_states
+            bound = max_len if max_len is not None else min_len
+            if num_body * (bound + 1) > GUARD_MAX_STATES:
+                raise CompileBudgetError(
+                    f"~{num_body} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
+                )
+            regex_to_dfa(rx, dialect="python", max_states=GUARD_MAX_STATES, timeout_s=5.0)
+        except CompileBudgetError as exc:
+            self.refuse(
+                f"{source} with length bounds {min_len}..{max_len}: the product "
+                f"of the pattern automaton and the character counter exceeds the budget "
+                f"({exc})",
+                ptr,
+                kw,
+            )
+            return f'"(?:{body})"'
+        return rx
+
+
+def has_assertions(s: dict) -> bool:
+    return any(k in VALIDATION_KEYWORDS for k in s) if isinstance(s, dict) else True
+
+
+def _declared_types(s: dict, ptr: str) -> set[str]:
+    t = s.get("type")
+    if t is None:
+        return set(JSON_TYPES)
+    types = {t} if isinstance(t, str) else set(t)
+    bad = types - set(JSON_TYPES)
+    if bad:
+        raise SchemaError(f"unknown type(s) {sorted(bad)}", pointer=ptr, keyword="type")
+    return types
+
+
+def _possible_types(s: dict) -> set[str]:
+    types = _declared_types(s, "")
+    if "number" in types:
+        types.add("integer")
+    if "enum" in s or "const" in s:
+        vals = s["enum"] if "enum" in s else [s["const"]]
+        vt: set[str] = set()
+        for v in vals:
+            vt |= type_of(v)
+        types &= vt
+    return types
+
+
+def container_regex(layout: Layout, depth: int) -> str:
+    """Regex of ``A_depth``: one container at ``depth``, its own nested containers marked.
+
+    (It also matches scalars: never used, as a frame starts on ``{`` or ``[``.)
+    """
+    return SchemaCompiler(True, layout=layout)._any(ANY_WINDOW + 1, depth, True)
+
+
+def marked_fullmatch(rx: str, text: str, layout: Layout) -> bool:
+    """``re.fullmatch`` for regex text with unbounded-value markers (see :func:`any_marker`)."""
+    return _fullmatch_machine(rx, layout).fullmatch(text.encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=32)
+def _fullmatch_machine(rx: str, layout: Layout) -> FrameMachine:
+    return FrameMachine(
+        regex_to_dfa(rx),
+        lambda depth: regex_to_dfa(container_regex(layout, depth)),
+        layout.is_depth_dependent,
+    )
+
+
+caches.register(
+    "json_schema.marked_fullmatch_machines", "LRU: 32 machines", _fullmatch_machine.cache_clear
+)

@@ -1,0 +1,117 @@
+"""Key classes of an object with ``patternProperties``: which keys get which value schema.
+
+For patterns ``P_1..P_k`` (ECMA, unanchored = "contains a match") a key's class is the set
+``S`` of patterns it matches; its value must be valid against every ``patternProperties``
+schema in ``S`` (against ``additionalProperties`` when ``S`` is empty). The keys of class
+``S`` other than the declared names are the language
+
+    ``(&_{i in S} L_i) - (|_{j not in S} L_j) - names  [& L_propertyNames]``,
+
+the strings whose tuple of pattern acceptances is exactly ``S``. :class:`KeySpace` builds
+the pattern DFAs once (``char_dfa``), lists the classes some string reaches (a product of the
+pattern DFAs), and writes one class as JSON-text regex: the product with the trie of the
+declared names that fall in that class, minimised, then state elimination (``dfa_regex``),
+or the pattern's own regex text when the class is exactly one pattern's language.
+Raises ``schema_pattern.PatternRefused`` for unsupported pattern syntax and
+``char_dfa.KeyLanguageTooLarge`` past the state / text budgets.
+"""
+
+from __future__ import annotations
+
+from formcast.grammar.json_schema import ecma_pattern
+from formcast.grammar.json_schema.char_dfa import (
+    Alphabet,
+    CharDFA,
+    minimize,
+    names_dfa,
+    pattern_charsets,
+    pattern_dfa,
+    product,
+)
+from formcast.grammar.json_schema.charset import normalize
+from formcast.grammar.json_schema.dfa_to_regex import dfa_regex
+from formcast.grammar.json_schema.regex_text import alt, group
+
+Members = tuple[bool, ...]  # per pattern (in patternProperties order): does the key match it
+
+
+class KeySpace:
+    """The keys of one object split by ``patterns``, minus ``names``, within ``name_pattern``.
+
+    Parameters
+    ----------
+    patterns
+        The ``patternProperties`` patterns, in schema order.
+    names
+        The declared property names (keys of these are not in any class).
+    name_pattern
+        A ``propertyNames`` pattern every key must contain a match of, or ``None``.
+    """
+
+    def __init__(self, patterns: list[str], names: list[str], name_pattern: str | None) -> None:
+        self.parsed = parsed = [ecma_pattern.parse_ecma(p) for p in patterns]
+        filter_parsed = None if name_pattern is None else ecma_pattern.parse_ecma(name_pattern)
+        charsets = [normalize([(ord(ch), ord(ch))]) for name in names for ch in name]
+        for branches in parsed + ([filter_parsed] if filter_parsed is not None else []):
+            for b in branches:
+                charsets += pattern_charsets(ecma_pattern.padded(b))
+        self.alphabet = Alphabet(charsets)
+        self.pattern_dfas = [pattern_dfa(b, self.alphabet) for b in parsed]
+        self.filter_dfa = (
+            None if filter_parsed is None else pattern_dfa(filter_parsed, self.alphabet)
+        )
+        self.names = list(dict.fromkeys(names))
+
+    def _dfas(self) -> list[CharDFA]:
+        return self.pattern_dfas + ([self.filter_dfa] if self.filter_dfa is not None else [])
+
+    def members_of(self, key: str) -> Members:
+        """The class of ``key`` (whether it matches each pattern)."""
+        return tuple(d.accepts(self.alphabet, key) for d in self.pattern_dfas)
+
+    def classes(self) -> list[Members]:
+        """Every class that some string within ``name_pattern`` belongs to, sorted."""
+        num_patterns = len(self.pattern_dfas)
+        found: set[Members] = set()
+
+        def record(accepts: tuple[bool, ...]) -> bool:
+            if self.filter_dfa is None or accepts[num_patterns]:
+                found.add(accepts[:num_patterns])
+            return False
+
+        if num_patterns == 0:
+            return [()]
+        product(self._dfas(), record)
+        return sorted(found, key=lambda m: (sum(m), [not x for x in m]))
+
+    def class_regex(self, members: Members) -> str | None:
+        """JSON string regex (quotes included) for the undeclared keys of class ``members``
+        (``None`` if there are none)."""
+        num_patterns = len(self.pattern_dfas)
+        has_filter = self.filter_dfa is not None
+        inside = [n for n in self.names if self.members_of(n) == members]
+        dfas = self._dfas() + [names_dfa(inside, self.alphabet)]
+
+        def accept(accepts: tuple[bool, ...]) -> bool:
+            return (
+                accepts[:num_patterns] == members
+                and (not has_filter or accepts[num_patterns])
+                and not accepts[-1]
+            )
+
+        keys = minimize(product(dfas, accept))
+        for i, is_member in enumerate(members):
+            # the class is exactly one pattern's language: that pattern's own regex text
+            # (no state elimination: a counted run like [a-z]{1,255} stays a repetition)
+            if is_member and not product([keys, self.pattern_dfas[i]], _differ).is_accepting.any():
+                body = alt(ecma_pattern.encode(ecma_pattern.padded(b)) for b in self.parsed[i])
+                break
+        else:
+            body = dfa_regex(keys, self.alphabet)
+        if body is None:
+            return None
+        return f'"{group(body)}"' if body else '""'
+
+
+def _differ(accepts: tuple[bool, ...]) -> bool:
+    return accepts[0] != accepts[1]

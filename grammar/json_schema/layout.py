@@ -1,0 +1,166 @@
+"""Layout: where JSON output may (or must) put whitespace, as regex text per nesting depth.
+
+Five layouts (``depth`` = nesting depth of the container being written, 0 at the top):
+
+- ``"none"``: no whitespace at all: ``{"a":1,"b":[1,2]}``.
+- ``"compact"`` (the default): ``,`` and ``:`` each followed by at most one optional space,
+  nothing else: both ``json.dumps(v, separators=(",", ":"))`` and ``json.dumps(v)`` texts.
+  The model cannot loop on whitespace: at most one space per separator.
+- ``"spaced"``: exactly ``json.dumps(v)``'s separators, ``", "`` and ``": "``, nothing else.
+  Every space is forced, so jump-forward writes each key with its separators in one go.
+- ``"flexible"`` with ``max_whitespace=N``: up to ``N`` JSON whitespace characters
+  (space, tab, LF, CR) after ``{`` / ``[``, before ``}`` / ``]``, around ``,`` and ``:``.
+- ``indent=N`` (``mode="indent"``): exactly ``json.dumps(v, indent=N)``: every member on its
+  own line indented by ``N * (depth + 1)`` spaces, the closing bracket on a line indented by
+  ``N * depth``, ``": "`` between key and value, empty containers as ``{}`` / ``[]``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from formcast.errors import SchemaError
+from formcast.grammar.json_schema.regex_text import group
+
+LAYOUT_MODES = ("none", "compact", "spaced", "flexible")
+DEFAULT_MAX_WHITESPACE = 8
+MAX_INDENT = 16
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Whitespace rules of the output (see module docstring); build with :func:`make_layout`."""
+
+    mode: str = "compact"
+    max_whitespace: int = 0
+    indent: int = 0
+
+    @property
+    def is_depth_dependent(self) -> bool:
+        """True if the whitespace depends on the nesting depth (``indent`` mode)."""
+        return self.mode == "indent"
+
+    def _ws(self) -> str:
+        return f"[ \\t\\n\\r]{{0,{self.max_whitespace}}}" if self.mode == "flexible" else ""
+
+    def _newline(self, depth: int) -> str:
+        return "\\n" + " " * (self.indent * depth)
+
+    def open(self, depth: int) -> str:
+        """Regex after ``{`` / ``[`` of a non-empty container at ``depth``."""
+        return self._newline(depth + 1) if self.mode == "indent" else self._ws()
+
+    def close(self, depth: int) -> str:
+        """Regex before ``}`` / ``]`` of a non-empty container at ``depth``."""
+        return self._newline(depth) if self.mode == "indent" else self._ws()
+
+    def empty(self) -> str:
+        """Regex between the brackets of an empty container."""
+        return self._ws()
+
+    def item_sep(self, depth: int) -> str:
+        """Regex for the separator between members of a container at ``depth``."""
+        if self.mode == "indent":
+            return "," + self._newline(depth + 1)
+        if self.mode == "compact":
+            return ", ?"
+        if self.mode == "spaced":
+            return ", "
+        ws = self._ws()
+        return f"{ws},{ws}"
+
+    def key_sep(self) -> str:
+        """Regex between a key and its value."""
+        if self.mode == "indent":
+            return ": "
+        if self.mode == "compact":
+            return ": ?"
+        if self.mode == "spaced":
+            return ": "
+        ws = self._ws()
+        return f"{ws}:{ws}"
+
+    def container(self, bracket: str, content: str | None, is_optional: bool, depth: int) -> str:
+        """``{...}`` / ``[...]`` (``bracket`` is ``"{}"`` or ``"[]"``) around ``content``.
+
+        ``content`` is the member sequence regex (``None``: no non-empty content);
+        ``is_optional`` allows the empty container too.
+        """
+        lo, hi = ("\\{", "\\}") if bracket == "{}" else ("\\[", "\\]")
+        if content is None or content == "":
+            return f"{lo}{self.empty()}{hi}"
+        # content may be an alternation: grouped, so the whitespace around it applies to all
+        full = f"{self.open(depth)}{group(content)}{self.close(depth)}"
+        if not is_optional:
+            return f"{lo}{full}{hi}"
+        return f"{lo}(?:{full}|{self.empty()}){hi}"
+
+    def dumps(self, value: Any, depth: int = 0) -> str:
+        """One text of ``value`` in this layout when written at ``depth`` (keys as given)."""
+        if self.mode == "indent":
+            text = json.dumps(value, ensure_ascii=False, indent=self.indent, allow_nan=False)
+            return text.replace("\n", "\n" + " " * (self.indent * depth))
+        if self.mode == "spaced":
+            return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+    def key(self) -> tuple:
+        """Hashable identity, for cache keys."""
+        return (self.mode, self.max_whitespace, self.indent)
+
+
+def make_layout(
+    whitespace: str | int | None = "compact",
+    *,
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+) -> Layout:
+    """Validate the layout options of ``compile_json_schema`` and build a :class:`Layout`.
+
+    ``whitespace`` is ``"compact"`` (default; ``None`` means the same), ``"none"``, ``"spaced"``,
+    ``"flexible"`` (bounded by ``max_whitespace``, default 8), or an int ``N`` (legacy spelling
+    of ``"flexible"`` with ``max_whitespace=N``; ``0`` = ``"none"``). ``indent=N`` selects the
+    pretty layout and only combines with the default ``whitespace``.
+
+    Raises
+    ------
+    SchemaError
+        An unknown mode, a bound that is not an int >= 1, ``max_whitespace`` without
+        ``"flexible"``, or ``indent`` that is not an int in ``0..16`` or is combined with
+        another whitespace mode.
+    """
+    if whitespace is None:
+        whitespace = "compact"
+    if isinstance(whitespace, bool):
+        raise SchemaError(f"whitespace must be a layout name or an int, got {whitespace!r}")
+    if isinstance(whitespace, int):
+        if whitespace < 0:
+            raise SchemaError(f"whitespace must be >= 0, got {whitespace}")
+        if max_whitespace is not None:
+            raise SchemaError("give either whitespace=N or max_whitespace=N, not both")
+        if whitespace == 0:
+            whitespace = "none"
+        else:
+            whitespace, max_whitespace = "flexible", whitespace
+    if whitespace not in LAYOUT_MODES:
+        raise SchemaError(
+            f"whitespace must be one of {LAYOUT_MODES} (or an int), got {whitespace!r}"
+        )
+    if indent is not None:
+        if isinstance(indent, bool) or not isinstance(indent, int) or not 0 <= indent <= MAX_INDENT:
+            raise SchemaError(f"indent must be an int in 0..{MAX_INDENT}, got {indent!r}")
+        if whitespace != "compact" or max_whitespace is not None:
+            raise SchemaError("indent=N is a layout of its own: leave whitespace at 'compact'")
+        return Layout("indent", 0, indent)
+    if whitespace == "flexible":
+        bound = DEFAULT_MAX_WHITESPACE if max_whitespace is None else max_whitespace
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise SchemaError(f"max_whitespace must be an int >= 1, got {max_whitespace!r}")
+        return Layout("flexible", bound, 0)
+    if max_whitespace is not None:
+        raise SchemaError(
+            f"max_whitespace only applies to whitespace='flexible', not {whitespace!r}"
+        )
+    return Layout(whitespace, 0, 0)

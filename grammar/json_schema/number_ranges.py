@@ -1,0 +1,327 @@
+"""Exact digit automata (as regex text) for JSON integers and decimals in a range.
+
+Integers are written as JSON integer literals ``-?(0|[1-9][0-9]*)`` (no fraction or exponent;
+``-0`` is accepted and equals 0). Unbounded ``number`` uses the full JSON number grammar; a
+``number`` with bounds or ``multipleOf`` is written without exponent, ``-?I(.F)?``, because
+"value >= bound" over exponent notation is not a regular language. Values are compared as
+exact decimals; a float bound from the schema is read through its shortest ``repr``.
+"""
+
+from __future__ import annotations
+
+import functools
+from decimal import Decimal
+from fractions import Fraction
+
+from formcast.grammar import caches
+from formcast.grammar.json_schema.regex_text import alt, seq, trie_alt
+
+INTEGER = r"-?(?:0|[1-9][0-9]*)"
+NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+MAX_ENUMERATED_MULTIPLES = 256
+
+
+def _digit_class(lo: int, hi: int) -> str:
+    if lo == hi:
+        return str(lo)
+    if (lo, hi) == (0, 9):
+        return "[0-9]"
+    return f"[{lo}-{hi}]"
+
+
+def _same_length_range(a: str, b: str) -> list[str]:
+    """Regexes for all digit strings s with len(s)==len(a)==len(b) and a <= s <= b."""
+    if not a:
+        return [""]
+    if a[0] == b[0]:
+        return [a[0] + r for r in _same_length_range(a[1:], b[1:])]
+    n = len(a) - 1
+    out = []
+    lo_rest_all0 = a[1:] == "0" * n
+    hi_rest_all9 = b[1:] == "9" * n
+    first_lo = int(a[0]) + (0 if lo_rest_all0 else 1)
+    last_hi = int(b[0]) - (0 if hi_rest_all9 else 1)
+    if not lo_rest_all0:
+        out += [a[0] + r for r in _same_length_range(a[1:], "9" * n)]
+    if first_lo <= last_hi:
+        out.append(
+            _digit_class(first_lo, last_hi) + ("[0-9]" + (f"{{{n}}}" if n > 1 else "") if n else "")
+        )
+    if not hi_rest_all9:
+        out += [b[0] + r for r in _same_length_range("0" * n, b[1:])]
+    return out
+
+
+@functools.lru_cache(maxsize=1024)  # pure; the same bounds recur across a schema and schemas
+def nonneg_int_range(lo: int, hi: int | None) -> str | None:
+    """Canonical decimal literals (no leading zeros) of the integers in [lo, hi], lo >= 0."""
+    if hi is not None and hi < lo:
+        return None
+    branches: list[str] = []
+    if lo == 0:
+        branches.append("0")
+        lo = 1
+    if hi is not None and hi < lo:
+        return alt(branches)
+    top_len = None if hi is None else len(str(hi))
+    length = len(str(lo))
+    while top_len is None or length <= top_len:
+        a = str(lo) if length == len(str(lo)) else "1" + "0" * (length - 1)
+        if top_len is not None and length == top_len:
+            branches += _same_length_range(a, str(hi))
+            break
+        if a == "1" + "0" * (length - 1) and top_len is None:
+            branches.append(f"[1-9][0-9]{{{length - 1},}}" if length > 1 else "[1-9][0-9]*")
+            break
+        branches += _same_length_range(a, "9" * length)
+        length += 1
+    return alt(branches)
+
+
+def int_range(lo: int | None, hi: int | None) -> str | None:
+    """JSON integer literals with value in [lo, hi] (None = unbounded)."""
+    if lo is not None and hi is not None and hi < lo:
+        return None
+    neg = None
+    if lo is None or lo < 0:
+        mag_hi = None if lo is None else -lo
+        mag_lo = 1 if hi is None or hi >= 0 else -hi
+        neg = seq("-", nonneg_int_range(mag_lo, mag_hi))
+    pos = None
+    if hi is None or hi >= 0:
+        pos = nonneg_int_range(max(lo or 0, 0), hi)
+        if pos is not None and (lo is None or lo <= 0):
+            neg = alt([neg, "-0"])
+    return alt([neg, pos])
+
+
+def int_bounds(schema_bounds: tuple) -> tuple[int | None, int | None]:
+    """Integer [lo, hi] from (minimum, exclusiveMinimum, maximum, exclusiveMaximum) values."""
+    lo_incl, lo_excl, hi_incl, hi_excl = (
+        None if v is None else to_fraction(v) for v in schema_bounds
+    )
+    lo = hi = None
+    if lo_incl is not None:
+        lo = -((-lo_incl.numerator) // lo_incl.denominator)  # ceil
+    if lo_excl is not None:
+        v = lo_excl.numerator // lo_excl.denominator + 1  # smallest integer > x
+        lo = v if lo is None else max(lo, v)
+    if hi_incl is not None:
+        hi = hi_incl.numerator // hi_incl.denominator  # floor
+    if hi_excl is not None:
+        v = -((-hi_excl.numerator) // hi_excl.denominator) - 1  # largest integer < x
+        hi = v if hi is None else min(hi, v)
+    return lo, hi
+
+
+def to_fraction(value: float | int) -> Fraction:
+    """Exact value of a schema number (floats through their shortest decimal repr)."""
+    if isinstance(value, float):
+        return Fraction(Decimal(repr(value)))
+    return Fraction(value)
+
+
+def int_multiple(m: int, lo: int | None, hi: int | None) -> str | None:
+    """Integers in [lo, hi] divisible by m (m >= 1), exactly; raises ValueError if too big."""
+    if m == 1:
+        return int_range(lo, hi)
+    if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED_MULTIPLES:
+        first = -((-lo) // m) * m
+        values = range(first, hi + 1, m)
+        return alt([trie_alt(str(v) for v in values), "-0" if 0 in values else None])
+    k = next((k for k in range(1, 4) if 10**k % m == 0), None)
+    if k is None:
+        raise ValueError(f"multipleOf {m} over an unbounded range is not supported")
+    neg = pos = None
+    if hi is None or hi >= 0:
+        pos = _nonneg_multiple(m, k, max(lo or 0, 0), hi)
+    if lo is None or lo < 0:
+        mag_lo = 1 if hi is None or hi >= 0 else -hi
+        neg = seq("-", _nonneg_multiple(m, k, mag_lo, None if lo is None else -lo))
+    zero_ok = (lo is None or lo <= 0) and (hi is None or hi >= 0)
+    return alt([neg, "-0" if zero_ok else None, pos])
+
+
+def _nonneg_multiple(m: int, k: int, lo: int, hi: int | None) -> str | None:
+    """x = q*10^k + r with r in residues: split into short (x < 10^k) and long forms."""
+    base = 10**k
+    short = [str(x) for x in range(lo, base if hi is None else min(hi + 1, base)) if x % m == 0]
+    residues = [r for r in range(0, base, m)]
+    groups: dict[tuple, list[str]] = {}
+    for r in residues:
+        q_lo = max(1, -((r - lo) // base))  # ceil((lo - r) / base)
+        q_hi = None if hi is None else (hi - r) // base
+        if q_hi is not None and q_hi < q_lo:
+            continue
+        groups.setdefault((q_lo, q_hi), []).append(str(r).zfill(k))
+    longs = [
+        seq(nonneg_int_range(q_lo, q_hi), trie_alt(suffixes))
+        for (q_lo, q_hi), suffixes in groups.items()
+    ]
+    return alt([trie_alt(short) if short else None, *longs])
+
+
+# ---- decimals (number type with bounds): -?I(\.F)?, value compared exactly -------------------
+
+
+def _frac_digits(x: Fraction) -> tuple[int, str] | None:
+    """Integer part and fraction digits (no trailing zeros) of x >= 0, if finite decimal."""
+    ip = x.numerator // x.denominator
+    rest = x - ip
+    digits = ""
+    for _ in range(60):
+        if rest == 0:
+            return ip, digits
+        rest *= 10
+        d = rest.numerator // rest.denominator
+        digits += str(d)
+        rest -= d
+    return None
+
+
+def _any_digits(pos: int, max_frac: int | None) -> str:
+    """Digit strings (possibly empty) from fraction position ``pos`` on."""
+    if max_frac is None:
+        return "[0-9]*"
+    free = max(0, max_frac - pos)
+    if free == 0:
+        return "0*"
+    return f"[0-9]{{0,{free}}}0*" if free > 1 else "[0-9]?0*"
+
+
+def _frac_range(
+    lf: str | None, lo_strict: bool, hf: str | None, hi_strict: bool, pos: int, max_frac: int | None
+) -> tuple[str | None, bool]:
+    """Digit strings F with lf <(=) 0.F <(=) hf (padded comparison; None = no bound).
+
+    Returns (regex of the nonempty such F, whether the empty F qualifies). Exact: each first
+    digit either frees the rest (one class) or carries the bound digit into the recursion.
+    """
+    if lf is None and hf is None:
+        top = 9 if max_frac is None or pos < max_frac else 0
+        return _digit_class(0, top) + _any_digits(pos + 1, max_frac), True
+    if hf == "" and lf in ("", None):  # F <= 0 (or < 0): only all-zero digit strings
+        ok = not hi_strict and not (lf == "" and lo_strict)
+        return ("0+" if ok else None), ok
+    if lf == "" and hf is None:  # F >= 0 (or > 0)
+        if not lo_strict:
+            return _frac_range(None, False, None, False, pos, max_frac)
+        return _nonzero_digits(pos, max_frac), False
+    zero_lo_ok = lf is None or (lf == "" and not lo_strict)
+    zero_hi_ok = hf is None or hf != "" or not hi_strict
+    empty_ok = zero_lo_ok and zero_hi_ok
+    top = 9 if max_frac is None or pos < max_frac else 0
+    groups: dict[tuple, list[int]] = {}
+    for d in range(top + 1):
+        if lf is None:
+            rl: str | None = None
+        elif lf == "":
+            rl = None if d > 0 else ""
+        elif d > int(lf[0]):
+            rl = None
+        elif d == int(lf[0]):
+            rl = lf[1:]
+        else:
+            continue
+        if hf is None:
+            ru: str | None = None
+        elif hf == "":
+            if d > 0:
+                continue
+            ru = ""
+        elif d < int(hf[0]):
+            ru = None
+        elif d == int(hf[0]):
+            ru = hf[1:]
+        else:
+            continue
+        groups.setdefault((rl, ru), []).append(d)
+    branches: list[str | None] = []
+    for (rl, ru), digits in groups.items():
+        sub, sub_empty = _frac_range(rl, lo_strict, ru, hi_strict, pos + 1, max_frac)
+        runs = _runs(digits)
+        for lo, hi in runs:
+            head = _digit_class(lo, hi)
+            if sub is None:
+                branches.append(head if sub_empty else None)
+            else:
+                branches.append(head + (f"(?:{sub})?" if sub_empty else f"(?:{sub})"))
+    return alt(branches), empty_ok
+
+
+def _nonzero_digits(pos: int, max_frac: int | None) -> str | None:
+    """Digit strings with a nonzero digit (at a position below ``max_frac``, if given)."""
+    if max_frac is None:
+        return "0*[1-9][0-9]*"
+    free = max_frac - pos
+    if free <= 0:
+        return None
+    return alt("0" * i + "[1-9]" + _any_digits(pos + i + 1, max_frac) for i in range(free))
+
+
+def _runs(digits: list[int]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for d in digits:
+        if out and d == out[-1][1] + 1:
+            out[-1][1] = d
+        else:
+            out.append([d, d])
+    return [(a, b) for a, b in out]
+
+
+def _with_fraction(int_rx: str | None, frac: tuple[str | None, bool]) -> str | None:
+    rx, empty_ok = frac
+    if int_rx is None:
+        return None
+    if rx is None:
+        return int_rx if empty_ok else None
+    return seq(int_rx, rf"(?:\.(?:{rx}))" + ("?" if empty_ok else ""))
+
+
+def nonneg_decimal_range(
+    lo: Fraction, lo_strict: bool, hi: Fraction | None, hi_strict: bool, max_frac: int | None
+) -> str | None:
+    """Texts ``I(\\.F)?`` (I canonical, F nonempty) with lo <(=) value <(=) hi, value >= 0.
+
+    ``max_frac``: fraction digits beyond this position must be 0 (``multipleOf`` 10^-k).
+    """
+    lo_parts = _frac_digits(lo)
+    hi_parts = None if hi is None else _frac_digits(hi)
+    if lo_parts is None or (hi is not None and hi_parts is None):
+        raise ValueError("bound is not a finite decimal")
+    li, lf = lo_parts
+    if hi is not None and (hi < lo or (hi == lo and (lo_strict or hi_strict))):
+        return None
+    if hi_parts is not None and hi_parts[0] == li:
+        frac = _frac_range(lf, lo_strict, hi_parts[1], hi_strict, 0, max_frac)
+        return _with_fraction(str(li), frac)
+    branches = [_with_fraction(str(li), _frac_range(lf, lo_strict, None, False, 0, max_frac))]
+    mid_hi = None if hi_parts is None else hi_parts[0] - 1
+    any_frac = _frac_range(None, False, None, False, 0, max_frac)
+    branches.append(_with_fraction(nonneg_int_range(li + 1, mid_hi), any_frac))
+    if hi_parts is not None:
+        hf_range = _frac_range(None, False, hi_parts[1], hi_strict, 0, max_frac)
+        branches.append(_with_fraction(str(hi_parts[0]), hf_range))
+    return alt(branches)
+
+
+def decimal_range(
+    lo: Fraction | None,
+    lo_strict: bool,
+    hi: Fraction | None,
+    hi_strict: bool,
+    max_frac: int | None = None,
+) -> str | None:
+    """JSON numbers without exponent, ``-?I(\\.F)?``, with value in the given range."""
+    branches: list[str | None] = []
+    if hi is None or hi > 0 or (hi == 0 and not hi_strict):
+        p_lo, p_strict = (Fraction(0), False) if lo is None or lo < 0 else (lo, lo_strict)
+        branches.append(nonneg_decimal_range(p_lo, p_strict, hi, hi_strict, max_frac))
+    if lo is None or lo < 0 or (lo == 0 and not lo_strict):
+        n_lo, n_strict = (Fraction(0), False) if hi is None or hi > 0 else (-hi, hi_strict)
+        n_hi, nh_strict = (None, False) if lo is None else (-lo, lo_strict)
+        branches.append(seq("-", nonneg_decimal_range(n_lo, n_strict, n_hi, nh_strict, max_frac)))
+    return alt(branches)
+
+
+caches.register("json_schema.int_ranges", "LRU: 1024 ranges", nonneg_int_range.cache_clear)

@@ -1,0 +1,333 @@
+"""Objects: properties in schema order, optional ones optional, extra keys after them.
+
+Layout: ``{`` declared properties in ``properties`` order (required ones always present,
+optional ones may be omitted) then, where the schema allows them, extra properties, ``}``.
+The comma logic is the linear construction: with ``B_k`` the nonempty choices among the first
+``k`` declared properties and ``E_k`` "all of them optional",
+``B_k = B_{k-1}(,p_k)? | p_k`` (``p_k`` optional; ``| p_k`` only if ``E_{k-1}``) and
+``B_k = (B_{k-1},)?p_k`` or ``B_{k-1},p_k`` (``p_k`` required), so every property regex occurs
+at most twice and the regex grows linearly.
+
+Extra properties: without ``patternProperties``, keys other than the declared names (a trie
+complement) with values valid against ``additionalProperties``. With ``patternProperties``,
+one alternative per key class (``key_classes``): the keys matching exactly the patterns ``S``
+(declared names excluded) with values valid against every schema of ``S`` (against
+``additionalProperties`` when ``S`` is empty); a declared name's value must also satisfy every
+pattern it matches. An absent ``additionalProperties`` is ``false`` under ``strict`` and
+``true`` otherwise, with or without patterns.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from formcast.grammar.json_schema import ecma_pattern
+from formcast.grammar.json_schema.char_dfa import KeyLanguageTooLarge
+from formcast.grammar.json_schema.key_classes import KeySpace
+from formcast.grammar.json_schema.regex_text import alt, group, literal, repeat, seq
+
+if TYPE_CHECKING:
+    from formcast.grammar.json_schema.compiler import SchemaCompiler
+
+
+def _esc_json(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False)
+
+
+def key_complement(names: list[str], string_rx: str) -> str:
+    """JSON string keys other than ``names``: ``string_rx`` unless names exist.
+
+    Built on the trie of the (JSON-encoded) names: at each trie node a key may leave the trie
+    with a character no name continues with, or end where no name ends.
+    """
+    from formcast.grammar.json_schema.charset import JSON_CHAR
+
+    if not names:
+        return string_rx
+    encoded = [_esc_json(n)[1:-1] for n in names]
+    return '"' + group(_complement(encoded, JSON_CHAR)) + '"'  # type: ignore[arg-type]
+
+
+def _complement(words: list[str], char_rx: str) -> str:
+    """JSON string contents (encoded) other than the encoded ``words`` (a finite set).
+
+    ``E | L (char)*``: ``E`` = the trie prefixes that are not words (a finite set), ``L`` =
+    a trie prefix followed by one character no word continues it with. Both are trie-shaped
+    regexes; the unbounded tail is written once, so the regex (and its NFA) stays linear in
+    the trie size instead of carrying one tail per trie node. When every word is plain ASCII
+    (no escapes), the characters no word uses at all (non-ASCII, escaped) are factored out
+    too: ``L = L_ascii | P X`` with ``P`` any trie prefix and ``X`` those characters, so each
+    trie node carries only a small ASCII class.
+    """
+    from formcast.grammar.json_schema.charset import complement, encode_charset, normalize
+
+    is_plain_ascii = all(all(0x20 <= ord(ch) < 0x7F and ch not in '"\\' for ch in w) for w in words)
+    if is_plain_ascii:
+        ascii_raw = normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
+        others = encode_charset(complement(ascii_raw))
+    else:
+        ascii_raw = others = None
+
+    def node(rests: list[str]) -> tuple[str | None, str | None, str | None]:
+        """(stays not at a word, leaves by one character, every trie prefix)."""
+        children: dict[str, list[str]] = {}
+        for w in rests:
+            if w:
+                n = 6 if w.startswith("\\u") else 2 if w.startswith("\\") else 1
+                children.setdefault(w[:n], []).append(w[n:])
+        stays: list[str | None] = [] if "" in rests else [""]
+        prefixes: list[str | None] = [""]
+        cps = normalize([(ord(json.loads(f'"{u}"')),) * 2 for u in children])
+        if ascii_raw is None:
+            leave = encode_charset(complement(cps))
+        else:
+            leave = encode_charset(_minus(ascii_raw, cps))
+        leaves: list[str | None] = [] if leave is None else [group(leave)]
+        for unit, tails in children.items():
+            stay, left, prefix = node(tails)
+            if stay is not None:
+                stays.append(literal(unit) + (group(stay) if stay else ""))
+            if left is not None:
+                leaves.append(literal(unit) + group(left))
+            prefixes.append(literal(unit) + (group(prefix) if prefix else ""))
+        return alt(stays), alt(leaves), alt(prefixes)
+
+    stay, left, prefix = node(words)
+    if others is not None:
+        left = alt([left, (group(prefix) if prefix else "") + group(others)])
+    tail = None if left is None else group(left) + group(char_rx) + "*"
+    return alt([stay, tail]) or ""
+
+
+def _minus(a, b):
+    from formcast.grammar.json_schema.charset import complement, intersect
+
+    return intersect(a, complement(b))
+
+
+def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
+    """Regex for the object instances of schema ``s`` (already merged, refs resolved)."""
+    layout = c.layout
+    key_sep = layout.key_sep()
+    props: dict[str, Any] = s.get("properties") or {}
+    required = [r for r in s.get("required", []) if isinstance(r, str)]
+    pattern_props: dict[str, Any] = s.get("patternProperties") or {}
+    if "additionalProperties" in s:
+        additional = s["additionalProperties"]
+    else:
+        additional = not c.strict
+    names_schema = s.get("propertyNames", True)
+    names_rx = (
+        None
+        if names_schema in (True, {})
+        else c.compile_exact(names_schema, ptr + "/propertyNames")
+    )
+
+    declared: list[tuple[str, Any, bool]] = [(n, sub, n in required) for n, sub in props.items()]
+    for r in required:
+        if r not in props:
+            declared.append((r, None, True))
+    pairs: list[tuple[str | None, bool]] = []
+    for name, sub, is_req in declared:
+        sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"
+        if sub is None:
+            matched = [p for p in pattern_props if c.pattern_matches(p, name)]
+            parts = [pattern_props[p] for p in matched] or [additional]
+            sub = parts[0] if len(parts) == 1 else {"allOf": parts}
+            sub_ptr = ptr
+        else:
+            matched = [p for p in pattern_props if c.pattern_matches(p, name)]
+            if matched:
+                sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
+        with c.child():
+            value = c.compile(sub, sub_ptr)
+        if names_rx is not None and not c.fullmatch(names_rx, _esc_json(name)):
+            value = None
+        if value is None:
+            if is_req:
+                return None
+            continue
+        key = literal(_esc_json(name))
+        pairs.append((f"{key}{key_sep}{group(value) if '|' in value else value}", is_req))
+
+    # extra properties
+    extra: str | None = None
+    if pattern_props:
+        names = [n for n, _, _ in declared]
+        extra = _pattern_extras(c, pattern_props, additional, names_schema, names, ptr)
+    elif additional is not False:
+        with c.child():
+            val = c.compile(additional, ptr + "/additionalProperties")
+        if val is not None:
+            names = [n for n, _, _ in declared]
+            if names_rx is not None:
+                if any(c.fullmatch(names_rx, _esc_json(n)) for n in names):
+                    c.refuse(
+                        "propertyNames admitting a declared name while extra keys are allowed",
+                        ptr,
+                        "propertyNames",
+                    )
+                key_rx = names_rx
+            else:
+                key_rx = c.lexeme(key_complement(names, c.string_rx))
+            extra = f"{group(key_rx)}{key_sep}{group(val)}"
+
+    n_req = sum(1 for _, r in pairs if r)
+    n_all = len(pairs)
+    min_properties = int(s.get("minProperties", 0))
+    max_properties = s.get("maxProperties")
+    max_properties = None if max_properties is None else int(max_properties)
+    if max_properties is not None and max_properties < min_properties:
+        return None
+    extra_lo, extra_hi = 0, None
+    need_nonempty = False
+    if min_properties > n_req or (
+        max_properties is not None and (max_properties < n_all or extra is not None)
+    ):
+        if extra is not None and n_req == n_all:
+            extra_lo = max(0, min_properties - n_all)
+            extra_hi = None if max_properties is None else max_properties - n_all
+            if extra_hi is not None and extra_hi < extra_lo:
+                return None
+        elif (
+            extra is None
+            and min_properties <= 1
+            and (max_properties is None or max_properties >= n_all)
+        ):
+            need_nonempty = min_properties == 1 and n_req == 0
+            if n_all == 0 and min_properties == 1:
+                return None
+        elif extra is not None and min_properties <= 1 and max_properties is None:
+            need_nonempty = min_properties == 1  # (n_req == 0): some declared or extra member
+        elif (
+            max_properties is not None and max_properties <= 1 and min_properties <= max_properties
+        ):
+            # at most one member: the required one alone, or any one declared or extra member
+            if n_req > max_properties:
+                return None
+            if max_properties == 0:
+                return layout.container("{}", "", False, c.depth)
+            singles = [p for p, r in pairs if r or n_req == 0]
+            content = alt(singles + ([extra] if extra is not None and n_req == 0 else []))
+            if content is None:
+                return layout.container("{}", "", False, c.depth) if min_properties == 0 else None
+            return layout.container("{}", content, n_req == 0 and min_properties == 0, c.depth)
+        elif max_properties is not None and max_properties < n_req:
+            return None
+        else:
+            c.refuse("minProperties/maxProperties with optional properties", ptr, "minProperties")
+
+    sep = layout.item_sep(c.depth)
+    body: str | None = None  # B_k: nonempty valid sequences so far
+    empty_ok = True  # E_k
+    for pair, is_req in pairs:
+        if is_req:
+            body = (
+                (pair if body is None else f"{group(body)}{sep}{pair}")
+                if not empty_ok or body is None
+                else f"(?:{body}{sep})?{pair}"
+            )
+            empty_ok = False
+        else:
+            if body is None:
+                body = pair
+            elif empty_ok:
+                body = f"(?:{body}(?:{sep}{pair})?|{pair})"
+            else:
+                body = f"{group(body)}(?:{sep}{pair})?"
+    # content: the non-empty member sequences; is_optional: the empty object is valid too
+    is_optional = False
+    if extra is not None:
+        tail = repeat(f"{sep}{extra}", extra_lo, extra_hi)
+        first = seq(
+            extra,
+            repeat(
+                f"{sep}{extra}", max(0, extra_lo - 1), None if extra_hi is None else extra_hi - 1
+            ),
+        )
+        if body is None:
+            content = first
+            is_optional = extra_lo == 0 and not need_nonempty
+        else:
+            with_decl = f"{group(body)}{tail}"
+            if empty_ok:
+                content = alt([with_decl, first])
+                is_optional = extra_lo == 0 and not need_nonempty
+            else:
+                content = with_decl
+        if content is None and not is_optional:
+            return None
+    elif body is None:
+        content = ""
+    else:
+        content = body
+        is_optional = empty_ok and not need_nonempty
+    return layout.container("{}", content, is_optional, c.depth)
+
+
+_NAME_PATTERN_KEYS = {"type", "pattern", "title", "description", "$comment", "examples", "default"}
+
+
+def _pattern_extras(
+    c: SchemaCompiler,
+    pattern_props: dict[str, Any],
+    additional: Any,
+    names_schema: Any,
+    names: list[str],
+    ptr: str,
+) -> str | None:
+    """Regex for one undeclared member of an object with ``patternProperties``.
+
+    One alternative per key class (``key_classes``): the keys matching exactly the patterns
+    ``S`` (declared names excluded) with a value valid against every schema of ``S``, or
+    against ``additionalProperties`` when ``S`` is empty. A ``propertyNames`` that is a bare
+    ``pattern`` restricts every class; any other ``propertyNames`` is refused here.
+    """
+    name_pattern = None
+    if names_schema not in (True, {}):
+        if (
+            isinstance(names_schema, dict)
+            and set(names_schema) <= _NAME_PATTERN_KEYS
+            and names_schema.get("type", "string") == "string"
+            and isinstance(names_schema.get("pattern"), str)
+        ):
+            name_pattern = names_schema["pattern"]
+        else:
+            c.refuse(
+                "propertyNames other than a bare pattern together with patternProperties",
+                ptr,
+                "propertyNames",
+            )
+    try:
+        space = KeySpace(list(pattern_props), names, name_pattern)
+        classes = space.classes()
+    except (ecma_pattern.PatternRefused, KeyLanguageTooLarge) as exc:
+        c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
+        with c.child():  # lenient: any key, any value (a superset)
+            return f"{c.lexeme(c.string_rx)}{c.layout.key_sep()}{group(c.any_value())}"
+    members = []
+    for hits in classes:
+        matched = [p for p, hit in zip(pattern_props, hits, strict=True) if hit]
+        if not matched:
+            sub, sub_ptr = additional, ptr + "/additionalProperties"
+        elif len(matched) == 1:
+            sub = pattern_props[matched[0]]
+            sub_ptr = f"{ptr}/patternProperties/{c.pointer_token(matched[0])}"
+        else:
+            sub, sub_ptr = {"allOf": [pattern_props[p] for p in matched]}, ptr
+        if sub is False:
+            continue
+        with c.child():
+            value = c.compile(sub, sub_ptr)
+        if value is None:
+            continue
+        try:
+            key_rx = space.class_regex(hits)
+        except KeyLanguageTooLarge as exc:
+            c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
+            key_rx = c.string_rx
+        if key_rx is not None:
+            members.append(f"{group(c.lexeme(key_rx))}{c.layout.key_sep()}{group(value)}")
+    body = alt(members)
+    return None if body is None else group(body)

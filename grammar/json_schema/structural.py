@@ -1,0 +1,548 @@
+"""JSON Schemas -> context-free grammar -> CompiledCFG: recursion and very large schemas.
+
+The regex compiler (``schema_compiler``) knows the output layout and every keyword; what it
+cannot do is recursion, and one giant regex determinised at once is the wrong shape for very
+large schemas. So we run it with one change, *cutting*: a sub-result is compiled to a
+placeholder code point (Plane 16 private use, U+100000 + k) that stands for nonterminal
+``k + 1`` instead of being inlined. Cut are:
+
+- every ``$ref`` (without sibling assertions): its target is compiled once (per nesting depth
+  under ``indent``) and shared by every use; a ``$ref`` met again while its target is being
+  compiled (a cycle) is simply its placeholder, so recursion costs nothing special;
+- every other sub-result longer than ``cut_chars`` regex characters, and every string value
+  whose regex has more than ``STRING_CUT_CHARS`` characters (so a string, with its Unicode
+  classes, is one shared lexeme; the terminals around it are short ASCII runs);
+- every plain string with a ``maxLength`` (no ``pattern``/``format``): its quotes are literal
+  text and its characters one or more *counted chains* (:meth:`_CuttingCompiler._chunked`),
+  whose lexer walks are shared across strings by distance to the bounds
+  (:mod:`~formcast.grammar.automata.chain_keys`).
+
+Unconstrained values (``true``/``{}`` schemas) become one recursive "any JSON value"
+nonterminal, nested without bound (``max_any_depth`` only bounds the regex path), except under
+``indent`` where the whitespace depends on the depth (there ``max_any_depth=None`` is refused).
+
+Each resulting regex is parsed into a regex syntax tree and turned into rules: subtrees without
+placeholders become terminals (maximal runs in a concatenation are merged, so e.g.
+``{"name":"..."`` is one lexeme), a placeholder becomes its nonterminal, alternations and
+repetitions around placeholders become rules (repetitions left-recursive). The language is
+exactly the regex path's language, with recursion unrolled without bound; automata stay per
+terminal (per leaf run), so their size never multiplies across the schema.
+
+Limits: ``allOf`` that merges a recursive ``$ref`` is refused by the regex compiler
+(``SchemaError``); so are sibling assertions next to a recursive ``$ref``, and ``indent``
+layout with a recursive ``$ref`` (the indentation would grow without bound).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from formcast.errors import CompileBudgetError, GrammarError, SchemaError
+from formcast.grammar.automata.budget import check_deadline
+from formcast.grammar.automata.nfa_builder import CHAIN_MIN_COPIES
+from formcast.grammar.cfg.compiled import CompiledCFG, check_max_depth, compile_cfg
+from formcast.grammar.cfg.rules import CfgGrammar
+from formcast.grammar.index.compile import remember_parsed
+from formcast.grammar.index.vocabulary import Vocabulary
+from formcast.grammar.json_schema.charset import JSON_CHAR
+from formcast.grammar.json_schema.compiler import SchemaCompiler, has_assertions
+from formcast.grammar.json_schema.layout import Layout, make_layout
+from formcast.grammar.json_schema.number_ranges import NUMBER
+from formcast.grammar.json_schema.refs import resolve_ref
+from formcast.grammar.json_schema.regex_text import alt, group, repeat, seq
+from formcast.grammar.json_schema.sources import schema_of
+from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import (
+    Alternation,
+    CharSet,
+    Concat,
+    Node,
+    Repeat,
+    to_python_regex,
+)
+
+_PLACEHOLDER_BASE = 0x100000
+DEFAULT_CUT_CHARS = 2_000
+STRING_CHUNK = 256  # plain strings with a larger maxLength are chunked (see _chunked)
+STRING_CUT_CHARS = 24  # string regexes longer than this are nonterminals (module docstring)
+INLINE_REF_CHARS = 300  # $ref targets up to this many regex characters are inlined
+_ANNOTATIONS = {
+    "$ref", "description", "title", "default", "examples", "$comment", "deprecated",
+    "readOnly", "writeOnly",
+}  # fmt: skip
+_OLD_DRAFTS = ("draft4", "draft6", "draft7")
+
+
+def _placeholder(index: int) -> str:
+    return f"\\U{_PLACEHOLDER_BASE + index:08x}"
+
+
+class _CuttingCompiler(SchemaCompiler):
+    """SchemaCompiler whose ``$ref``s and large sub-results compile to placeholders."""
+
+    def __init__(self, root: Any, *, cut_chars: int | None = DEFAULT_CUT_CHARS, **options) -> None:
+        super().__init__(root, **options)
+        self.cut_chars = cut_chars
+        self.regexes: list[str | None] = []  # placeholder k -> its regex (None: empty language)
+        self._ref_index: dict[tuple[str, int], int] = {}
+        self._text_index: dict[str, int] = {}
+        self._ref_text: dict[tuple[str, int], str | None] = {}
+        self._any_index: int | None = None
+        self._is_exact = 0  # > 0 while compiling text that will be fullmatched: no cutting
+        # placeholders of helper nonterminals: named ``...~`` so that ``max_depth`` does not
+        # count them as nesting (earley_parser: rule weights)
+        self.helper_cuts: set[int] = set()
+
+    def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
+        self._is_exact += 1
+        try:
+            return super().compile_exact(schema, pointer)
+        finally:
+            self._is_exact -= 1
+
+    def compile(self, schema: Any, pointer: str = "") -> str | None:
+        rx = super().compile(schema, pointer)
+        if rx is None or self.cut_chars is None or len(rx) <= self.cut_chars:
+            return rx
+        return self._cut(rx)
+
+    def _string(self, s: dict, ptr: str) -> str | None:
+        max_len = s.get("maxLength")
+        if (
+            self.cut_chars is not None
+            and not self._is_exact
+            and max_len is not None
+            and int(max_len) >= CHAIN_MIN_COPIES
+            and "pattern" not in s
+            and "format" not in s
+        ):
+            min_len = int(s.get("minLength", 0))
+            if int(max_len) < min_len:
+                return None
+            # one nonterminal per (minLength, maxLength): every string with the same bounds
+            # shares its chunk-count rules instead of repeating them
+            return self._cut(self._chunked(min_len, int(max_len)), is_helper=True)
+        rx = super()._string(s, ptr)
+        return None if rx is None else self.lexeme(rx)
+
+    def _chunked(self, lo: int, hi: int) -> str:
+        """A JSON string of ``lo..hi`` characters: ``"``, full chunks of ``STRING_CHUNK``
+        characters, one shorter chunk, ``"``. ``n = STRING_CHUNK * q + r`` with
+        ``r < STRING_CHUNK`` is unique, so the grammar is unambiguous. A chunk is a counted
+        chain ``C{a,b}`` of JSON characters, built directly (14 states per character,
+        :func:`~formcast.grammar.automata.nfa_builder.counted_chain_dfa`; one DFA for ``{0,6000}`` would
+        be too large, hence chunks); its lexer walks depend only on the distance to its bounds
+        up to the longest token (:mod:`~formcast.grammar.automata.chain_keys`), so strings of every
+        ``maxLength`` share them and a position far from the end costs a lookup."""
+        char = group(JSON_CHAR)  # type: ignore[arg-type]
+        size = STRING_CHUNK
+        full = self._cut(f"{char}{{{size}}}", is_helper=True)
+
+        def part(a: int, b: int) -> str:
+            return "" if b == 0 else self._cut(repeat(char, a, b) or "", is_helper=True)
+
+        q_lo, r_lo = divmod(lo, size)
+        q_hi, r_hi = divmod(hi, size)
+        if q_lo == q_hi:
+            branches = [seq(repeat(full, q_lo, q_lo), part(r_lo, r_hi))]
+        else:
+            branches = [seq(repeat(full, q_lo, q_lo), part(r_lo, size - 1))]
+            if q_hi - q_lo >= 2:
+                branches.append(seq(repeat(full, q_lo + 1, q_hi - 1), part(0, size - 1)))
+            branches.append(seq(repeat(full, q_hi, q_hi), part(0, r_hi)))
+        body = alt(branches) or ""
+        return f'"{group(body)}"' if "|" in body else f'"{body}"'
+
+    def lexeme(self, rx: str) -> str:
+        # strings and key sets are lexemes of their own, shared by equal texts: the keys and
+        # punctuation around them stay short ASCII terminals (cheap automata)
+        if self.cut_chars is None or len(rx) <= STRING_CUT_CHARS:
+            return rx
+        return self._cut(rx)
+
+    def any_value(self, depth: int | None = None) -> str:
+        # any JSON value, nested without bound: one recursive nonterminal (not under indent,
+        # whose whitespace depends on the depth; not for text that will be fullmatched)
+        is_unbounded = depth is None and self.max_any_depth is None
+        if self._is_exact or (not is_unbounded and self.cut_chars is None):
+            return super().any_value(depth)
+        if self.layout.is_depth_dependent:
+            if is_unbounded:
+                raise SchemaError(
+                    "unconstrained values under the indent layout nest without bound only on "
+                    "the regex route (route='auto' or 'regex'); the structural route needs "
+                    "max_any_depth=N",
+                    pointer="",
+                )
+            return super().any_value(depth)
+        if self._any_index is None:
+            self._any_index = len(self.regexes)
+            self.regexes.append(None)
+            value = _placeholder(self._any_index)
+            layout = self.layout
+            string = self.lexeme(self.string_rx)
+            sep = layout.item_sep(0)
+            member = f"{string}{layout.key_sep()}{value}"
+            self.regexes[self._any_index] = (
+                f"null|true|false|{NUMBER}|{string}"
+                f"|{layout.container('[]', f'{value}(?:{sep}{value})*', True, 0)}"
+                f"|{layout.container('{}', f'{member}(?:{sep}{member})*', True, 0)}"
+            )
+        return _placeholder(self._any_index)
+
+    def _cut(self, rx: str, is_helper: bool = False) -> str:
+        """The placeholder of ``rx`` (one nonterminal per distinct text), unless exact.
+        ``is_helper``: a nonterminal inside one value (a string's chunks), not a nesting
+        level of the JSON text (see :attr:`helper_cuts`)."""
+        if self._is_exact:
+            return rx
+        index = self._text_index.get(rx)
+        if index is None:
+            index = self._text_index[rx] = len(self.regexes)
+            self.regexes.append(rx)
+        if is_helper:
+            self.helper_cuts.add(index)
+        return _placeholder(index)
+
+    def _compile(self, schema: Any, pointer: str) -> str | None:
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str):
+            return super()._compile(schema, pointer)
+        extra = sorted(set(schema) - _ANNOTATIONS)
+        is_plain = self.draft in _OLD_DRAFTS or not has_assertions(
+            {k: v for k, v in schema.items() if k != "$ref"}
+        )
+        is_cycle = ref in self._ref_stack
+        if is_cycle and self.layout.is_depth_dependent:
+            raise SchemaError(
+                f"indent layout with the recursive $ref {ref!r}: the indentation would grow "
+                "without bound (use whitespace='compact' or 'flexible')",
+                pointer=pointer,
+                keyword="$ref",
+            )
+        if is_cycle and (not is_plain or self._is_exact):
+            where = "next to" if not is_plain else "used by propertyNames/enum checks with"
+            raise SchemaError(
+                f"keywords {extra} {where} the recursive $ref {ref!r} are not supported",
+                pointer=pointer,
+                keyword=extra[0] if extra else "$ref",
+            )
+        if not is_plain or self._is_exact:
+            return super()._compile(schema, pointer)  # inlined (merged with its siblings)
+        key = (ref, self.depth if self.layout.is_depth_dependent else 0)
+        if key in self._ref_text:
+            return self._ref_text[key]
+        index = self._ref_index.get(key)
+        if index is not None:  # a cycle: the target is being compiled right now
+            return _placeholder(index)
+        target, target_ptr = resolve_ref(self.root, ref, pointer)
+        index = self._ref_index[key] = len(self.regexes)
+        self.regexes.append(None)
+        self._ref_stack.append(ref)
+        try:
+            rx = self.compile(target, target_ptr)
+        finally:
+            self._ref_stack.pop()
+        self.regexes[index] = rx
+        own = _placeholder(index)
+        if rx is None or (len(rx) <= INLINE_REF_CHARS and own not in rx):
+            text = rx  # empty or small and not recursive: inline it (fewer nonterminals)
+        else:
+            text = own
+        self._ref_text[key] = text
+        return text
+
+
+class _RegexToRules:
+    """Regex syntax trees with placeholders -> rules over merged regular terminals."""
+
+    def __init__(self, num_placeholders: int, helpers: set[int]) -> None:
+        self._referenced: set[int] = set()
+        self.terminal_regexes: list[str] = []
+        self._terminal_ids: dict[str, int] = {}
+        self.nonterminal_names = ["json"] + [
+            f"json~part{k}" if k in helpers else f"$ref#{k}" for k in range(num_placeholders)
+        ]
+        self.rules: list[tuple[int, tuple[int, ...]]] = []
+        self._has_placeholder: dict[int, bool] = {}
+
+    def placeholder(self, node: Node) -> int | None:
+        if isinstance(node, CharSet) and len(node.ranges) == 1:
+            lo, hi = node.ranges[0]
+            if lo == hi and lo >= _PLACEHOLDER_BASE:
+                return lo - _PLACEHOLDER_BASE
+        return None
+
+    def is_regular(self, node: Node) -> bool:
+        key = id(node)
+        found = self._has_placeholder.get(key)
+        if found is None:
+            if isinstance(node, CharSet):
+                found = self.placeholder(node) is None
+            elif isinstance(node, Concat):
+                found = all(self.is_regular(x) for x in node.items)
+            elif isinstance(node, Alternation):
+                found = all(self.is_regular(x) for x in node.options)
+            elif isinstance(node, Repeat):
+                found = self.is_regular(node.item)
+            else:
+                found = True
+            self._has_placeholder[key] = found
+        return found
+
+    def terminal(self, node: Node) -> int:
+        rx = to_python_regex(node)
+        found = self._terminal_ids.get(rx)
+        if found is None:
+            found = self._terminal_ids[rx] = len(self.terminal_regexes)
+            self.terminal_regexes.append(rx)
+            remember_parsed(rx, "python", node)  # its automaton is built next: skip re-parsing
+        return found
+
+    def fresh(self) -> int:
+        self.nonterminal_names.append(f"json~{len(self.nonterminal_names)}")
+        return len(self.nonterminal_names) - 1
+
+    def define_root(self, lhs: int, node: Node) -> None:
+        """Rules for one whole regex tree (the placeholder memo is keyed by node identity,
+        valid while this tree is alive)."""
+        self._has_placeholder.clear()
+        self.define(lhs, node)
+        self._has_placeholder.clear()
+
+    def define(self, lhs: int, node: Node) -> None:
+        options = node.options if isinstance(node, Alternation) else (node,)
+        for option in options:
+            self.rules.append((lhs, self.sequence(option)))
+
+    def sequence(self, node: Node) -> tuple[int, ...]:
+        items = node.items if isinstance(node, Concat) else (node,)
+        out: list[int] = []
+        run: list[Node] = []
+        for item in items:
+            if self.is_regular(item):
+                run.append(item)
+                continue
+            if run:
+                out.append(self.terminal(Concat(tuple(run))))
+                run = []
+            out += self.symbols(item)
+        if run:
+            out.append(self.terminal(Concat(tuple(run))))
+        return tuple(out)
+
+    def take_referenced(self) -> set[int]:
+        """Placeholders met since the last call."""
+        found, self._referenced = self._referenced, set()
+        return found
+
+    def symbols(self, node: Node) -> tuple[int, ...]:
+        index = self.placeholder(node)
+        if index is not None:
+            self._referenced.add(index)
+            return (~(index + 1),)
+        if isinstance(node, Concat):
+            return self.sequence(node)
+        if isinstance(node, Alternation):
+            n = self.fresh()
+            self.define(n, node)
+            return (~n,)
+        assert isinstance(node, Repeat)
+        item = self.sequence(node.item)
+        if node.max_count is None:
+            star = self.fresh()
+            self.rules += [(star, ()), (star, (~star, *item))]
+            return (*(item * node.min_count), ~star)
+        # up to k more items as a chain R_k -> "" | item R_{k-1} (unambiguous, unlike k
+        # independent optional items)
+        chain: int | None = None
+        for _ in range(node.max_count - node.min_count):
+            link = self.fresh()
+            more = item if chain is None else (*item, ~chain)
+            self.rules += [(link, ()), (link, more)]
+            chain = link
+        return (*(item * node.min_count), *(() if chain is None else (~chain,)))
+
+
+def json_schema_to_cfg(
+    schema: Any,
+    *,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+    strict: bool = True,
+    lenient: bool = False,
+    max_any_depth: int | None = None,
+    cut_chars: int | None = DEFAULT_CUT_CHARS,
+) -> CfgGrammar:
+    """The JSON texts (formcast layout) valid against ``schema``, as a CFG (module docstring).
+
+    Options are those of ``compile_json_schema``; ``cut_chars`` is the regex size above which
+    a sub-result becomes a nonterminal of its own (``None``: only ``$ref`` targets are cut).
+
+    Raises
+    ------
+    SchemaError
+        As the regex path does for unsupported keywords; also for ``allOf`` over a recursive
+        ``$ref``, assertions next to a recursive ``$ref``, ``indent`` with a recursive
+        ``$ref``, or a schema that uses Plane 16 private-use characters (they serve as
+        placeholders here).
+    """
+    root = schema_of(schema)
+    if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
+        raise SchemaError("schemas with Plane 16 private-use characters are not supported")
+    layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
+    return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
+
+
+def _cfg_from(
+    root: Any, layout: Layout, strict: bool, lenient: bool, max_any_depth: int | None, cut_chars
+) -> CfgGrammar:
+    compiler = _CuttingCompiler(
+        root,
+        layout=layout,
+        strict=strict,
+        lenient=lenient,
+        max_any_depth=max_any_depth,
+        cut_chars=cut_chars,
+    )
+    try:
+        top = compiler.compile(root, "")
+    except RecursionError as exc:
+        raise SchemaError("schema nesting too deep", pointer="") from exc
+    if top is None:
+        raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
+    regexes = [top, *compiler.regexes]  # nonterminal n; placeholder k is nonterminal k + 1
+    rules = _RegexToRules(len(compiler.regexes), compiler.helper_cuts)
+    pending, seen = [0], {0}
+    while pending:  # only the regexes reachable from the root are parsed
+        n = pending.pop()
+        if regexes[n] is None:
+            continue
+        check_deadline("parsing the schema's grammar")
+        rules.define_root(n, parse_regex(regexes[n], "python"))
+        for k in rules.take_referenced():
+            if k + 1 not in seen:
+                seen.add(k + 1)
+                pending.append(k + 1)
+    kept = _productive_reachable(rules.rules, len(rules.nonterminal_names))
+    if not any(lhs == 0 for lhs, _ in kept):
+        raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
+    return CfgGrammar(
+        terminal_names=[f"json#{t}" for t in range(len(rules.terminal_regexes))],
+        terminal_regexes=rules.terminal_regexes,
+        nonterminal_names=rules.nonterminal_names,
+        rules=kept,
+        start=0,
+    )
+
+
+def _productive_reachable(rules: list, num_nonterminals: int) -> list:
+    """The rules whose symbols all derive some sentence, reachable from nonterminal 0.
+
+    (A placeholder whose sub-schema is unsatisfiable has no rules: every rule using it goes,
+    exactly as the regex path drops an empty alternative.)
+    """
+    is_productive = [False] * num_nonterminals
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if not is_productive[lhs] and all(s >= 0 or is_productive[~s] for s in rhs):
+                is_productive[lhs] = changed = True
+    kept = [(lhs, rhs) for lhs, rhs in rules if all(s >= 0 or is_productive[~s] for s in rhs)]
+    by_lhs: dict[int, list] = {}
+    for lhs, rhs in kept:
+        by_lhs.setdefault(lhs, []).append(rhs)
+    reached, stack = {0}, [0]
+    while stack:
+        for rhs in by_lhs.get(stack.pop(), []):
+            for s in rhs:
+                if s < 0 and ~s not in reached:
+                    reached.add(~s)
+                    stack.append(~s)
+    return [(lhs, rhs) for lhs, rhs in kept if lhs in reached]
+
+
+def compile_json_schema_cfg(
+    schema: Any,
+    vocab: Vocabulary,
+    *,
+    whitespace: str | int | None = "compact",
+    max_whitespace: int | None = None,
+    indent: int | None = None,
+    strict: bool = True,
+    lenient: bool = False,
+    max_any_depth: int | None = None,
+    cut_chars: int | None = DEFAULT_CUT_CHARS,
+    max_depth: int | None = None,
+    cache: bool = True,
+) -> CompiledCFG:
+    """Compile a JSON Schema through the context-free (structural) path.
+
+    Same layout and options as ``compile_json_schema``; ``$ref`` targets and sub-results over
+    ``cut_chars`` regex characters become nonterminals.
+
+    Parameters
+    ----------
+    max_depth:
+        ``None`` (default): ``$ref`` cycles are unrolled without a depth limit. An int ``N``
+        >= 1: matchers raise ``GrammarError`` (naming the depth, the bound and the output byte
+        offset; the matcher is left unchanged) when the output would open more than ``N``
+        schema levels at once. A level is one open nonterminal of the schema's grammar: the
+        root schema and each ``$ref`` target (and each sub-schema over ``cut_chars``) being
+        expanded; brackets inside one level (an array of integers, say) do not count. For a
+        tree or linked-list schema whose nodes ``$ref`` themselves, an instance ``k`` nodes
+        deep needs ``max_depth >= k``. The error is raised on the first byte at which every
+        reading of the output is deeper than ``N`` (inside the first node past the bound).
+        The bound is part of the cache key; ``compile_json_schema(..., max_depth=N)``
+        forwards it.
+    others:
+        As ``compile_json_schema``.
+
+    Raises
+    ------
+    SchemaError
+        As :func:`json_schema_to_cfg`, or a grammar that cannot be built.
+    GrammarError
+        ``max_depth`` is not ``None`` or a positive int.
+    """
+    check_max_depth(max_depth)
+    root = schema_of(schema)
+    if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
+        raise SchemaError("schemas with Plane 16 private-use characters are not supported")
+    layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
+    source = json.dumps(root, sort_keys=True)
+    options = {
+        "layout": layout.key(),
+        "strict": strict,
+        "schema_lenient": lenient,
+        "max_any_depth": max_any_depth,
+        "cut_chars": cut_chars,
+    }
+
+    def make() -> CfgGrammar:
+        return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
+
+    try:
+        return compile_cfg(
+            "json_schema",
+            source,
+            options,
+            vocab,
+            make,
+            lenient=True,
+            max_depth=max_depth,
+            cache=cache,
+            precompute_s=0.0,  # measured: ahead-of-use walks do not lower these masks' p99
+        )
+    except (SchemaError, CompileBudgetError):
+        raise
+    except GrammarError as exc:
+        raise SchemaError(f"schema cannot be compiled as a grammar: {exc}", pointer="") from exc
+
+
+def is_recursion_error(exc: SchemaError) -> bool:
+    """True if ``exc`` is the regex path's refusal of a recursive ``$ref``."""
+    return exc.keyword == "$ref" and "recursive" in str(exc)

@@ -1,0 +1,127 @@
+"""GrammarSpec: the one grammar request, compiled by the engine against its vocabulary.
+
+The facade, the HTTP server and the engine all describe grammars with it, so one schema
+compiles once per process whichever door it came in by. A request's ``grammar=`` is either a
+ready :class:`~formcast.grammar.protocol.Grammar` or a spec: a hashable ``key`` (requests with
+equal keys share one compiled grammar) and ``compile_fn(vocab) -> Grammar``, run in the engine's grammar thread pool so the request waits for it
+without blocking the others. The constructors cover the grammar kinds formcast compiles; a
+``dict`` with one of their names as its only key is accepted as shorthand
+(``{"json_schema": {...}}``, ``{"regex": "..."}``, ``{"choice": [...]}``, ``{"lark": "..."}``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from formcast.errors import RequestError
+from formcast.grammar.cfg.lark_frontend import compile_lark
+from formcast.grammar.index.compile import compile_choice, compile_regex
+from formcast.grammar.index.vocabulary import Vocabulary
+from formcast.grammar.json_schema.compile import compile_json_schema
+from formcast.grammar.json_schema.sources import schema_of
+from formcast.grammar.protocol import Grammar
+
+CompileFn = Callable[[Vocabulary], Grammar]
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A not-yet-compiled grammar.
+
+    Parameters
+    ----------
+    key : Hashable
+        Identity of the grammar: specs with equal keys share one compilation.
+    compile_fn : Callable[[Vocabulary], Grammar]
+        Compiles the grammar over the engine's vocabulary (runs in a worker thread).
+    description : str
+        Short human-readable name used in error messages.
+    """
+
+    key: Hashable
+    compile_fn: CompileFn = field(compare=False)
+    description: str = field(default="", compare=False)
+
+    @classmethod
+    def regex(cls, pattern: str, **options: Any) -> GrammarSpec:
+        """Output must fullmatch ``pattern`` (options go to ``compile_regex``)."""
+        return cls(
+            ("regex", pattern, _options_key(options)),
+            lambda vocab: compile_regex(pattern, vocab, **options),
+            f"regex {_short(pattern)}",
+        )
+
+    @classmethod
+    def json_schema(cls, schema: Any, **options: Any) -> GrammarSpec:
+        """Output is JSON valid against ``schema`` (options go to ``compile_json_schema``)."""
+        schema = schema_of(schema)
+        text = json.dumps(schema, ensure_ascii=False)  # key order kept: it fixes property order
+        return cls(
+            ("json_schema", text, _options_key(options)),
+            lambda vocab: compile_json_schema(schema, vocab, **options),
+            f"JSON schema {_short(text)}",
+        )
+
+    @classmethod
+    def choice(cls, choices: Sequence[str], **options: Any) -> GrammarSpec:
+        """Output is exactly one of ``choices``."""
+        options_list = list(choices)
+        return cls(
+            ("choice", tuple(options_list), _options_key(options)),
+            lambda vocab: compile_choice(options_list, vocab, **options),
+            f"choice {_short(repr(options_list))}",
+        )
+
+    @classmethod
+    def lark(cls, grammar_text: str, **options: Any) -> GrammarSpec:
+        """Output is parsed by the Lark grammar ``grammar_text`` (options go to ``compile_lark``)."""
+        return cls(
+            ("lark", grammar_text, _options_key(options)),
+            lambda vocab: compile_lark(grammar_text, vocab, **options),
+            f"Lark grammar {_short(grammar_text)}",
+        )
+
+    @classmethod
+    def coerce(cls, grammar: object) -> Grammar | GrammarSpec:
+        """Accept a compiled :class:`Grammar`, a `GrammarSpec` or a one-key dict shorthand.
+
+        Raises
+        ------
+        RequestError
+            For anything else (names the type or the unknown key).
+        """
+        if isinstance(grammar, (GrammarSpec, Grammar)):
+            return grammar
+        if isinstance(grammar, dict) and len(grammar) == 1:
+            ((kind, value),) = grammar.items()
+            makers = {
+                "json_schema": cls.json_schema,
+                "regex": cls.regex,
+                "choice": cls.choice,
+                "lark": cls.lark,
+            }
+            if kind in makers:
+                return makers[kind](value)
+            raise RequestError(f"unknown grammar kind {kind!r}; expected one of {sorted(makers)}")
+        raise RequestError(
+            "grammar must be a compiled grammar, a GrammarSpec or a dict like "
+            f"{{'json_schema': ...}}, got {type(grammar).__name__}"
+        )
+
+    def __str__(self) -> str:
+        return self.description or repr(self.key)
+
+
+# what a request may pass as ``grammar=``: compiled, a spec, or a one-key dict shorthand
+GrammarLike = Grammar | GrammarSpec | dict[str, object]
+
+
+def _options_key(options: dict[str, Any]) -> str:
+    return json.dumps(options, sort_keys=True, default=repr)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

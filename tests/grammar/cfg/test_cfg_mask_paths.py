@@ -1,0 +1,127 @@
+"""Masks along the runtime's shortcuts equal a brute-force read of the whole vocabulary.
+
+The prefixes are chosen to reach each path of :mod:`formcast.grammar.cfg.runtime` and
+:mod:`formcast.grammar.cfg.lexer`: lexer parts and ignored-text restarts inside tokens
+(``RESTART`` groups), repeated terminals read through the fixed-point chain (``----``, ``((((``),
+head sets with many heads (lexing ambiguity: ``notx`` = ``not x`` or the name ``notx``) whose
+later heads are pruned, strings settled by their byte sets, GBNF terminals with bounded
+whitespace, and the ambiguous grammar. Each grammar is compiled afresh twice and the prefixes
+are visited in opposite orders (the memo tables, hence the paths taken, differ); both must give
+the brute-force mask. Grammars with SLR(1) tables run on the LR parser by default; their
+``earley`` cases force the Earley parser so its shortcuts stay covered.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from formcast.grammar.cfg.gbnf_frontend import compile_gbnf
+from formcast.grammar.cfg.lark_frontend import compile_lark
+from tests.grammar._cfg_grammars import JSON_GBNF, LARK_GRAMMARS
+from tests.grammar._cfg_oracle import brute_force_mask
+
+CASES = {
+    "pyexpr": [b"x or (((", b"notPGandnotFalseor", b"y  and  -", b"'ab"],
+    "json": [b'{"a": [1, {"b":', b'[ "x\\', b'{"k" :  '],
+    "json.gbnf": [b'{"a": 1 ', b'{"a": [\n  "x"'],
+    "ambiguous": [b"ab+", b"aa"],
+}
+
+
+def _compile(name: str, vocab):
+    if name == "json.gbnf":
+        return compile_gbnf(JSON_GBNF, vocab, cache=False)
+    return compile_lark(LARK_GRAMMARS[name], vocab, cache=False)
+
+
+def _mask_ids(grammar, prefix: bytes) -> set[int]:
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(prefix), prefix
+    bits = np.unpackbits(matcher.packed_row().view(np.uint8), bitorder="little")
+    return set(np.flatnonzero(bits[: grammar.vocab_size]).tolist())
+
+
+def _force_earley(monkeypatch) -> None:
+    from formcast.grammar.cfg import runtime as cfg_runtime
+
+    monkeypatch.setattr(cfg_runtime, "lr_table", lambda prepared: None)
+
+
+@pytest.mark.parametrize("name", [*CASES, "pyexpr-earley"])
+def test_masks_on_every_path_equal_brute_force(name, smollm2_vocab, monkeypatch):
+    is_earley_forced = name.endswith("-earley")
+    if is_earley_forced:
+        name = name.removesuffix("-earley")
+        _force_earley(monkeypatch)
+    prefixes = CASES[name]
+    forward, backward = _compile(name, smollm2_vocab), _compile(name, smollm2_vocab)
+    got_forward = [_mask_ids(forward, p) for p in prefixes]
+    got_backward = [_mask_ids(backward, p) for p in reversed(prefixes)][::-1]
+    runtime = forward.runtime
+    for prefix, mask_a, mask_b in zip(prefixes, got_forward, got_backward, strict=True):
+        heads = runtime.advance(forward.initial_heads, prefix)
+        assert mask_a == brute_force_mask(runtime, heads, smollm2_vocab), prefix
+        assert mask_b == mask_a, prefix
+
+
+# a small byte-level vocabulary whose tokens chain repeated terminals with others after them
+# (side groups of a repetition), restart ignored text inside (``"  x"``) and mix both
+_EXTRA_TOKENS = [
+    b"--", b"---", b"----(", b"---(x", b"--x)", b"- -", b"- - -(", b"  x", b" -", b"((-",
+    b"(((", b")))", b"x)", b"x))", b"-1", b"--1)", b"not", b"notnot", b"not -", b"or(",
+    b"and-", b"++", b"+-+-", b"**-", b"-x*-", b"x,", b"[-", b"]]", b"lambda:",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_vocab():
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+    tokens = [bytes([b]) for b in range(256)] + _EXTRA_TOKENS + [b""]
+    eos = len(tokens) - 1
+    return Vocabulary(
+        token_bytes=tuple(tokens),
+        eos_token_ids=frozenset({eos}),
+        special_token_ids=frozenset({eos}),
+        vocab_size=len(tokens),
+        kind="byte_level",
+        num_tokenizer_tokens=len(tokens),
+    )
+
+
+@pytest.mark.parametrize("num_exact_heads", [0, None])
+@pytest.mark.parametrize(
+    "name", ["pyexpr", "arithmetic", "ambiguous", "sql", "pyexpr-earley", "arithmetic-earley"]
+)
+def test_small_vocabulary_chains_restarts_and_pruned_heads(
+    name, num_exact_heads, small_vocab, monkeypatch
+):
+    """Repetition chains with other terminals after them (side groups), ignored text inside
+    tokens; with ``num_exact_heads=0`` every head of every set takes the pruned path."""
+    import random
+
+    from formcast.grammar.cfg import runtime as cfg_runtime
+    from tests.grammar._cfg_oracle import random_sentence
+
+    is_earley_forced = name.endswith("-earley")
+    if is_earley_forced:
+        name = name.removesuffix("-earley")
+        _force_earley(monkeypatch)
+
+    if num_exact_heads is not None:
+        monkeypatch.setattr(cfg_runtime, "_NUM_EXACT_HEADS", num_exact_heads)
+    grammar = compile_lark(LARK_GRAMMARS[name], small_vocab, cache=False)
+    runtime = grammar.runtime
+    assert runtime.is_lr == (name in ("pyexpr", "arithmetic") and not is_earley_forced)
+    rng = random.Random(7)
+    prefixes = [b"", b"-", b"- -", b"x or -", b"(", b"x * -", b"((", b"not not", b"notxandnot"]
+    prefixes += [b"ab", b"aa+", b"SELECT a FROM b WHERE not"]
+    for _ in range(16):
+        text = random_sentence(grammar.prepared, rng, max_depth=6)
+        prefixes.append(text[: rng.randrange(len(text) + 1)])
+    for prefix in prefixes:
+        heads = runtime.advance(grammar.initial_heads, prefix)
+        if not heads:
+            continue
+        assert _mask_ids(grammar, prefix) == brute_force_mask(runtime, heads, small_vocab), prefix

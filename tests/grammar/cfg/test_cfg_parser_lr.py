@@ -1,0 +1,227 @@
+"""The LR parser path (SLR(1) tables, stack-top memo keys) equals the Earley path exactly.
+
+Parser level (Hypothesis): along random terminal walks, the LR stack and the Earley set expect
+the same terminals, agree on acceptance and reject the same terminals. Mask level (the real
+SmolLM2 vocabulary): along random token walks, the LR runtime's masks equal the Earley
+runtime's (whose masks the other CFG tests check by brute force), in nested contexts where
+memo entries keyed by stack tops are shared; plus a brute-force read at the deepest prefix.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from formcast.errors import GrammarError
+from formcast.grammar.cfg.earley import EarleyParser
+from formcast.grammar.cfg.gbnf_frontend import gbnf_to_cfg
+from formcast.grammar.cfg.lark_frontend import compile_lark, lark_to_cfg
+from formcast.grammar.cfg.lr import LRParser
+from formcast.grammar.cfg.rules import prepare_grammar
+from formcast.grammar.cfg.runtime import CfgRuntime, lr_table
+from formcast.grammar.cfg.walks.dfa_walk import follow_terminals
+from tests.grammar._cfg_grammars import ARITHMETIC_GBNF, JSON_GBNF, LARK_GRAMMARS
+from tests.grammar._cfg_oracle import brute_force_mask
+
+LR_GRAMMARS = ["json", "arithmetic", "pyexpr", "tool_call", "json.gbnf", "arithmetic.gbnf"]
+_PARSERS: dict[str, tuple] = {}
+
+
+def _prepared(name: str):
+    if name == "json.gbnf":
+        return prepare_grammar(gbnf_to_cfg(JSON_GBNF))
+    if name == "arithmetic.gbnf":
+        return prepare_grammar(gbnf_to_cfg(ARITHMETIC_GBNF))
+    return prepare_grammar(lark_to_cfg(LARK_GRAMMARS[name]))
+
+
+def _parsers(name: str) -> tuple[EarleyParser, LRParser | None]:
+    found = _PARSERS.get(name)
+    if found is None:
+        prepared = _prepared(name)
+        table = lr_table(prepared)
+        found = _PARSERS[name] = (EarleyParser(prepared), table and LRParser(table))
+    return found
+
+
+@pytest.mark.parametrize("name", list(LARK_GRAMMARS) + ["json.gbnf", "arithmetic.gbnf"])
+def test_lr_tables_exist_exactly_for_the_unambiguous_grammars(name):
+    _, lr = _parsers(name)
+    # sql (`cond AND cond`) and `e + e` are ambiguous: SLR(1) conflicts, Earley only
+    assert (lr is not None) == (name in LR_GRAMMARS)
+
+
+@pytest.mark.parametrize("name", LR_GRAMMARS)
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(choices=st.lists(st.integers(0, 10**6), min_size=1, max_size=40))
+def test_lr_stack_expects_what_the_earley_set_expects(name, choices):
+    earley, lr = _parsers(name)
+    num_terminals = earley.grammar.num_terminals
+    e_node, l_node = earley.root, lr.root
+    for k, choice in enumerate(choices):
+        assert l_node.expected == e_node.expected, k
+        assert l_node.is_accepting == e_node.is_accepting, k
+        # mostly an expected terminal; every fifth step any terminal (rejections must agree)
+        options = sorted(e_node.expected) if k % 5 != 4 else range(num_terminals)
+        if not options:
+            break
+        terminal = options[choice % len(options)]
+        e_next, l_next = earley.advance(e_node, terminal), lr.advance(l_node, terminal)
+        assert (e_next is None) == (l_next is None), (k, terminal)
+        if e_next is None:
+            continue
+        e_node, l_node = e_next, l_next
+
+
+def test_lr_parser_kind_is_checked(smollm2_vocab):
+    grammar = compile_lark(LARK_GRAMMARS["ambiguous"], smollm2_vocab)
+    args = (grammar.parser, grammar.lexer, grammar.runtime.eos_row)
+    with pytest.raises(GrammarError, match="SLR"):
+        CfgRuntime(*args, parser_kind="lr")
+    with pytest.raises(GrammarError, match="parser_kind"):
+        CfgRuntime(*args, parser_kind="glr")
+    assert not CfgRuntime(*args).is_lr
+    json = compile_lark(LARK_GRAMMARS["json"], smollm2_vocab)
+    assert json.runtime.is_lr
+    args = (json.parser, json.lexer, json.runtime.eos_row)
+    assert not CfgRuntime(*args, max_depth=3).is_lr  # depth bounds need the Earley sets
+
+
+def _walk_and_compare(grammar, earley, rng, num_tokens, vocab) -> tuple:
+    """Random allowed tokens from the start; masks of both runtimes compared at every step.
+    Returns the last (heads, prefix) of the LR runtime."""
+    lr = grammar.runtime
+    lr_heads, e_heads = lr.initial_heads(), earley.initial_heads()
+    token_bytes = vocab.token_bytes
+    prefix = b""
+    for step in range(num_tokens):
+        row = lr.mask(lr_heads)
+        assert np.array_equal(row, earley.mask(e_heads)), (step, prefix)
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+        allowed = [i for i in np.flatnonzero(bits).tolist() if i not in vocab.eos_token_ids]
+        if not allowed:
+            break
+        # prefer multi-terminal tokens now and then: they take the split-group paths
+        token = rng.choice(allowed)
+        lr_heads = lr.advance(lr_heads, token_bytes[token])
+        e_heads = earley.advance(e_heads, token_bytes[token])
+        prefix += token_bytes[token]
+        assert lr_heads and e_heads, prefix
+    return lr_heads, prefix
+
+
+@pytest.mark.parametrize("name", ["pyexpr", "json", "tool_call"])
+def test_lr_masks_equal_earley_masks_on_the_real_vocabulary(name, smollm2_vocab):
+    grammar = compile_lark(LARK_GRAMMARS[name], smollm2_vocab, cache=False)
+    assert grammar.runtime.is_lr
+    runtime = grammar.runtime
+    earley = CfgRuntime(grammar.parser, grammar.lexer, runtime.eos_row, parser_kind="earley")
+    rng = random.Random(5)
+    deepest = (None, b"")
+    for _ in range(4):
+        heads, prefix = _walk_and_compare(grammar, earley, rng, 24, smollm2_vocab)
+        if len(prefix) > len(deepest[1]):
+            deepest = (heads, prefix)
+    # memo entries keyed by stack tops, reached from sentences (contexts) of other walks
+    for seed in range(3):
+        text = LR_SENTENCES[name][seed]
+        lr_heads = runtime.advance(runtime.initial_heads(), text)
+        e_heads = earley.advance(earley.initial_heads(), text)
+        assert np.array_equal(runtime.mask(lr_heads), earley.mask(e_heads)), text
+    heads, prefix = deepest
+    got = set(np.flatnonzero(np.unpackbits(runtime.mask(heads).view(np.uint8), bitorder="little")))
+    assert got == brute_force_mask(runtime, heads, smollm2_vocab), prefix
+
+
+# nested contexts that share top-of-stack states with shallower ones
+LR_SENTENCES = {
+    "pyexpr": [b"f(x, [y, (z or not -", b"[(((a)).b(c, - - -", b"lambda x: (notx and ("],
+    "json": [b'{"a": [1, {"b": [[', b'[[[{"c": {"d": ', b'{"e": [true, [null, "x'],
+    "tool_call": [
+        b'hi <tool_call>{"a": [1, {"b": ',
+        b'<tool_call>{"x": {"y": [{"z": ',
+        b'a<tool_call>{}</tool_call>b<tool_call>{"q": [[',
+    ],
+}
+
+
+def _first_follow_sets(grammar) -> tuple[list[set[int]], list[set[int]]]:
+    from formcast.grammar.cfg.first_follow import bit_set, first_follow
+
+    found = first_follow(grammar)
+    return [bit_set(b) for b in found.first], [bit_set(b) for b in found.follow]
+
+
+def _first_follow_by_definition(grammar) -> tuple[list[set[int]], list[set[int]]]:
+    """FIRST / FOLLOW by iterating the textbook equations over every rule until stable."""
+    rules, is_nullable = grammar.rules, grammar.is_nullable
+    num_nt = len(grammar.nonterminal_names)
+    first: list[set[int]] = [set() for _ in range(num_nt)]
+    follow: list[set[int]] = [set() for _ in range(num_nt)]
+    follow[grammar.start].add(grammar.num_terminals)
+
+    def first_of(symbols) -> tuple[set[int], bool]:
+        found: set[int] = set()
+        for s in symbols:
+            if s >= 0:
+                return found | {s}, False
+            found |= first[~s]
+            if not is_nullable[~s]:
+                return found, False
+        return found, True
+
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules[1:]:
+            found, _ = first_of(rhs)
+            changed |= not found <= first[lhs]
+            first[lhs] |= found
+            for i, s in enumerate(rhs):
+                if s < 0:
+                    rest, is_rest_nullable = first_of(rhs[i + 1 :])
+                    if is_rest_nullable:
+                        rest = rest | follow[lhs]
+                    changed |= not rest <= follow[~s]
+                    follow[~s] |= rest
+    return first, follow
+
+
+def _terminal_follow_by_definition(grammar, first, follow) -> list[set[int]]:
+    """FOLLOW(t) = FIRST(beta) for every ``A -> alpha t beta``, plus FOLLOW(A) when beta is
+    nullable (the end of input left out)."""
+    found: list[set[int]] = [set() for _ in range(grammar.num_terminals)]
+    for lhs, rhs in grammar.rules[1:]:
+        for i, s in enumerate(rhs):
+            if s < 0:
+                continue
+            for later in rhs[i + 1 :]:
+                if later >= 0:
+                    found[s].add(later)
+                    break
+                found[s] |= first[~later]
+                if not grammar.is_nullable[~later]:
+                    break
+            else:
+                found[s] |= follow[lhs] - {grammar.num_terminals}
+    return found
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_follow_equal_their_definition_on_random_grammars(seed):
+    from tests.grammar.cfg.test_cfg_parser_signatures import _random_grammar
+
+    prepared = prepare_grammar(_random_grammar(random.Random(seed)))
+    first, follow = _first_follow_by_definition(prepared)
+    assert _first_follow_sets(prepared) == (first, follow)
+    assert follow_terminals(prepared) == _terminal_follow_by_definition(prepared, first, follow)
+
+
+@pytest.mark.parametrize("name", list(LARK_GRAMMARS) + ["json.gbnf", "arithmetic.gbnf"])
+def test_first_follow_equal_their_definition_on_the_test_grammars(name):
+    prepared = _prepared(name)
+    assert _first_follow_sets(prepared) == _first_follow_by_definition(prepared)

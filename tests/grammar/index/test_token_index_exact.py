@@ -1,0 +1,256 @@
+"""Exactness by brute force: every token of the real SmolLM2 vocabulary at several states.
+
+A token is allowed iff some string of the language starts with (bytes so far + token bytes);
+EOS iff the bytes so far are in the language; special tokens never. The oracle is the
+``regex`` package's partial fullmatch (see ``_regex_oracle``), independent of our automaton.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formcast.grammar import compile_regex
+from tests.grammar._regex_oracle import is_viable_prefix, representatives
+
+# (pattern, prefixes as bytes; prefixes may end inside a UTF-8 character)
+CASES = [
+    (r"[a-z]+@[a-z]+\.com", [b"", b"john@ex", b"a@b.co"]),
+    (r"\d{4}-\d{2}-\d{2}", [b"", b"2024-", b"2024-01-3"]),
+    (
+        r"(?:中文|日本語|한국어)x?[α-ω]{1,3}",
+        [b"", b"\xe6\x97", b"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"],
+    ),
+    (r"[^\"\\]{0,6}\"", [b"ab\xc3", b"x\xf0\x9f\x98", b"123456"]),
+    (r".{2,4}|a+b", [b"", b"aab", b"\xc3"]),
+    (r"(?:true|false|null|-?(?:0|[1-9][0-9]{0,3})(?:\.[0-9]{1,2})?)", [b"", b"12.", b"fa"]),
+    (r" ?(?:yes|no) ?", [b"", b" ", b"ye"]),
+]
+
+
+def _expected_ids(pattern: str, prefix: bytes, vocab) -> set[int]:
+    reps = representatives(pattern)
+    allowed = set()
+    for token_id, piece in enumerate(vocab.token_bytes):
+        if token_id in vocab.special_token_ids or not piece:
+            continue
+        if is_viable_prefix(pattern, prefix + piece, reps):
+            allowed.add(token_id)
+    try:
+        text = prefix.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and regex.fullmatch(pattern, text):
+        allowed |= set(vocab.eos_token_ids)
+    return allowed
+
+
+@pytest.mark.parametrize("pattern,prefixes", CASES, ids=[c[0][:24] for c in CASES])
+def test_allowed_tokens_match_brute_force(pattern, prefixes, smollm2_vocab):
+    vocab = smollm2_vocab
+    grammar = compile_regex(pattern, vocab, cache=False)
+    for prefix in prefixes:
+        matcher = grammar.matcher()
+        assert matcher.accept_bytes(prefix) or prefix == b"", prefix
+        got = set(matcher.allowed_token_ids().tolist())
+        expected = _expected_ids(pattern, prefix, vocab)
+        missing, extra = sorted(expected - got)[:5], sorted(got - expected)[:5]
+        assert got == expected, (prefix, [vocab[i] for i in missing], [vocab[i] for i in extra])
+        # the sparse transition table agrees with the packed row and with a byte walk
+        ids, next_states = grammar.index.transitions(matcher.state)
+        assert set(ids.tolist()) == got - set(vocab.eos_token_ids)
+        for token_id, nxt in list(zip(ids.tolist(), next_states.tolist(), strict=True))[:200]:
+            assert grammar.dfa.walk(matcher.state, vocab[token_id]) == nxt
+
+
+def test_lazy_index_equals_eager(smollm2_vocab):
+    pattern = r"(?:[a-f0-9]{2}:){2}[a-f0-9]{2}|[A-Z][a-z]{1,4}"
+    eager = compile_regex(pattern, smollm2_vocab, cache=False)
+    lazy = compile_regex(pattern, smollm2_vocab, cache=False, eager_max_states=0)
+    assert eager.index.is_eager and not lazy.index.is_eager
+    for state in range(eager.num_states):
+        assert np.array_equal(eager.index.row(state), lazy.index.row(state))
+
+
+def test_special_and_padding_ids_never_allowed(smollm2_tokenizer):
+    from formcast.grammar import Vocabulary
+
+    vocab = Vocabulary.from_tokenizer(smollm2_tokenizer, vocab_size=49152 + 40)
+    grammar = compile_regex(r"(?s:.)*", vocab, cache=False)
+    allowed = set(grammar.matcher().allowed_token_ids().tolist())
+    specials = set(vocab.special_token_ids) - set(vocab.eos_token_ids)
+    assert not allowed & specials
+    assert not allowed & set(range(49152, 49152 + 40))
+    assert set(vocab.eos_token_ids) <= allowed
+    # every non-special token is allowed by "any text" except those that are not valid UTF-8
+    # prefixes (e.g. a lone continuation byte)
+    for token_id in range(vocab.num_tokenizer_tokens):
+        piece = vocab[token_id]
+        if piece and token_id not in vocab.special_token_ids:
+            valid = is_viable_prefix(r"(?s:.)*", piece, [0, 0x10FFFF])
+            assert (token_id in allowed) == valid, piece
+
+
+# -- the trie walk (row ranges for looping subtrees) against the token-by-token walk ----------
+
+
+def _assert_trie_walk_exact(dfa, vocab) -> None:
+    """The trie kernel's packed rows (row ranges, dense subtree rows, singles, EOS) equal the
+    allowed sets of the plain per-token walk (``walk_tokens``, one gather per byte)."""
+    from formcast.grammar.index.token_index import index_packed_rows, vocab_table, walk_tokens
+
+    table = vocab_table(vocab)
+    states = np.arange(dfa.num_states)
+    width = table.num_words * 32
+    expected = np.zeros((len(states), width), dtype=bool)
+    owner, rows, _ = walk_tokens(dfa, table, states)
+    expected[owner, table.token_ids[rows]] = True
+    expected[np.ix_(np.flatnonzero(dfa.is_accepting), table.eos_token_ids)] = True
+    packed = index_packed_rows(dfa, table, states)  # (S, W) int32
+    got = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    assert got.shape == expected.shape
+    assert np.array_equal(got, expected), "allowed tokens differ"
+
+
+# patterns whose DFAs have self-loops over wide byte sets and counted chains (the row-range
+# shortcut), UTF-8 continuation states and accepting states with exits
+TRIE_PATTERNS = [
+    r'\{"name":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*","n":-?(?:0|[1-9][0-9]*)\}',
+    r"[a-z ]{0,12}\.|[^\n]*x",
+    r"(?:é|[α-ω]+)[^a]*|\d{3,5}",
+    r"(?s:.)*",
+    r'"[^"\\]{0,20}"(?:,"[a-z]{2,5}")?',
+]
+
+
+@pytest.mark.parametrize("pattern", TRIE_PATTERNS, ids=range(len(TRIE_PATTERNS)))
+def test_trie_walk_equals_token_walk(pattern, smollm2_vocab):
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    _assert_trie_walk_exact(regex_to_dfa(pattern), smollm2_vocab)
+
+
+_ATOMS = ["a", "b", "[a-c]", "[^a]", "[ -~]", "\\d", "é", '[^"\\\\]', '"', "."]
+
+
+@st.composite
+def _patterns(draw, depth: int = 0) -> str:
+    kind = draw(st.sampled_from(["atom", "seq", "alt", "star", "count"] if depth < 3 else ["atom"]))
+    if kind == "atom":
+        return draw(st.sampled_from(_ATOMS))
+    if kind == "seq":
+        return "".join(draw(st.lists(_patterns(depth + 1), min_size=2, max_size=3)))
+    if kind == "alt":
+        return "(?:" + "|".join(draw(st.lists(_patterns(depth + 1), min_size=2, max_size=3))) + ")"
+    inner = "(?:" + draw(_patterns(depth + 1)) + ")"
+    if kind == "star":
+        return inner + "*"
+    lo = draw(st.integers(0, 3))
+    return inner + f"{{{lo},{lo + draw(st.integers(0, 3))}}}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=_patterns())
+def test_trie_walk_hypothesis(pattern, smollm2_vocab):
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    _assert_trie_walk_exact(regex_to_dfa(pattern), smollm2_vocab)
+
+
+def test_vocab_trie_structure(smollm2_vocab):
+    """Every node: its row range holds exactly the tokens with its prefix; bytes below exact."""
+    from formcast.grammar.index.token_index import vocab_table
+
+    table = vocab_table(smollm2_vocab)
+    trie = table.trie
+    pieces = [smollm2_vocab.token_bytes[i] for i in table.token_ids.tolist()]
+    prefix = [b""] * trie.num_nodes
+    for node in range(trie.num_nodes):
+        for child in range(trie.child_start[node], trie.child_end[node]):
+            prefix[child] = prefix[node] + bytes([int(trie.node_byte[child])])
+    assert len(set(prefix)) == trie.num_nodes
+    rng = np.random.default_rng(0)
+    for node in [0, *rng.choice(trie.num_nodes, 200, replace=False).tolist()]:
+        lo, hi = int(trie.row_lo[node]), int(trie.row_hi[node])
+        inside = [r for r, piece in enumerate(pieces) if piece.startswith(prefix[node])]
+        assert inside == list(range(lo, hi))
+        below = set()
+        for r in inside:
+            below |= set(pieces[r][len(prefix[node]) :])
+        bits = trie.bytes_below[node]
+        assert below == {b for b in range(256) if (int(bits[b // 64]) >> (b % 64)) & 1}
+        own = trie.token_rows[trie.token_start[node] : trie.token_start[node + 1]].tolist()
+        assert own == [r for r in inside if pieces[r] == prefix[node]]
+        assert bool(trie.has_token[node]) == bool(own)
+
+
+def test_lazy_index_equals_eager_on_a_schema(smollm2_vocab):
+    from formcast.grammar.index.compile import compile_dfa, regex_to_dfa
+    from formcast.grammar.json_schema.compile import json_schema_to_regex
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "maxLength": 5},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "score": {"type": "number"},
+        },
+        "required": ["id"],
+    }
+    dfa = regex_to_dfa(json_schema_to_regex(schema, strict=False, max_any_depth=2))
+    eager = compile_dfa(dfa, smollm2_vocab)
+    lazy = compile_dfa(dfa, smollm2_vocab, eager_max_states=0)
+    assert eager.index.is_eager and not lazy.index.is_eager
+    for state in range(dfa.num_states):
+        assert np.array_equal(eager.index.row(state), lazy.index.row(state))
+
+
+def _schema_dfa():
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.json_schema.compile import json_schema_to_regex
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "replicas": {"type": "integer", "minimum": 0},
+            **{f"terminationGracePeriod{i}": {"type": "boolean"} for i in range(12)},
+        },
+    }
+    return regex_to_dfa(json_schema_to_regex(schema, strict=True))
+
+
+def test_eager_index_stores_each_distinct_row_once(smollm2_vocab):
+    from formcast.grammar.index.compile import compile_dfa
+
+    dfa = _schema_dfa()
+    eager = compile_dfa(dfa, smollm2_vocab)
+    lazy = compile_dfa(dfa, smollm2_vocab, eager_max_states=0)
+    index = eager.index
+    assert index.is_eager and index.packed.shape[0] < dfa.num_states  # key letters share rows
+    assert not index.packed.flags.writeable  # shared by several states
+    distinct = {lazy.index.row(s).tobytes() for s in range(dfa.num_states)}
+    assert index.packed.shape[0] == len(distinct)
+    for state in range(dfa.num_states):
+        assert np.array_equal(index.row(state), lazy.index.row(state))
+        assert index.row_views[state] is index.row(state)
+
+
+def test_eager_index_over_its_time_cap_turns_lazy_and_keeps_its_rows(smollm2_vocab):
+    from formcast.grammar.automata.budget import CompileBudget
+    from formcast.grammar.index.token_index import _EAGER_CHUNK, TokenIndex
+
+    dfa = _schema_dfa()
+    assert dfa.num_states > _EAGER_CHUNK  # more than one chunk, so the cap can cut in
+    reference = TokenIndex(dfa, smollm2_vocab, is_eager=True)
+    assert reference.build_eager(CompileBudget(timeout_s=60))
+    capped = TokenIndex(dfa, smollm2_vocab, is_eager=True)
+    assert not capped.build_eager(CompileBudget(timeout_s=60), max_s=0.0)
+    assert not capped.is_eager and capped.row_views is None
+    assert len(capped.lazy_rows) == _EAGER_CHUNK  # the first chunk, kept
+    for state in range(dfa.num_states):  # the rest on first use, equal to the eager rows
+        assert np.array_equal(capped.row(state), reference.row(state))
