@@ -6,81 +6,37 @@ the way ``json.dumps(..., ensure_ascii=False)`` does: every character raw except
 ``\\`` -> ``\\\\``, the short escapes ``\\b \\f \\n \\r \\t``, and other C0 controls as ``\\u00xx``
 (lowercase hex). Surrogate code points (U+D800..U+DFFF) cannot be encoded in UTF-8 text and are
 never produced. So every character has exactly one spelling, and lengths count characters.
+
+The set algebra (``normalize``, ``union``, ``intersect``, ``complement``) is
+:mod:`formcast.grammar.regex.char_classes`, re-exported here for the JSON Schema modules.
 """
 
 from __future__ import annotations
 
 from formcast.grammar.json_schema.regex_text import alt, trie_alt
+from formcast.grammar.regex.char_classes import (
+    ANY,
+    ECMA_LINE_TERMINATORS,
+    ECMA_SPACE,
+    MAX_CODE_POINT,
+    Ranges,
+    category,
+    complement,
+    intersect,
+    normalize,
+    union,
+)
 
-Intervals = tuple[tuple[int, int], ...]
-
-MAX_CODE_POINT = 0x10FFFF
-SURROGATES: Intervals = ((0xD800, 0xDFFF),)
-UNIVERSE: Intervals = ((0, 0xD7FF), (0xE000, MAX_CODE_POINT))
+# the one code point set type and its algebra live in the regex stage (surrogate-free,
+# sorted, merged ranges); JSON string content uses them as they are
+Intervals = Ranges
+UNIVERSE: Intervals = ANY
 
 # ECMA-262 character classes (ASCII \d \w; \s = WhiteSpace + LineTerminator).
-ECMA_DIGIT: Intervals = ((0x30, 0x39),)
-ECMA_WORD: Intervals = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-ECMA_SPACE: Intervals = (
-    (0x09, 0x0D),
-    (0x20, 0x20),
-    (0xA0, 0xA0),
-    (0x1680, 0x1680),
-    (0x2000, 0x200A),
-    (0x2028, 0x2029),
-    (0x202F, 0x202F),
-    (0x205F, 0x205F),
-    (0x3000, 0x3000),
-    (0xFEFF, 0xFEFF),
-)
-ECMA_LINE_TERMINATORS: Intervals = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
+ECMA_DIGIT: Intervals = category("d", "ecma")
+ECMA_WORD: Intervals = category("w", "ecma")
 
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
-
-
-def normalize(intervals: list[tuple[int, int]] | Intervals) -> Intervals:
-    """Sort, merge overlapping/adjacent intervals and drop surrogates."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(intervals):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return intersect(tuple((a, b) for a, b in merged), UNIVERSE, _normalized=True)
-
-
-def intersect(a: Intervals, b: Intervals, *, _normalized: bool = False) -> Intervals:
-    """Set intersection of two interval lists (both sorted and merged)."""
-    out: list[tuple[int, int]] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
-
-
-def complement(a: Intervals) -> Intervals:
-    """``UNIVERSE`` minus ``a``."""
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for lo, hi in a:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CODE_POINT:
-        out.append((nxt, MAX_CODE_POINT))
-    return intersect(tuple(out), UNIVERSE)
-
-
-def union(*sets: Intervals) -> Intervals:
-    """Set union."""
-    return normalize([iv for s in sets for iv in s])
 
 
 def encode_char(cp: int) -> str:
@@ -144,3 +100,22 @@ def encode_charset(intervals: Intervals) -> str | None:
 
 
 JSON_CHAR = encode_charset(UNIVERSE)
+
+
+__all__ = [
+    "ECMA_DIGIT",
+    "ECMA_LINE_TERMINATORS",
+    "ECMA_SPACE",
+    "ECMA_WORD",
+    "JSON_CHAR",
+    "MAX_CODE_POINT",
+    "UNIVERSE",
+    "Intervals",
+    "class_regex",
+    "complement",
+    "encode_char",
+    "encode_charset",
+    "intersect",
+    "normalize",
+    "union",
+]

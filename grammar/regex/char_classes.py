@@ -22,7 +22,7 @@ EMPTY: Ranges = ()
 ANY: Ranges = ((0, SURROGATES[0] - 1), (SURROGATES[1] + 1, MAX_CODE_POINT))
 
 # ECMA-262 WhiteSpace and LineTerminator code points (what ECMA ``\s`` matches).
-_ECMA_SPACE = (
+ECMA_SPACE: Ranges = (
     (0x09, 0x0D),
     (0x20, 0x20),
     (0xA0, 0xA0),
@@ -34,7 +34,7 @@ _ECMA_SPACE = (
     (0x3000, 0x3000),
     (0xFEFF, 0xFEFF),
 )
-_ECMA_LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
+ECMA_LINE_TERMINATORS: Ranges = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
 
 
 def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
@@ -63,6 +63,22 @@ def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
 def union(*sets: Ranges) -> Ranges:
     """The union of code point sets."""
     return normalize(r for s in sets for r in s)
+
+
+def intersect(a: Ranges, b: Ranges) -> Ranges:
+    """The intersection of two code point sets (both normalised)."""
+    out: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
 
 
 def complement(ranges: Ranges) -> Ranges:
@@ -109,7 +125,7 @@ def category(letter: str, dialect: str, is_ascii: bool = False) -> Ranges:
         if letter == "w":
             return normalize([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
         if dialect == "ecma":
-            return normalize(_ECMA_SPACE)
+            return normalize(ECMA_SPACE)
         return normalize([(0x09, 0x0D), (0x20, 0x20)])
     return _scan("\\" + letter)
 
@@ -119,7 +135,7 @@ def dot(dialect: str, is_dotall: bool) -> Ranges:
     if is_dotall:
         return ANY
     if dialect == "ecma":
-        return complement(_ECMA_LINE_TERMINATORS)
+        return complement(ECMA_LINE_TERMINATORS)
     return complement(((0x0A, 0x0A),))
 
 
