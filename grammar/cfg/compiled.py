@@ -19,6 +19,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -30,7 +32,7 @@ from formcast.grammar.cfg.earley import EarleyParser
 from formcast.grammar.cfg.lexer import CfgLexer, pack_ids
 from formcast.grammar.cfg.matcher import CfgMatcher
 from formcast.grammar.cfg.rules import CfgGrammar, PreparedGrammar, prepare_grammar
-from formcast.grammar.cfg.runtime import CfgRuntime
+from formcast.grammar.cfg.runtime import NUM_EXACT_HEADS, CfgRuntime
 from formcast.grammar.index.grammar_cache import cache_key, load_payload, store_payload
 from formcast.grammar.index.token_index import VocabTable, vocab_table
 from formcast.grammar.index.vocabulary import Vocabulary
@@ -41,7 +43,7 @@ _CACHE_LOCK = threading.Lock()
 # compile-time target (thread CPU seconds): lexer walks are precomputed until a compile has
 # spent this long (see CfgLexer.precompute); what is left is walked on first use
 _COMPILE_TARGET_S = 0.02
-_DISK_VERSION = 7  # bump when the pickled layout of PreparedGrammar / CfgLexer changes
+_DISK_VERSION = 8  # bump when the pickled layout of PreparedGrammar / CfgLexer changes
 # vocabulary tables are cached weakly by the regex side; keep the last few alive here so
 # compiling grammar after grammar does not rebuild them
 _RECENT_TABLES: OrderedDict[str, VocabTable] = OrderedDict()
@@ -63,6 +65,41 @@ def check_max_depth(max_depth: int | None) -> None:
         isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
     ):
         raise GrammarError(f"max_depth must be a positive int or None, got {max_depth!r}")
+
+
+@dataclass(frozen=True)
+class CfgTuning:
+    """How a compiled CFG's runtime and lexer choose between their exact paths.
+
+    Every setting gives the same masks; the defaults are formcast's, and tests set others to
+    compare the paths with each other.
+
+    Parameters
+    ----------
+    parser_kind : str
+        ``"auto"`` (LR where the grammar has SLR(1) tables), ``"earley"`` or ``"lr"``
+        (see :class:`~formcast.grammar.cfg.runtime.CfgRuntime`).
+    num_exact_heads : int
+        Heads per head set whose masks are exact and memoised; the rest are pruned.
+    min_set_parts : int or None or "by_kind"
+        Lexer states with this many single-terminal parts are walked as one set (None: never;
+        ``"by_kind"``: ``MIN_SET_PARTS`` for JSON-Schema grammars, never for Lark / GBNF).
+    """
+
+    parser_kind: str = "auto"
+    num_exact_heads: int = NUM_EXACT_HEADS
+    min_set_parts: int | None | Literal["by_kind"] = "by_kind"
+
+    def options_key(self) -> dict[str, object]:
+        """The settings that differ from the defaults (part of the cache key)."""
+        return {
+            name: value
+            for name, value in asdict(self).items()
+            if value != getattr(DEFAULT_TUNING, name)
+        }
+
+
+DEFAULT_TUNING = CfgTuning()
 
 
 class CompiledCFG:
@@ -93,8 +130,10 @@ class CompiledCFG:
         lexer_state: dict | None = None,
         started: float | None = None,
         precompute_s: float = _COMPILE_TARGET_S,
+        tuning: CfgTuning = DEFAULT_TUNING,
     ) -> None:
         check_max_depth(max_depth)
+        self.tuning = tuning
         started = time.thread_time() if started is None else started
         self.precompute_s = precompute_s
         self.kind = kind
@@ -114,14 +153,23 @@ class CompiledCFG:
         check_deadline("preparing the grammar")
         table = _table(self.vocab)
         self.parser = EarleyParser(prepared)
-        # set walks pay off for JSON-Schema grammars (objects with many key terminals), not
-        # for Lark/GBNF ones (see cfg_lexer.MIN_SET_PARTS)
-        min_set_parts = cfg_lexer.MIN_SET_PARTS if self.kind == "json_schema" else None
+        min_set_parts = self.tuning.min_set_parts
+        if min_set_parts == "by_kind":
+            # set walks pay off for JSON-Schema grammars (objects with many key terminals),
+            # not for Lark/GBNF ones (see cfg_lexer.MIN_SET_PARTS)
+            min_set_parts = cfg_lexer.MIN_SET_PARTS if self.kind == "json_schema" else None
         self.lexer = CfgLexer(prepared, table, min_set_parts)
         if lexer_state is not None:
             self.lexer.load_state(lexer_state)
         eos_row = pack_ids(table.eos_token_ids.astype(np.int64), table.num_words)
-        self.runtime = CfgRuntime(self.parser, self.lexer, eos_row, self.max_depth)
+        self.runtime = CfgRuntime(
+            self.parser,
+            self.lexer,
+            eos_row,
+            self.max_depth,
+            parser_kind=self.tuning.parser_kind,
+            num_exact_heads=self.tuning.num_exact_heads,
+        )
         self.initial_heads = self.runtime.initial_heads()
         self.runtime.mask(self.initial_heads)  # the first mask is always needed
         if lexer_state is None:  # (a cached lexer has its walks already)
@@ -148,6 +196,7 @@ class CompiledCFG:
             "cfg": self.cfg,
             "lenient": self.lenient,
             "max_depth": self.max_depth,
+            "tuning": self.tuning,
             "prepared": self.prepared,
             "lexer": lexer_state,
         }
@@ -164,6 +213,7 @@ class CompiledCFG:
             max_depth=payload["max_depth"],
             prepared=payload["prepared"],
             lexer_state=payload["lexer"],
+            tuning=payload["tuning"],
         )
 
     def __getstate__(self) -> dict:
@@ -175,6 +225,7 @@ class CompiledCFG:
             "lenient": self.lenient,
             "max_depth": self.max_depth,
             "precompute_s": self.precompute_s,
+            "tuning": self.tuning,
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -210,11 +261,12 @@ def compile_cfg(
     max_depth: int | None = None,
     cache: bool = True,
     precompute_s: float = _COMPILE_TARGET_S,
+    tuning: CfgTuning = DEFAULT_TUNING,
 ) -> CompiledCFG:
     """Build (or fetch from the memory / disk cache) the :class:`CompiledCFG` of ``make_cfg()``.
 
-    The key covers ``kind``, ``source``, ``options``, ``lenient``, ``max_depth`` and the
-    vocabulary hash. ``cache=False`` neither reads nor writes either cache. ``precompute_s``:
+    The key covers ``kind``, ``source``, ``options``, ``lenient``, ``max_depth``, the
+    ``tuning`` settings that differ from the defaults and the vocabulary hash. ``cache=False`` neither reads nor writes either cache. ``precompute_s``:
     lexer walks are computed ahead of use until the compile has taken this long (thread CPU
     seconds); the rest on first use.
     """
@@ -231,12 +283,16 @@ def compile_cfg(
             max_depth=max_depth,
             started=started,
             precompute_s=precompute_s,
+            tuning=tuning,
         )
 
     if not cache:
         return build()
     key = cache_key(
-        "cfg-" + kind, source, {**options, "lenient": lenient, "max_depth": max_depth}, vocab
+        "cfg-" + kind,
+        source,
+        {**options, "lenient": lenient, "max_depth": max_depth, **tuning.options_key()},
+        vocab,
     )
     with _CACHE_LOCK:
         found = _CACHE.get(key)

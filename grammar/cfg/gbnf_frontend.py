@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from formcast.errors import GrammarError
-from formcast.grammar.cfg.compiled import CompiledCFG, compile_cfg
+from formcast.grammar.cfg.compiled import DEFAULT_TUNING, CfgTuning, CompiledCFG, compile_cfg
 from formcast.grammar.cfg.rules import CfgGrammar
 from formcast.grammar.index.vocabulary import Vocabulary
 
@@ -410,6 +410,7 @@ def compile_gbnf(
     lenient: bool = False,
     cache: bool = True,
     max_depth: int | None = None,
+    tuning: CfgTuning = DEFAULT_TUNING,
 ) -> CompiledCFG:
     """Compile a llama.cpp GBNF grammar to a :class:`CompiledCFG` with exact token masks.
 
@@ -429,6 +430,9 @@ def compile_gbnf(
     max_depth:
         Bound on the output's nesting depth (``None``: unbounded); a matcher raises
         ``GrammarError`` naming the depth and output byte offset beyond it.
+    tuning:
+        Which exact paths the runtime and lexer take (:class:`~formcast.grammar.cfg.compiled.CfgTuning`;
+        the defaults are formcast's, other settings exist to compare the paths in tests).
 
     Raises
     ------
@@ -444,4 +448,5 @@ def compile_gbnf(
         lenient=lenient,
         max_depth=max_depth,
         cache=cache,
+        tuning=tuning,
     )

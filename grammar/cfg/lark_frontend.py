@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 
 from formcast.errors import GrammarError
-from formcast.grammar.cfg.compiled import CompiledCFG, compile_cfg
+from formcast.grammar.cfg.compiled import DEFAULT_TUNING, CfgTuning, CompiledCFG, compile_cfg
 from formcast.grammar.cfg.rules import CfgGrammar
 from formcast.grammar.index.vocabulary import Vocabulary
 
@@ -127,6 +127,7 @@ def compile_lark(
     lenient: bool = False,
     cache: bool = True,
     max_depth: int | None = None,
+    tuning: CfgTuning = DEFAULT_TUNING,
 ) -> CompiledCFG:
     """Compile a grammar in Lark syntax to a :class:`CompiledCFG` with exact token masks.
 
@@ -147,6 +148,9 @@ def compile_lark(
         Bound on the nesting depth of the output (``None``: unbounded). A matcher raises
         ``GrammarError`` naming the depth and the output byte offset when a token would nest
         deeper; see :class:`~formcast.grammar.cfg.earley.EarleyNode` for how depth counts.
+    tuning:
+        Which exact paths the runtime and lexer take (:class:`~formcast.grammar.cfg.compiled.CfgTuning`;
+        the defaults are formcast's, other settings exist to compare the paths in tests).
 
     Raises
     ------
@@ -163,4 +167,5 @@ def compile_lark(
         lenient=lenient,
         max_depth=max_depth,
         cache=cache,
+        tuning=tuning,
     )

@@ -61,7 +61,7 @@ Head = tuple[EarleyNode | LRNode, int]
 Heads = frozenset[Head]
 
 _MAX_MEMO = 4096  # entries per memo table; a mask row is ceil(V / 32) int32 words (6 KB)
-_NUM_EXACT_HEADS = 3  # heads of a set whose masks are memoised; further ones are pruned
+NUM_EXACT_HEADS = 3  # heads of a set whose masks are memoised; further ones are pruned
 # LR path: a memo entry computed from a stack is keyed by the top states it read, rounded up to
 # one of these counts (deeper: by the stack's identity)
 _TOP_COUNTS = (1, 2, 4, 8, 16)
@@ -103,6 +103,9 @@ class CfgRuntime:
         grammar has conflict-free SLR(1) tables and ``max_depth`` is ``None``, else ``parser``;
         ``"earley"``: always ``parser``; ``"lr"``: the LR parser (``GrammarError`` if the
         grammar has SLR(1) conflicts or ``max_depth`` is set).
+    num_exact_heads:
+        Heads of a head set whose masks are computed exactly and memoised; further heads
+        take the pruned path (0: every head does).
     """
 
     def __init__(
@@ -112,6 +115,7 @@ class CfgRuntime:
         eos_row: np.ndarray,
         max_depth: int | None = None,
         parser_kind: str = "auto",
+        num_exact_heads: int = NUM_EXACT_HEADS,
     ) -> None:
         if parser_kind not in ("auto", "earley", "lr"):
             raise GrammarError(f"parser_kind must be 'auto', 'earley' or 'lr', got {parser_kind!r}")
@@ -128,6 +132,9 @@ class CfgRuntime:
         self.eos_row = eos_row
         self.num_words = len(eos_row)
         self.max_depth = max_depth
+        # heads of a head set whose masks are computed exactly and memoised (the rest take
+        # the pruned path); tests set 0 to send every head down the pruned path
+        self.num_exact_heads = num_exact_heads
         self.lock = threading.RLock()
         self._head_masks = _Lru()
         self._group_masks = _Lru()
@@ -246,7 +253,7 @@ class CfgRuntime:
                 else:
                     row |= found
             for k, head in enumerate(pending):
-                if k < _NUM_EXACT_HEADS:
+                if k < self.num_exact_heads:
                     row |= self.head_mask(head)  # exact and memoised
                 else:
                     self._add_head_mask(head, row)

@@ -41,7 +41,13 @@ from typing import Any
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
 from formcast.grammar.automata.budget import check_deadline
 from formcast.grammar.automata.nfa_builder import CHAIN_MIN_COPIES
-from formcast.grammar.cfg.compiled import CompiledCFG, check_max_depth, compile_cfg
+from formcast.grammar.cfg.compiled import (
+    DEFAULT_TUNING,
+    CfgTuning,
+    CompiledCFG,
+    check_max_depth,
+    compile_cfg,
+)
 from formcast.grammar.cfg.rules import CfgGrammar
 from formcast.grammar.index.compile import remember_parsed
 from formcast.grammar.index.vocabulary import Vocabulary
@@ -478,6 +484,7 @@ def compile_json_schema_cfg(
     cut_chars: int | None = DEFAULT_CUT_CHARS,
     max_depth: int | None = None,
     cache: bool = True,
+    tuning: CfgTuning = DEFAULT_TUNING,
 ) -> CompiledCFG:
     """Compile a JSON Schema through the context-free (structural) path.
 
@@ -498,6 +505,8 @@ def compile_json_schema_cfg(
         reading of the output is deeper than ``N`` (inside the first node past the bound).
         The bound is part of the cache key; ``compile_json_schema(..., max_depth=N)``
         forwards it.
+    tuning:
+        Which exact paths the CFG runtime and lexer take (tests compare them).
     others:
         As ``compile_json_schema``.
 
@@ -536,6 +545,7 @@ def compile_json_schema_cfg(
             max_depth=max_depth,
             cache=cache,
             precompute_s=0.0,  # measured: ahead-of-use walks do not lower these masks' p99
+            tuning=tuning,
         )
     except (SchemaError, CompileBudgetError):
         raise

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from formcast.grammar.cfg.compiled import DEFAULT_TUNING, CfgTuning
 from formcast.grammar.cfg.gbnf_frontend import compile_gbnf
 from formcast.grammar.cfg.lark_frontend import compile_lark
 from tests.grammar._cfg_grammars import JSON_GBNF, LARK_GRAMMARS
@@ -29,10 +30,10 @@ CASES = {
 }
 
 
-def _compile(name: str, vocab):
+def _compile(name: str, vocab, tuning: CfgTuning = DEFAULT_TUNING):
     if name == "json.gbnf":
-        return compile_gbnf(JSON_GBNF, vocab, cache=False)
-    return compile_lark(LARK_GRAMMARS[name], vocab, cache=False)
+        return compile_gbnf(JSON_GBNF, vocab, cache=False, tuning=tuning)
+    return compile_lark(LARK_GRAMMARS[name], vocab, cache=False, tuning=tuning)
 
 
 def _mask_ids(grammar, prefix: bytes) -> set[int]:
@@ -42,20 +43,14 @@ def _mask_ids(grammar, prefix: bytes) -> set[int]:
     return set(np.flatnonzero(bits[: grammar.vocab_size]).tolist())
 
 
-def _force_earley(monkeypatch) -> None:
-    from formcast.grammar.cfg import runtime as cfg_runtime
-
-    monkeypatch.setattr(cfg_runtime, "lr_table", lambda prepared: None)
-
-
 @pytest.mark.parametrize("name", [*CASES, "pyexpr-earley"])
-def test_masks_on_every_path_equal_brute_force(name, smollm2_vocab, monkeypatch):
+def test_masks_on_every_path_equal_brute_force(name, smollm2_vocab):
     is_earley_forced = name.endswith("-earley")
-    if is_earley_forced:
-        name = name.removesuffix("-earley")
-        _force_earley(monkeypatch)
+    name = name.removesuffix("-earley")
+    tuning = CfgTuning(parser_kind="earley" if is_earley_forced else "auto")
     prefixes = CASES[name]
-    forward, backward = _compile(name, smollm2_vocab), _compile(name, smollm2_vocab)
+    forward = _compile(name, smollm2_vocab, tuning)
+    backward = _compile(name, smollm2_vocab, tuning)
     got_forward = [_mask_ids(forward, p) for p in prefixes]
     got_backward = [_mask_ids(backward, p) for p in reversed(prefixes)][::-1]
     runtime = forward.runtime
@@ -94,24 +89,21 @@ def small_vocab():
 @pytest.mark.parametrize(
     "name", ["pyexpr", "arithmetic", "ambiguous", "sql", "pyexpr-earley", "arithmetic-earley"]
 )
-def test_small_vocabulary_chains_restarts_and_pruned_heads(
-    name, num_exact_heads, small_vocab, monkeypatch
-):
+def test_small_vocabulary_chains_restarts_and_pruned_heads(name, num_exact_heads, small_vocab):
     """Repetition chains with other terminals after them (side groups), ignored text inside
     tokens; with ``num_exact_heads=0`` every head of every set takes the pruned path."""
     import random
 
-    from formcast.grammar.cfg import runtime as cfg_runtime
+    from formcast.grammar.cfg.runtime import NUM_EXACT_HEADS
     from tests.grammar._cfg_oracle import random_sentence
 
     is_earley_forced = name.endswith("-earley")
-    if is_earley_forced:
-        name = name.removesuffix("-earley")
-        _force_earley(monkeypatch)
-
-    if num_exact_heads is not None:
-        monkeypatch.setattr(cfg_runtime, "_NUM_EXACT_HEADS", num_exact_heads)
-    grammar = compile_lark(LARK_GRAMMARS[name], small_vocab, cache=False)
+    name = name.removesuffix("-earley")
+    tuning = CfgTuning(
+        parser_kind="earley" if is_earley_forced else "auto",
+        num_exact_heads=NUM_EXACT_HEADS if num_exact_heads is None else num_exact_heads,
+    )
+    grammar = compile_lark(LARK_GRAMMARS[name], small_vocab, cache=False, tuning=tuning)
     runtime = grammar.runtime
     assert runtime.is_lr == (name in ("pyexpr", "arithmetic") and not is_earley_forced)
     rng = random.Random(7)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from formcast.grammar.cfg import lexer as cfg_lexer
+from formcast.grammar.cfg.compiled import CfgTuning
 from formcast.grammar.cfg.gbnf_frontend import compile_gbnf
 from formcast.grammar.cfg.lark_frontend import compile_lark
 from formcast.grammar.cfg.lexer import CfgLexer
@@ -174,12 +175,13 @@ def test_set_walks_equal_the_union_of_part_walks(smollm2_vocab, monkeypatch):
         return walk_records_set(self, *args)
 
     monkeypatch.setattr(CfgLexer, "walk_records_set", counted)
-    # cut_chars=1: every member its own terminal (as in large schemas); a lexer reads
-    # MIN_SET_PARTS when its grammar is compiled
-    monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 10**9)  # every part walked alone
-    alone = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
-    monkeypatch.setattr(cfg_lexer, "MIN_SET_PARTS", 8)
-    together = compile_json_schema_cfg(MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    # cut_chars=1: every member its own terminal (as in large schemas)
+    alone = compile_json_schema_cfg(  # every part walked alone
+        MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False, tuning=CfgTuning(min_set_parts=10**9)
+    )
+    together = compile_json_schema_cfg(
+        MANY_KEYS, smollm2_vocab, cut_chars=1, cache=False, tuning=CfgTuning(min_set_parts=8)
+    )
     assert together.runtime.lexer.min_set_parts == 8
     table = vocab_table(smollm2_vocab)
     num_set_states = 0
