@@ -9,7 +9,7 @@ outputs, model_runner, postprocess, structured); ``models/``, ``attention/`` and
 
 from __future__ import annotations
 
-from typing import Any
+from formcast.engine.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "LLM": "formcast.engine.llm_engine",
@@ -21,12 +21,4 @@ _EXPORTS = {
     "EngineStats": "formcast.engine.engine_stats",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'formcast.engine' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

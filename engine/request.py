@@ -88,10 +88,16 @@ def is_grammar_complete(seq: Sequence, text: str, stop_reason: str | int | None)
     A stop string cuts the text short of what the matcher saw, so then the cut text itself
     is run through a fresh matcher.
     """
+    if seq.finished_grammar_complete is not None:
+        return seq.finished_grammar_complete
     matcher = seq.matcher
     if not isinstance(matcher, Matcher):  # no grammar, or a bare mask hook: nothing to say
         return None
     if isinstance(stop_reason, str) and seq.grammar is not None:
         fresh = seq.grammar.matcher()
-        return bool(fresh.accept_bytes(text.encode("utf-8"))) and fresh.is_accepting()
-    return bool(matcher.is_terminated() or matcher.is_accepting())
+        is_complete = bool(fresh.accept_bytes(text.encode("utf-8"))) and fresh.is_accepting()
+    else:
+        is_complete = bool(matcher.is_terminated() or matcher.is_accepting())
+    if seq.is_finished:  # final: the last delta and the request output share one answer
+        seq.finished_grammar_complete = is_complete
+    return is_complete

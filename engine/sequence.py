@@ -68,6 +68,9 @@ class Sequence:
     num_preemptions: int = 0
     num_prompt_hit_tokens: int = 0  # prompt tokens served by the prefix cache on admission
     first_token_time: float | None = None
+    # once finished: whether the output is a complete sentence of its grammar (computed once,
+    # by request.is_grammar_complete, for the last stream delta and the request output alike)
+    finished_grammar_complete: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.token_ids:

@@ -5,7 +5,7 @@ Names resolve lazily, so the CPU path never imports triton.
 
 from __future__ import annotations
 
-from typing import Any
+from formcast.engine.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "AttentionMetadata": "formcast.engine.attention.metadata",
@@ -19,12 +19,4 @@ _EXPORTS = {
     "paged_tree_attention_torch": "formcast.engine.attention.tree",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'formcast.engine.attention' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -5,7 +5,7 @@ Names resolve lazily, so ``formcast.engine.models.loader`` imports without torch
 
 from __future__ import annotations
 
-from typing import Any
+from formcast.engine.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "LlamaForCausalLM": "formcast.engine.models.llama",
@@ -22,12 +22,4 @@ _EXPORTS = {
     "load_hf_model": "formcast.engine.models.loader",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'formcast.engine.models' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

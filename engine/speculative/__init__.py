@@ -7,7 +7,7 @@ through `formcast.engine.postprocess`. Names resolve lazily.
 
 from __future__ import annotations
 
-from typing import Any
+from formcast.engine.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "Speculator": "formcast.engine.speculative.chain_speculator",
@@ -18,12 +18,4 @@ _EXPORTS = {
     "default_medusa_heads_path": "formcast.engine.speculative.medusa_heads",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'formcast.engine.speculative' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -12,6 +12,7 @@ reports ``is_grammar_complete``): a generation cut by ``max_tokens`` raises
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,13 @@ class Generator:
     @property
     def grammar(self) -> Grammar | None:
         """The compiled grammar (compiled once per process by the engine), or None."""
-        spec = self._grammar_spec()
+        spec = self.grammar_spec
         return None if spec is None else self.model.grammar(spec)
+
+    @functools.cached_property
+    def grammar_spec(self) -> GrammarSpec | None:
+        """The grammar request, built once (its key serialises the schema: not per call)."""
+        return self._grammar_spec()
 
     def _check_complete(
         self, text: str, token_ids: Sequence[int], finish_reason: str, is_complete: bool | None

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from formcast.engine.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "train_medusa": "formcast.training.medusa",
@@ -21,12 +21,4 @@ _EXPORTS = {
     "heldout_prompts": "formcast.training.medusa_prompts",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'formcast.training' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
