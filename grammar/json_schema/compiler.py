@@ -696,7 +696,10 @@ class SchemaCompiler:
             return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
         if body is None:
             return None
-        guard = repeat(group(JSON_CHAR), min_len, max_len)
+        # an explicit counter, also for {1,1} and {0,0} (which `repeat` would simplify away):
+        # the parser takes a lookahead only as a length guard, one starting with a counter
+        upper = "" if max_len is None else str(max_len)
+        guard = f"{group(JSON_CHAR)}{{{min_len},{upper}}}"
         rx = f'"(?:(?={guard}")(?:{body})")'
         try:
             # the product has about (pattern states) x (counter values) states: refuse early

@@ -160,3 +160,23 @@ def test_refusal_names_the_format_when_the_format_is_guarded():
     with pytest.raises(SchemaError, match="format 'email' with length bounds 0..1024") as info:
         json_schema_to_regex(schema, strict=False)
     assert info.value.keyword == "maxLength"
+
+
+@pytest.mark.parametrize("route", ["regex", "cfg"])
+@pytest.mark.parametrize(
+    ("pattern", "min_len", "max_len"), [("a|b", 1, 1), ("^a?$", 0, 0), ("a|b", 2, 2)]
+)
+def test_pattern_with_bounds_a_counter_would_simplify_away(
+    route, pattern, min_len, max_len, smollm2_vocab
+):
+    """``{1,1}`` and ``{0,0}`` length guards stay counters (the parser takes a lookahead only
+    as a length guard); found by Hypothesis: a pattern with ``minLength = maxLength = 1`` was
+    refused on the structural route as an unsupported lookahead."""
+    schema = {"type": "string", "pattern": pattern, "minLength": min_len, "maxLength": max_len}
+    grammar = compile_json_schema(schema, smollm2_vocab, route=route, strict=False)
+    oracle = validator(schema)
+    for value in ["", "a", "b", "c", "ab", "ba", "xa", "aa", "abc"]:
+        text = json.dumps(value)
+        matcher = grammar.matcher()
+        is_accepted = matcher.accept_bytes(text.encode()) and matcher.is_accepting()
+        assert is_accepted == oracle.is_valid(value), (schema, value)
