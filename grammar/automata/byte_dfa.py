@@ -225,3 +225,29 @@ def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.nd
         byte_to_class=byte_to_class.astype(np.uint8),
         is_accepting=is_accepting[old].copy(),
     )
+
+
+def same_language(first: ByteDFA, second: ByteDFA) -> bool:
+    """True if the two DFAs accept the same byte strings.
+
+    Both are trimmed (every state can reach acceptance), so the languages differ iff a
+    lockstep walk from the start states reaches a pair where one side accepts and the other
+    does not, or one side has a transition the other lacks. Linear in the reachable pairs.
+    """
+    start = (first.start_state, second.start_state)
+    seen = {start}
+    stack = [start]
+    first_rows = first.transitions[:, first.byte_to_class]  # (S1, 256)
+    second_rows = second.transitions[:, second.byte_to_class]  # (S2, 256)
+    while stack:
+        a, b = stack.pop()
+        if first.is_accepting[a] != second.is_accepting[b]:
+            return False
+        row_a, row_b = first_rows[a], second_rows[b]
+        if ((row_a < 0) != (row_b < 0)).any():
+            return False
+        for pair in set(zip(row_a[row_a >= 0].tolist(), row_b[row_b >= 0].tolist(), strict=True)):
+            if pair not in seen:
+                seen.add(pair)
+                stack.append(pair)
+    return True

@@ -34,12 +34,12 @@ from formcast.grammar.automata.byte_dfa import (
 )
 from formcast.grammar.automata.byte_nfa import ByteNFA
 from formcast.grammar.automata.minimizer import minimize
-from formcast.grammar.regex.syntax_tree import Node, to_python_regex
+from formcast.grammar.regex.syntax_tree import Node
 
-# intersect results by (guard text, rest text): the JSON Schema compiler checks a
-# guarded string's size once, then the same string is built again inside the document (or a
-# structural-route terminal, respelled by ``to_python_regex``)
-_MEMO: OrderedDict[tuple[str, str], tuple[ByteDFA | None, bool]] = OrderedDict()
+# intersect results by (guard tree, rest tree): the JSON Schema compiler checks a guarded
+# string's size once, then the same string is built again inside the document (or a
+# structural-route terminal)
+_MEMO: OrderedDict[tuple[Node, Node], tuple[ByteDFA | None, bool]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 _MEMO_SIZE = 64
 
@@ -52,8 +52,8 @@ def intersect_memoized(
     position: int = 0,
 ) -> tuple[ByteDFA | None, bool]:
     """:func:`intersect` of the NFAs ``build_sides()`` makes for ``guard`` and ``rest``,
-    memoised by the two trees' regex text (NFAs are built only on a miss)."""
-    key = (to_python_regex(guard), to_python_regex(rest))
+    memoised by the two trees (NFAs are built only on a miss)."""
+    key = (guard, rest)
     with _MEMO_LOCK:
         found = _MEMO.get(key)
         if found is not None:

@@ -34,6 +34,7 @@ from formcast.grammar.regex.syntax_tree import (
     Concat,
     Lookahead,
     Node,
+    Reference,
     Repeat,
     to_python_regex,
 )
@@ -41,7 +42,7 @@ from formcast.grammar.regex.syntax_tree import (
 # counted repetitions with at least this many copies of a prefix-code item are chained DFA
 # copies (``_Builder.counted_chain``) instead of NFA copies
 CHAIN_MIN_COPIES = 4
-_ITEM_MEMO: dict[str, ByteDFA | None] = {}  # to_python_regex(item) -> minimal item DFA or None
+_ITEM_MEMO: dict[Node, ByteDFA | None] = {}  # item tree -> minimal item DFA or None
 _ITEM_MEMO_SIZE = 256
 
 
@@ -123,6 +124,10 @@ class _Builder:
             return self.guarded(node, Concat(()))
         if isinstance(node, Anchor):
             raise AssertionError("anchors must be stripped before building the NFA")
+        if isinstance(node, Reference):
+            raise GrammarError(
+                f"rule reference #{node.index} has no automaton (a grammar's rule, not a regex)"
+            )
         raise TypeError(f"unknown regex node {node!r}")
 
     def char_set(self, node: CharSet, entry: int | None = None) -> tuple[int, int]:
@@ -352,9 +357,9 @@ def counted_chain_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
 def _item_dfa(item: Node, budget: CompileBudget, position: int) -> ByteDFA | None:
     """The minimal DFA of ``item`` if its language is a prefix code without the empty string
     (one accepting state, no edge out of it, start not accepting), else ``None``; memoised by
-    the item's regex text. Items over 64 DFA states are not worth chaining (``None``)."""
+    the item's tree. Items over 64 DFA states are not worth chaining (``None``)."""
 
-    key = to_python_regex(item)
+    key = item
     if key in _ITEM_MEMO:
         return _ITEM_MEMO[key]
     builder = _Builder(budget)

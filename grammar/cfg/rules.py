@@ -27,6 +27,7 @@ from formcast.grammar import caches
 from formcast.grammar.automata.budget import check_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.index.compile import regex_to_dfa
+from formcast.grammar.regex.syntax_tree import Node, to_python_regex
 
 
 @dataclass
@@ -36,7 +37,8 @@ class CfgGrammar:
     Attributes
     ----------
     terminal_names, terminal_regexes:
-        Parallel lists; terminal ``t`` matches the strings that fullmatch its regex.
+        Parallel lists; terminal ``t`` matches the strings that fullmatch its regex (Python
+        regex text, or a syntax tree from a grammar that builds trees, as JSON Schema does).
     nonterminal_names:
         Nonterminal ``n`` is written ``~n`` in rules.
     rules:
@@ -48,7 +50,7 @@ class CfgGrammar:
     """
 
     terminal_names: list[str]
-    terminal_regexes: list[str]
+    terminal_regexes: list[str | Node]
     nonterminal_names: list[str]
     rules: list[tuple[int, tuple[int, ...]]]
     start: int
@@ -127,11 +129,12 @@ def _strip_empty(dfa: ByteDFA) -> ByteDFA | None:
     )
 
 
-def _terminal_dfa(name: str, regex: str) -> ByteDFA:
+def _terminal_dfa(name: str, regex: str | Node) -> ByteDFA:
     try:
         return regex_to_dfa(regex, dialect="python")
     except GrammarError as exc:
-        raise GrammarError(f"terminal {name} (regex {regex!r}): {exc}") from exc
+        shown = regex if isinstance(regex, str) else to_python_regex(regex)
+        raise GrammarError(f"terminal {name} (regex {shown[:200]!r}): {exc}") from exc
 
 
 def prepare_grammar(grammar: CfgGrammar, *, lenient: bool = False) -> PreparedGrammar:

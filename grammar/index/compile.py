@@ -1,4 +1,5 @@
-"""compile_regex / compile_choice: text -> byte DFA -> token index -> CompiledGrammar (cached).
+"""compile_regex / compile_choice / compile_tree: text or tree -> byte DFA -> token index ->
+CompiledGrammar (cached).
 
 The pipeline is parse (dialect-aware) -> strip end anchors -> Thompson NFA over UTF-8 bytes ->
 subset construction over byte classes -> trim -> Hopcroft minimisation -> token index (eager
@@ -6,8 +7,9 @@ when the DFA has at most ``eager_max_states`` states, lazy per state otherwise).
 is one counted repetition of a prefix code (a JSON string chunk) is built directly as a chain
 of DFA copies. The per-state loops are numba kernels (:mod:`~formcast.grammar.automata.kernels`,
 :mod:`~formcast.grammar.index.kernels`); :func:`warm_kernels` loads them before any budget clock starts. The lower
-stages are public for grammars that build one large regular expression themselves (JSON
-Schema): :func:`regex_to_dfa`, :func:`compile_dfa`, :func:`regex_to_python`.
+stages are public for grammars that build one large expression themselves as a syntax tree
+(JSON Schema): :func:`compile_tree`, :func:`regex_to_dfa` (text or tree), :func:`compile_dfa`,
+:func:`regex_to_python`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from formcast.errors import GrammarError
@@ -45,10 +47,10 @@ DEFAULT_EAGER_MAX_STATES = 8192  # (distinct rows are stored once: JSON-schema D
 EAGER_MAX_S = 1.0
 
 
-# regex_to_dfa results by (pattern, dialect, max_states): DFAs are immutable, and grammars built
-# from many leaf regexes (the structural JSON Schema path) repeat the same leaves (string
-# formats, numbers, key sets) within one schema and across schemas
-_DFA_MEMO: OrderedDict[tuple[str, str, int], ByteDFA] = OrderedDict()
+# regex_to_dfa results by (pattern or tree, dialect, max_states): DFAs are immutable, and
+# grammars built from many leaf trees (the structural JSON Schema path) repeat the same leaves
+# (string formats, numbers, key sets) within one schema and across schemas
+_DFA_MEMO: OrderedDict[tuple[str | Node, str, int], ByteDFA] = OrderedDict()
 _DFA_MEMO_LOCK = threading.Lock()
 _DFA_MEMO_SIZE = 1024
 # table cells of one kept DFA (4 MB; a 256-character JSON string chunk is ~133k cells and
@@ -59,17 +61,6 @@ _DFA_MEMO_TOTAL_CELLS = 16_000_000
 _memo_cells = 0
 _is_warm = False
 _WARM_LOCK = threading.Lock()
-# syntax trees of regex texts about to be compiled (see remember_parsed)
-_PARSED: dict[tuple[str, str], Node] = {}
-_PARSED_SIZE = 4096
-
-
-def remember_parsed(pattern: str, dialect: str, node: Node) -> None:
-    """Record that ``pattern`` parses to ``node`` (a tree the caller just printed with
-    ``to_python_regex``), so the next :func:`regex_to_dfa` of it skips parsing (used once)."""
-    if len(_PARSED) >= _PARSED_SIZE:
-        _PARSED.clear()
-    _PARSED[(pattern, dialect)] = node
 
 
 @contextmanager
@@ -123,13 +114,16 @@ def clear_dfa_memo() -> None:
 
 
 def regex_to_dfa(
-    pattern: str,
+    pattern: str | Node,
     *,
     dialect: str = "python",
     max_states: int = DEFAULT_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> ByteDFA:
     """The minimal byte-level DFA of the strings that fullmatch ``pattern`` (memoised).
+
+    ``pattern`` is regex text in ``dialect`` or a syntax tree (dialect-free; built by a
+    grammar such as JSON Schema, see :mod:`~formcast.grammar.regex.combinators`).
 
     Raises
     ------
@@ -138,15 +132,15 @@ def regex_to_dfa(
     CompileBudgetError
         More than ``max_states`` DFA states or more than ``timeout_s`` seconds.
     """
-    key = (pattern, dialect, max_states)
-    parsed = _PARSED.pop((pattern, dialect), None)
+    is_tree = not isinstance(pattern, str)
+    key = (pattern, "tree" if is_tree else dialect, max_states)
     with _DFA_MEMO_LOCK:
         found = _DFA_MEMO.get(key)
         if found is not None:
             _DFA_MEMO.move_to_end(key)
             return found
     budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
-    node = strip_anchors(parse_regex(pattern, dialect) if parsed is None else parsed)
+    node = strip_anchors(pattern if is_tree else parse_regex(pattern, dialect))  # type: ignore[arg-type]
     with gc_paused():
         try:
             dfa = _node_to_dfa(node, budget)
@@ -159,7 +153,7 @@ def regex_to_dfa(
     return dfa
 
 
-def _remember(key: tuple[str, str, int], dfa: ByteDFA) -> None:
+def _remember(key: tuple[str | Node, str, int], dfa: ByteDFA) -> None:
     global _memo_cells
     with _DFA_MEMO_LOCK:
         old = _DFA_MEMO.pop(key, None)
@@ -247,23 +241,18 @@ def compile_regex(
     """
     if dialect not in ("python", "ecma"):
         raise GrammarError(f"unknown regex dialect {dialect!r}; expected 'python' or 'ecma'")
-    warm_kernels(vocab)  # before any budget clock starts
-
-    def build() -> CompiledGrammar:
-        dfa = regex_to_dfa(pattern, dialect=dialect, max_states=max_states, timeout_s=timeout_s)
-        return compile_dfa(
-            dfa,
-            vocab,
-            kind="regex",
-            source=pattern,
-            eager_max_states=eager_max_states,
-            timeout_s=timeout_s,
-        )
-
-    if not cache:
-        return build()
-    key = cache_key("regex", pattern, {"dialect": dialect}, vocab)
-    return GRAMMAR_CACHE.get_or_compile(key, vocab, build)
+    return _compile_cached(
+        lambda: pattern,
+        vocab,
+        kind="regex",
+        source=pattern,
+        options={"dialect": dialect},
+        dialect=dialect,
+        max_states=max_states,
+        timeout_s=timeout_s,
+        eager_max_states=eager_max_states,
+        cache=cache,
+    )
 
 
 def compile_choice(
@@ -320,16 +309,89 @@ def regex_to_python(pattern: str, *, dialect: str = "ecma", search: bool = False
     return to_python_regex(search_form(node) if search else strip_anchors(node))
 
 
-def _clear_parsed() -> None:
-    _PARSED.clear()
-
-
 caches.register(
     "index.regex_to_dfa",
     f"LRU: {_DFA_MEMO_SIZE} DFAs, {_DFA_MEMO_MAX_CELLS:,} table cells each, "
     f"{_DFA_MEMO_TOTAL_CELLS:,} in all",
     clear_dfa_memo,
 )
-caches.register(
-    "index.remembered_parse_trees", f"{_PARSED_SIZE} trees, used once each", _clear_parsed
-)
+
+
+def compile_tree(
+    make_tree: Callable[[], Node],
+    vocab: Vocabulary,
+    *,
+    kind: str,
+    source: str,
+    options: dict[str, object],
+    max_states: int = DEFAULT_MAX_STATES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
+    cache: bool = True,
+) -> CompiledGrammar:
+    """Compile the syntax tree a grammar builds (JSON Schema), cached by what it was built from.
+
+    Parameters
+    ----------
+    make_tree:
+        Builds the tree (called on a cache miss only); its exceptions propagate.
+    kind, source, options:
+        The grammar's kind and source text (a schema's canonical JSON) and every option the
+        tree depends on: together they are the cache key, so they must determine the tree.
+    max_states, timeout_s, eager_max_states, cache:
+        As :func:`compile_regex`.
+
+    Raises
+    ------
+    GrammarError
+        The tree matches no string, or holds a construct no automaton expresses.
+    CompileBudgetError
+        The budget was exceeded.
+    """
+    return _compile_cached(
+        make_tree,
+        vocab,
+        kind=kind,
+        source=source,
+        options=options,
+        dialect="python",
+        max_states=max_states,
+        timeout_s=timeout_s,
+        eager_max_states=eager_max_states,
+        cache=cache,
+    )
+
+
+def _compile_cached(
+    make_pattern: Callable[[], str | Node],
+    vocab: Vocabulary,
+    *,
+    kind: str,
+    source: str,
+    options: dict[str, object],
+    dialect: str,
+    max_states: int,
+    timeout_s: float,
+    eager_max_states: int,
+    cache: bool,
+) -> CompiledGrammar:
+    """DFA of ``make_pattern()`` indexed over ``vocab``, through the grammar cache keyed by
+    ``(kind, source, options)`` unless ``cache`` is off."""
+    warm_kernels(vocab)  # before any budget clock starts
+
+    def build() -> CompiledGrammar:
+        dfa = regex_to_dfa(
+            make_pattern(), dialect=dialect, max_states=max_states, timeout_s=timeout_s
+        )
+        return compile_dfa(
+            dfa,
+            vocab,
+            kind=kind,
+            source=source,
+            eager_max_states=eager_max_states,
+            timeout_s=timeout_s,
+        )
+
+    if not cache:
+        return build()
+    return GRAMMAR_CACHE.get_or_compile(cache_key(kind, source, options, vocab), vocab, build)

@@ -1,4 +1,5 @@
-"""formcast.grammar.json_schema — stage 5: JSON Schema -> regex or CFG rules; layouts, formats."""
+"""formcast.grammar.json_schema — stage 5: JSON Schema -> regex syntax tree or CFG rules;
+layouts, formats."""
 
 from formcast.grammar.json_schema.compile import (
     compile_json_schema,

@@ -2,15 +2,17 @@
 
 ``patternProperties`` splits the keys of an object into classes by the set of patterns they
 match, and a class is a boolean combination of pattern languages (``L_1 & L_2 - L_3 - names``)
-that regex text cannot write directly. Here each pattern becomes a DFA over *characters* (not
-JSON text): the alphabet is the partition of the code points cut at every interval bound any
-pattern or name uses (:class:`Alphabet`), so every pattern class is a union of alphabet
-classes. Patterns are Thompson NFAs of their ECMA nodes (``schema_pattern``), determinised by
+that a syntax tree cannot write directly. Here each pattern becomes a DFA over *characters*
+(not JSON text): the alphabet is the partition of the code points cut at every interval bound
+any pattern or name uses (:class:`Alphabet`), so every code point set of a pattern is a union
+of alphabet classes. Patterns are Thompson NFAs of their character-level syntax tree nodes
+(:mod:`~formcast.grammar.json_schema.ecma_pattern` branches, ``Σ*``-padded), determinised by
 subset construction. :func:`product` explores tuples of states reachable together and marks
 the tuples an arbitrary predicate accepts (intersection, difference and complement are all
-predicates on the tuple); :func:`minimize` is Moore's partition refinement. ``dfa_regex``
-turns a small result back into regex text. Sizes are bounded
-(``MAX_NFA_STATES``, ``MAX_DFA_STATES``): over them :class:`KeyLanguageTooLarge` is raised.
+predicates on the tuple); :func:`minimize` is Moore's partition refinement.
+:mod:`~formcast.grammar.json_schema.dfa_to_tree` turns a small result back into a syntax tree.
+Sizes are bounded (``MAX_NFA_STATES``, ``MAX_DFA_STATES``): over them
+:class:`KeyLanguageTooLarge` is raised.
 """
 
 from __future__ import annotations
@@ -22,14 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from formcast.grammar.json_schema import charset, ecma_pattern
+from formcast.grammar.regex.syntax_tree import Alternation, CharSet, Concat, Node, Repeat
 
 MAX_NFA_STATES = 20_000  # per pattern (bounded repetitions are copied)
 MAX_DFA_STATES = 5_000  # per determinised pattern and per product
-
-try:  # Python >= 3.11
-    from re import _constants as sre_c  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as sre_c  # type: ignore[no-redef]
 
 
 class KeyLanguageTooLarge(ValueError):
@@ -86,23 +84,39 @@ class CharDFA:
         return bool(self.is_accepting[self.run(alphabet, text)])
 
 
-def pattern_charsets(nodes: list) -> list[charset.Intervals]:
-    """Every single-character set ``nodes`` use (to build an :class:`Alphabet`)."""
+def pattern_charsets(nodes: Iterable[Node]) -> list[charset.Intervals]:
+    """Every code point set that character-level ``nodes`` use (to build an :class:`Alphabet`).
+
+    Parameters
+    ----------
+    nodes : Iterable[Node]
+        Character-level syntax tree nodes (e.g. a padded
+        :class:`~formcast.grammar.json_schema.ecma_pattern.Branch`).
+
+    Returns
+    -------
+    list[charset.Intervals]
+        The ranges of every ``CharSet`` in the nodes, in no particular order.
+
+    Raises
+    ------
+    ecma_pattern.PatternRefused
+        A node is not character-level (an anchor, a lookahead, a reference).
+    """
     out: list[charset.Intervals] = []
-    for node in nodes:
-        op, av = node
-        if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.ANY, sre_c.IN) or op == "ANYCHAR":
-            out.append(ecma_pattern.charset_of(node))
-        elif op is sre_c.SUBPATTERN:
-            out += pattern_charsets(list(av[3].data))
-        elif op is sre_c.BRANCH:
-            for sub in av[1]:
-                out += pattern_charsets(list(sub.data))
-        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, "REPEAT"):
-            sub = av[2]
-            out += pattern_charsets(list(sub.data) if hasattr(sub, "data") else sub)
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, CharSet):
+            out.append(node.ranges)
+        elif isinstance(node, Concat):
+            stack.extend(node.items)
+        elif isinstance(node, Alternation):
+            stack.extend(node.options)
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
         else:
-            raise ecma_pattern.PatternRefused(f"unsupported regex construct {op}")
+            raise ecma_pattern.PatternRefused(f"not a character-level node: {type(node).__name__}")
     return out
 
 
@@ -121,49 +135,64 @@ class _NFA:
         self.edges.append([])
         return len(self.eps) - 1
 
-    def sequence(self, nodes: list, start: int) -> int:
-        """Add ``nodes`` after state ``start``; return the end state."""
+    def sequence(self, nodes: Iterable[Node], start: int) -> int:
+        """Add ``nodes`` one after another from state ``start``; return the end state."""
         for node in nodes:
             start = self.node(node, start)
         return start
 
-    def node(self, node: tuple, start: int) -> int:
-        op, av = node
-        if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.ANY, sre_c.IN) or op == "ANYCHAR":
+    def node(self, node: Node, start: int) -> int:
+        """Add ``node`` from state ``start`` (no edge into ``start`` is added); return its end."""
+        if isinstance(node, CharSet):
             end = self.state()
-            mask = self.alphabet.mask(ecma_pattern.charset_of(node))
+            mask = self.alphabet.mask(node.ranges)
             if mask:
                 self.edges[start].append((mask, end))
             return end
-        if op is sre_c.SUBPATTERN:
-            return self.sequence(list(av[3].data), start)
-        if op is sre_c.BRANCH:
+        if isinstance(node, Concat):
+            return self.sequence(node.items, start)
+        if isinstance(node, Alternation):
             end = self.state()
-            for sub in av[1]:
-                self.eps[self.sequence(list(sub.data), start)].append(end)
+            for option in node.options:
+                self.eps[self.node(option, start)].append(end)
             return end
-        if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, "REPEAT"):
-            lo, hi, sub = av
-            body = list(sub.data) if hasattr(sub, "data") else sub
-            hi = None if hi is None or hi == sre_c.MAXREPEAT else hi
-            for _ in range(lo):
-                start = self.sequence(body, start)
-            if hi is None:  # body*: a loop through a fresh entry state
+        if isinstance(node, Repeat):
+            for _ in range(node.min_count):
+                start = self.node(node.item, start)
+            if node.max_count is None:  # item*: a loop through a fresh entry state
                 entry = self.state()
                 self.eps[start].append(entry)
-                self.eps[self.sequence(body, entry)].append(entry)
+                self.eps[self.node(node.item, entry)].append(entry)
                 return entry
             end = self.state()
-            for _ in range(hi - lo):
+            for _ in range(node.max_count - node.min_count):
                 self.eps[start].append(end)
-                start = self.sequence(body, start)
+                start = self.node(node.item, start)
             self.eps[start].append(end)
             return end
-        raise ecma_pattern.PatternRefused(f"unsupported regex construct {op}")
+        raise ecma_pattern.PatternRefused(f"not a character-level node: {type(node).__name__}")
 
 
 def pattern_dfa(branches: list[ecma_pattern.Branch], alphabet: Alphabet) -> CharDFA:
-    """DFA of the strings an ECMA pattern finds a match in (its padded branches' union)."""
+    """DFA of the strings a pattern finds a match in (the union of its padded branches).
+
+    Parameters
+    ----------
+    branches : list[ecma_pattern.Branch]
+        The pattern's branches (character-level nodes; unanchored ends get ``Σ*``).
+    alphabet : Alphabet
+        An alphabet fine enough for every code point set of the branches.
+
+    Returns
+    -------
+    CharDFA
+        The subset construction of the branches' Thompson NFA (not minimised).
+
+    Raises
+    ------
+    KeyLanguageTooLarge
+        Over ``MAX_NFA_STATES`` NFA or ``MAX_DFA_STATES`` DFA states.
+    """
     nfa = _NFA(alphabet)
     start = nfa.state()
     final = nfa.state()
@@ -220,7 +249,20 @@ def _determinize(nfa: _NFA, start: int, final: int) -> CharDFA:
 
 
 def names_dfa(names: Iterable[str], alphabet: Alphabet) -> CharDFA:
-    """DFA (a trie plus a dead state) accepting exactly the strings ``names``."""
+    """DFA (a trie plus a dead state) accepting exactly the strings ``names``.
+
+    Parameters
+    ----------
+    names : Iterable[str]
+        The strings.
+    alphabet : Alphabet
+        An alphabet in which each character of ``names`` is a class of its own.
+
+    Returns
+    -------
+    CharDFA
+        The trie's DFA.
+    """
     children: list[dict[int, int]] = [{}]
     ends = [False]
     for name in names:
@@ -255,7 +297,25 @@ def _intern(key: Hashable, ids: dict, keys: list, what: str) -> int:
 
 
 def product(dfas: list[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> CharDFA:
-    """DFA of the strings whose tuple of acceptances (one per DFA) satisfies ``accept``."""
+    """DFA of the strings whose tuple of acceptances (one per DFA) satisfies ``accept``.
+
+    Parameters
+    ----------
+    dfas : list[CharDFA]
+        DFAs over the same alphabet.
+    accept : Callable[[tuple[bool, ...]], bool]
+        Whether a tuple of acceptances (one per DFA, in order) is accepting.
+
+    Returns
+    -------
+    CharDFA
+        The product over the state tuples reachable together.
+
+    Raises
+    ------
+    KeyLanguageTooLarge
+        Over ``MAX_DFA_STATES`` reachable tuples.
+    """
     rows_of = [d.table.tolist() for d in dfas]
     finals = [d.is_accepting.tolist() for d in dfas]
     num_classes = dfas[0].table.shape[1]
@@ -277,7 +337,18 @@ def product(dfas: list[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> 
 
 
 def minimize(dfa: CharDFA) -> CharDFA:
-    """The minimal complete DFA (Moore refinement; states unreachable from 0 dropped)."""
+    """The minimal complete DFA (Moore refinement; states unreachable from 0 dropped).
+
+    Parameters
+    ----------
+    dfa : CharDFA
+        A complete DFA.
+
+    Returns
+    -------
+    CharDFA
+        The equivalent minimal DFA, start state 0.
+    """
     reach = np.zeros(len(dfa.table), dtype=bool)
     reach[0] = True
     frontier = np.array([0])
@@ -302,7 +373,7 @@ def minimize(dfa: CharDFA) -> CharDFA:
             break
         num_blocks = count
     # renumber blocks so that the start state's block is 0, in order of first appearance
-    order = {}
+    order: dict[int, int] = {}
     for b in block.tolist():
         order.setdefault(b, len(order))
     start_block = block[0]

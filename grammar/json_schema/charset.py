@@ -13,7 +13,6 @@ The set algebra (``normalize``, ``union``, ``intersect``, ``complement``) is
 
 from __future__ import annotations
 
-from formcast.grammar.json_schema.regex_text import alt, trie_alt
 from formcast.grammar.regex.char_classes import (
     ANY,
     ECMA_LINE_TERMINATORS,
@@ -26,6 +25,8 @@ from formcast.grammar.regex.char_classes import (
     normalize,
     union,
 )
+from formcast.grammar.regex.combinators import alt, chars, literal, one_of, seq, trie_alt
+from formcast.grammar.regex.syntax_tree import Node
 
 # the one code point set type and its algebra live in the regex stage (surrogate-free,
 # sorted, merged ranges); JSON string content uses them as they are
@@ -48,58 +49,27 @@ def encode_char(cp: int) -> str:
     return chr(cp)
 
 
-def _class_char(cp: int) -> str:
-    """A code point written safely inside a regex character class."""
-    c = chr(cp)
-    if c.isascii() and (c.isalnum() or c in " _!#%&',:;<=>@`~\"/"):
-        return c
-    if cp < 0x80:
-        return "\\" + c if c in "\\]^-[.*+?(){}|$" else f"\\x{cp:02x}"
-    if cp <= 0xFFFF:
-        return f"\\u{cp:04x}"
-    return f"\\U{cp:08x}"
-
-
-def class_regex(intervals: Intervals) -> str | None:
-    """A positive character class matching exactly ``intervals`` (raw, no JSON escaping)."""
-    if not intervals:
-        return None
-    if len(intervals) == 1 and intervals[0][0] == intervals[0][1]:
-        c = _class_char(intervals[0][0])
-        return c if c != " " else " "
-    parts = []
-    for lo, hi in intervals:
-        if lo == hi:
-            parts.append(_class_char(lo))
-        elif hi == lo + 1:
-            parts.append(_class_char(lo) + _class_char(hi))
-        else:
-            parts.append(f"{_class_char(lo)}-{_class_char(hi)}")
-    return "[" + "".join(parts) + "]"
-
-
 _RAW = complement(((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)))
 
 
-def encode_charset(intervals: Intervals) -> str | None:
-    """Regex over JSON text for one character of ``intervals``, in formcast's encoding."""
-    raw = class_regex(intersect(intervals, _RAW))
+def encode_charset(intervals: Intervals) -> Node | None:
+    """The JSON texts of one character of ``intervals``, in formcast's encoding (a tree over
+    JSON text; ``None`` for the empty set)."""
+    raw = chars(intersect(intervals, _RAW))
     specials = [cp for lo, hi in intersect(intervals, ((0x00, 0x22),)) for cp in range(lo, hi + 1)]
     specials = [cp for cp in specials if cp < 0x20 or cp == 0x22]
     specials += [0x5C] if intersect(intervals, ((0x5C, 0x5C),)) else []
-    short = sorted(_SHORT_ESCAPES[cp] for cp in specials if cp in _SHORT_ESCAPES)
+    short = "".join(sorted(_SHORT_ESCAPES[cp] for cp in specials if cp in _SHORT_ESCAPES))
     long = [encode_char(cp)[2:] for cp in specials if cp not in _SHORT_ESCAPES]
-    branches: list[str | None] = [raw]
+    options: list[Node | None] = [raw]
     if short:
-        escaped = "".join("\\\\" if s == "\\" else s for s in short)
-        branches.append("\\\\" + (escaped if len(short) == 1 else f"[{escaped}]"))
+        options.append(seq(literal("\\"), one_of(short)))
     if long:
-        tail = trie_alt(long)
-        branches.append("\\\\u" + (tail if "|" not in tail else f"(?:{tail})"))  # type: ignore[operator]
-    return alt(branches)
+        options.append(seq(literal("\\u"), trie_alt(long)))
+    return alt(options)
 
 
-JSON_CHAR = encode_charset(UNIVERSE)
+JSON_CHAR: Node = encode_charset(UNIVERSE)  # type: ignore[assignment]
 
 
 __all__ = [
@@ -111,7 +81,6 @@ __all__ = [
     "MAX_CODE_POINT",
     "UNIVERSE",
     "Intervals",
-    "class_regex",
     "complement",
     "encode_char",
     "encode_charset",

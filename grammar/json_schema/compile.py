@@ -1,7 +1,9 @@
 """JSON Schema, pydantic models and Python types -> one exact regular expression -> grammar.
 
-``json_schema_to_regex(schema)`` returns a Python-dialect regex whose language is exactly the
-set of JSON texts, *written in formcast's output layout*, that validate against the schema.
+The schema compiler builds a regex syntax tree whose language is exactly the set of JSON
+texts, *written in formcast's output layout*, that validate against the schema; the tree goes
+to the automaton builder as it is (:func:`~formcast.grammar.index.compile.compile_tree`).
+``json_schema_to_regex(schema)`` prints it as a Python-dialect regex for other tools.
 
 Output layout (what a constrained generation writes):
 
@@ -30,40 +32,42 @@ Output layout (what a constrained generation writes):
 - ``true`` / ``{}`` schemas and, under ``strict=False``, undeclared properties (any JSON value)
   nest without bound by default (``max_any_depth=None``). Arbitrary nesting is not regular:
   the regex route writes each container inside such a value as a marker byte and runs the DFA
-  as a stack of automata (``any_value_grammar``: exact, masks from precomputed rows); the
-  structural path (``cfg_json_schema``) nests them as a recursive nonterminal. An int
+  as a stack of automata (``AnyValueGrammar``: exact, masks from precomputed rows); the
+  structural path (``structural``) nests them as a recursive nonterminal. An int
   ``max_any_depth=N`` bounds them to ``N`` nested containers instead (deeper values are then
   *rejected*); only that form has one plain regex (``json_schema_to_regex``).
 
 Routes (``compile_json_schema(route="auto")``): a schema whose regex has at most
-``REGEX_ROUTE_CHARS`` characters and whose automaton builds within the budget becomes one byte
-DFA (fastest masks); recursive or larger schemas take the structural context-free path, where
+``REGEX_ROUTE_CHARS`` characters (the tree's ``num_chars``) and whose automaton builds within
+the budget becomes one byte DFA (fastest masks); recursive or larger schemas take the structural context-free path, where
 every ``$ref`` target, every large sub-schema and every string value is a nonterminal of its
 own and automata are built per leaf, never for the whole document.
 
-Keywords: see ``schema_compiler`` / ``schema_objects`` / ``schema_arrays`` / ``formats`` for
+Keywords: see ``compiler`` / ``objects`` / ``arrays`` / ``formats`` for
 what is exact and what is refused. A refusal raises ``SchemaError`` naming the keyword and its
 JSON pointer; ``lenient=True`` turns each refusal into a ``UserWarning`` and drops that keyword
 (the language then is a superset: ``relaxed`` lists what was dropped). A recursive ``$ref``
 raises ``SchemaError`` in ``json_schema_to_regex``; ``compile_json_schema`` routes it to the
 context-free path. ECMA-262 ``pattern``
 semantics are used (ASCII ``\\d``/``\\w``, ``.`` excludes all line terminators, unanchored =
-contains a match), translated to Python-dialect regex text.
+contains a match), parsed by the regex parser's ``ecma`` dialect.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Any
 
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.automata.budget import compile_deadline
-from formcast.grammar.index.compile import compile_regex, gc_paused, warm_kernels
+from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.index.compile import compile_tree, gc_paused, warm_kernels
 from formcast.grammar.json_schema.any_value.grammar import AnyValueGrammar
-from formcast.grammar.json_schema.compiler import SchemaCompiler
+from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_any_marker
 from formcast.grammar.json_schema.layout import make_layout
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
+from formcast.grammar.regex.syntax_tree import Node, Repeat, subtrees, to_python_regex
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
 # "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench
@@ -76,12 +80,26 @@ REGEX_ROUTE_CHARS = 1_000_000
 REGEX_ROUTE_BUILT_FACTOR = 3
 REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural path too
 DEFAULT_TIMEOUT_S = 20.0
-_COUNT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
 
 
-def _largest_count(rx: str) -> int:
-    """The largest bound of a counted repetition ``{m}`` / ``{m,n}`` in regex text."""
-    return max((int(n or m) for m, n in _COUNT.findall(rx)), default=0)
+def largest_count(node: Node) -> int:
+    """The largest bound of a counted repetition in ``node`` (``max_count``, or ``min_count``
+    when unbounded)."""
+    return max(
+        (
+            item.min_count if item.max_count is None else item.max_count
+            for item in subtrees(node)
+            if isinstance(item, Repeat)
+        ),
+        default=0,
+    )
+
+
+def reads_marker(dfa: ByteDFA) -> bool:
+    """True if some string of ``dfa`` holds the unbounded-value marker byte (a schema DFA
+    built from a tree with markers: JSON text never holds a raw C0 control)."""
+    marker_class = int(dfa.byte_to_class[MARKER])
+    return bool((dfa.transitions[:, marker_class] >= 0).any())
 
 
 def json_schema_to_regex(
@@ -121,7 +139,7 @@ def json_schema_to_regex(
         The regex (use with ``re.fullmatch`` or ``compile_regex``). A schema no value satisfies
         raises ``SchemaError``.
     """
-    rx = marked_schema_regex(
+    tree = marked_schema_tree(
         schema,
         whitespace=whitespace,
         max_whitespace=max_whitespace,
@@ -131,22 +149,17 @@ def json_schema_to_regex(
         max_any_depth=max_any_depth,
         max_regex_chars=max_regex_chars,
     )
-    if has_any_marker(rx):
+    if has_any_marker(tree):
         raise SchemaError(
             "the schema has unconstrained values (true/{} or undeclared properties), which nest "
             "without bound: no regular expression describes them; pass max_any_depth=N for a "
             "regex that bounds them, or use compile_json_schema",
             pointer="",
         )
-    return rx
+    return to_python_regex(tree)
 
 
-def has_any_marker(rx: str) -> bool:
-    """True if regex text from :func:`marked_schema_regex` contains an unbounded-value marker."""
-    return "\\x01" in rx
-
-
-def marked_schema_regex(
+def marked_schema_tree(
     schema: Any,
     *,
     whitespace: str | int | None = "compact",
@@ -157,11 +170,12 @@ def marked_schema_regex(
     max_any_depth: int | None = None,
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
     max_built_chars: int | None = None,
-) -> str:
-    """:func:`json_schema_to_regex`, except that with ``max_any_depth=None`` containers in
-    unconstrained values are the marker of ``schema_compiler.any_marker`` (for
-    ``any_value_grammar``), not JSON text. ``max_built_chars`` bounds the text of all
-    sub-results together (``CompileBudgetError`` past it; the auto route's early exit)."""
+) -> Node:
+    """The syntax tree of :func:`json_schema_to_regex`, except that with
+    ``max_any_depth=None`` containers in unconstrained values are the marker of
+    :func:`~formcast.grammar.json_schema.compiler.any_marker` (for ``AnyValueGrammar``), not
+    JSON text. ``max_built_chars`` bounds the regex size of all sub-results together
+    (``CompileBudgetError`` past it; the auto route's early exit)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
@@ -172,17 +186,17 @@ def marked_schema_regex(
         max_built_chars=max_built_chars,
     )
     try:
-        rx = compiler.compile(compiler.root, "")
+        tree = compiler.compile(compiler.root, "")
     except RecursionError as exc:
         raise CompileBudgetError("schema nesting too deep for the regex path") from exc
-    if rx is None:
+    if tree is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
-    if len(rx) > max_regex_chars:
+    if tree.num_chars > max_regex_chars:
         raise CompileBudgetError(
-            f"regex for this schema has {len(rx)} characters (budget {max_regex_chars}); "
+            f"regex for this schema has {tree.num_chars} characters (budget {max_regex_chars}); "
             "use the structural/CFG path for very large schemas"
         )
-    return rx
+    return tree
 
 
 def compile_json_schema(
@@ -239,7 +253,7 @@ def compile_json_schema(
         recursive, its regex has at most ``regex_route_chars`` characters and no counted
         repetition over ``REGEX_ROUTE_MAX_COUNT`` (e.g. ``maxLength``), and its automaton
         builds within half of ``timeout_s``; otherwise the structural context-free path
-        (``cfg_json_schema``: one nonterminal per ``$ref`` target and per large sub-schema,
+        (``structural``: one nonterminal per ``$ref`` target and per large sub-schema,
         automata per leaf). ``"regex"`` / ``"cfg"`` force one path.
     max_any_depth:
         ``None`` (default): unconstrained values (``true``/``{}`` schemas, undeclared
@@ -278,7 +292,7 @@ def compile_json_schema(
     """
 
     warm_kernels(vocab)  # numba's one-off load/JIT is not compile time (before the clock)
-    # gc_paused: automata and regex text make no reference cycles (see there)
+    # gc_paused: automata and syntax trees make no reference cycles (see there)
     with gc_paused(), compile_deadline(timeout_s):
         return _compile_json_schema(
             schema,
@@ -338,8 +352,9 @@ def _compile_json_schema(
     if route == "cfg" or max_depth is not None:
         return structural()
     is_auto = route == "auto"
-    try:
-        rx = marked_schema_regex(
+
+    def make_tree() -> Node:
+        tree = marked_schema_tree(
             root,
             strict=strict,
             lenient=lenient,
@@ -348,32 +363,44 @@ def _compile_json_schema(
             max_built_chars=REGEX_ROUTE_BUILT_FACTOR * regex_route_chars if is_auto else None,
             **layout_options,
         )
+        count = largest_count(tree)
+        if is_auto and count > REGEX_ROUTE_MAX_COUNT:
+            # e.g. maxLength 4096: ~14 DFA states per counted character
+            raise CompileBudgetError(
+                f"counted repetition {{{count}}} over {REGEX_ROUTE_MAX_COUNT} (auto route)"
+            )
+        return tree
+
+    options = {
+        "layout": make_layout(**layout_options).key(),
+        "strict": strict,
+        "schema_lenient": lenient,
+        "max_any_depth": max_any_depth,
+        "route": route,
+        "regex_route_chars": regex_route_chars if is_auto else None,
+    }
+    try:
+        grammar = compile_tree(
+            make_tree,
+            vocab,
+            kind="json_schema",
+            source=json.dumps(root, sort_keys=True, ensure_ascii=False),
+            options=options,
+            timeout_s=timeout_s / 2 if is_auto else timeout_s,
+            cache=cache,
+        )
     except CompileBudgetError:
         if route == "regex":
             raise
         return structural()
     except SchemaError as exc:
         # a recursive $ref is not regular: the context-free path unrolls it without bound
-
         if route == "regex" or not is_recursion_error(exc):
             raise
         return structural()
-
-    def regex_route(budget_s: float) -> Any:
-        grammar = compile_regex(rx, vocab, dialect="python", timeout_s=budget_s, cache=cache)
-        if not has_any_marker(rx):
-            return grammar
-
-        return AnyValueGrammar(grammar, make_layout(**layout_options))
-
-    if route == "regex":
-        return regex_route(timeout_s)
-    if _largest_count(rx) > REGEX_ROUTE_MAX_COUNT:
-        return structural()  # e.g. maxLength 4096: ~14 DFA states per counted character
-    try:
-        return regex_route(timeout_s / 2)
-    except CompileBudgetError:
-        return structural()
+    if not reads_marker(grammar.dfa):
+        return grammar
+    return AnyValueGrammar(grammar, make_layout(**layout_options))
 
 
 def compile_type(tp: Any, vocab: Any, **kwargs: Any) -> Any:

@@ -1,7 +1,10 @@
-"""The JSON Schema -> regex compiler: keyword dispatch, types, enum/const, combinators, refs.
+"""The JSON Schema -> regex syntax tree compiler: keyword dispatch, types, enum/const,
+combinators, refs.
 
-``SchemaCompiler(root, ...).compile(schema, pointer)`` returns Python-dialect regex text for
-the JSON texts (formcast layout) valid against ``schema``, or ``None`` for the empty language.
+``SchemaCompiler(root, ...).compile(schema, pointer)`` returns a regex syntax tree
+(:mod:`~formcast.grammar.regex.syntax_tree`) of the JSON texts (formcast layout) valid against
+``schema``, or ``None`` for the empty language; it is built with the tree combinators and
+never printed and parsed again.
 Every keyword is enforced exactly or refused through ``refuse`` (``SchemaError``, or a warning
 with ``lenient=True``, which drops the keyword and so accepts a superset).
 """
@@ -21,34 +24,56 @@ from formcast.grammar import caches
 from formcast.grammar.index.compile import regex_to_dfa
 from formcast.grammar.json_schema import ecma_pattern, number_ranges
 from formcast.grammar.json_schema.any_value.frames import FrameMachine
-from formcast.grammar.json_schema.arrays import array_regex
+from formcast.grammar.json_schema.arrays import array_tree
 from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.formats import format_regex
 from formcast.grammar.json_schema.layout import Layout
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
-from formcast.grammar.json_schema.objects import object_regex
+from formcast.grammar.json_schema.objects import object_tree
 from formcast.grammar.json_schema.pattern_intersection import intersect_branches
 from formcast.grammar.json_schema.refs import detect_draft, escape_pointer_token, resolve_ref
-from formcast.grammar.json_schema.regex_text import alt, group, literal, repeat
 from formcast.grammar.json_schema.values import JSON_TYPES, equality_key, ordered, type_of
+from formcast.grammar.regex.combinators import alt, group, joined, literal, opt, repeat, seq, star
+from formcast.grammar.regex.syntax_tree import (
+    CharSet,
+    Lookahead,
+    Node,
+    Repeat,
+    subtrees,
+    to_python_regex,
+)
 
 # states of a string automaton = pattern x character counter (``_guarded_string``)
 GUARD_MAX_STATES = 20_000
 # max_any_depth=None: containers this many levels inside an unconstrained value are written
-# as the marker ``any_marker`` (expanded without bound by ``any_value_grammar``)
+# as the marker ``any_marker`` (expanded without bound by ``AnyValueGrammar``)
 ANY_WINDOW = 0
 
 
-def any_marker(layout: Layout, depth: int) -> str:
-    """Regex text of the marker for "one container value at ``depth``, nested without bound".
+MARKER = 0x01  # the unbounded-value marker's code point (see any_marker)
+QUOTE = literal('"')
+_NULL, _TRUE, _FALSE = literal("null"), literal("true"), literal("false")
+
+
+def any_marker(layout: Layout, depth: int) -> Node:
+    """The marker for "one container value at ``depth``, nested without bound".
 
     Raw byte 0x01 (formcast never writes C0 controls: strings escape them); under the
     depth-dependent ``indent`` layout preceded by ``depth`` bytes 0x02 (the depth of the
     container, which fixes its indentation).
     """
-    if layout.is_depth_dependent and depth:
-        return f"\\x02{{{depth}}}\\x01"
-    return "\\x01"
+    depth_prefix = layout.is_depth_dependent and depth
+    return seq(
+        repeat(literal("\x02"), depth, depth) if depth_prefix else literal(""), literal("\x01")
+    )
+
+
+def has_any_marker(node: Node) -> bool:
+    """True if ``node`` (from the schema compiler) holds an unbounded-value marker."""
+    return any(
+        isinstance(item, CharSet) and any(lo <= MARKER <= hi for lo, hi in item.ranges)
+        for item in subtrees(node)
+    )
 
 
 # Keywords with validation meaning that formcast does not implement: always refused.
@@ -62,7 +87,7 @@ _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
 
 
 class SchemaCompiler:
-    """Compiles subschemas of one root document to regex text (see module docstring)."""
+    """Compiles subschemas of one root document to syntax trees (see module docstring)."""
 
     def __init__(
         self,
@@ -83,16 +108,17 @@ class SchemaCompiler:
         self.lenient = lenient
         self.max_any_depth = max_any_depth
         self.max_regex_chars = max_regex_chars
-        # regex text of all sub-results together (a sub-schema referenced from many places is
-        # compiled at each): a bound stops schemas whose text only grows past max_regex_chars
-        # after seconds of building
+        # regex size (``num_chars``: the length of the tree's Python regex text) of all
+        # sub-results together (a sub-schema referenced from many places is compiled at
+        # each): a bound stops schemas whose tree only grows past max_regex_chars after
+        # seconds of building
         self.max_built_chars = max_built_chars
         self.num_built_chars = 0
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
-        self._pattern_cache: dict[str, str] = {}
-        self.string_rx = '"' + group(JSON_CHAR) + '*"'  # type: ignore[arg-type]
-        self._any_cache: dict[tuple[int, int, bool], str] = {}
+        self._pattern_cache: dict[str, Node | None] = {}
+        self.any_string: Node = seq(QUOTE, star(JSON_CHAR), QUOTE)
+        self._any_cache: dict[tuple[int, int, bool], Node] = {}
 
     @contextmanager
     def child(self) -> Iterator[None]:
@@ -121,43 +147,49 @@ class SchemaCompiler:
 
     # ---- helpers used by the object/array modules ---------------------------------------------
 
-    def fullmatch(self, rx: str, text: str) -> bool:
-        if "\\x01" in rx:  # unbounded-value markers: run as the frame machine does
-            return marked_fullmatch(rx, text, self.layout)
-        return re.fullmatch(rx, text) is not None
+    def fullmatch(self, node: Node | None, text: str) -> bool:
+        """True if ``text`` is in the language of ``node`` (``None``: the empty language)."""
+        if node is None:
+            return False
+        if has_any_marker(node):  # unbounded-value markers: run as the frame machine does
+            return marked_fullmatch(node, text, self.layout)
+        return _python_regex(node).fullmatch(text) is not None
 
     def pattern_matches(self, pattern: str, name: str) -> bool:
         """ECMA ``pattern`` finds a match in string ``name`` (via its JSON-text regex)."""
         if pattern not in self._pattern_cache:
             try:
                 branches = ecma_pattern.parse_ecma(pattern)
-                rx = alt(ecma_pattern.encode(ecma_pattern.padded(b)) for b in branches)
+                found = ecma_pattern.pattern_tree(branches)
             except ecma_pattern.PatternRefused as exc:
                 raise SchemaError(
                     f"pattern {pattern!r}: {exc}", keyword="patternProperties"
                 ) from exc
-            self._pattern_cache[pattern] = rx or "(?!)"
+            self._pattern_cache[pattern] = found
         return self.fullmatch(
             self._pattern_cache[pattern], json.dumps(name, ensure_ascii=False)[1:-1]
         )
 
-    def literal_regex(self, value: Any, schema: Any = None) -> str:
-        """Regex for exactly the formcast text of ``value`` (layout included, current depth)."""
+    def literal_tree(self, value: Any, schema: Any = None) -> Node:
+        """Exactly the formcast text of ``value`` (layout included, current depth)."""
         v = ordered(value, schema if schema is not None else {}, self.root)
         return self._literal(v, self.depth)
 
-    def _literal(self, v: Any, depth: int) -> str:
-        lay = self.layout
+    def _literal(self, v: Any, depth: int) -> Node:
+        layout = self.layout
         if isinstance(v, dict):
-            inner = lay.item_sep(depth).join(
-                f"{literal(json.dumps(k, ensure_ascii=False))}{lay.key_sep()}"
-                f"{self._literal(x, depth + 1)}"
+            members = [
+                seq(
+                    literal(json.dumps(k, ensure_ascii=False)),
+                    layout.key_sep(),
+                    self._literal(x, depth + 1),
+                )
                 for k, x in v.items()
-            )
-            return lay.container("{}", inner, False, depth)
+            ]
+            return layout.container("{}", joined(members, layout.item_sep(depth)), False, depth)
         if isinstance(v, list):
-            inner = lay.item_sep(depth).join(self._literal(x, depth + 1) for x in v)
-            return lay.container("[]", inner, False, depth)
+            items = [self._literal(x, depth + 1) for x in v]
+            return layout.container("[]", joined(items, layout.item_sep(depth)), False, depth)
         return literal(json.dumps(v, ensure_ascii=False))
 
     def finite_values(self, schema: Any, pointer: str) -> list | None:
@@ -176,11 +208,11 @@ class SchemaCompiler:
             return [None]
         return None
 
-    def any_value(self, depth: int | None = None) -> str:
+    def any_value(self, depth: int | None = None) -> Node:
         """Any JSON value nested at most ``depth`` (default ``max_any_depth``) containers deep.
 
         With ``max_any_depth=None`` nesting is unbounded: containers ``ANY_WINDOW`` levels
-        down are the marker :func:`any_marker` (not JSON text: ``any_value_grammar`` runs it;
+        down are the marker :func:`any_marker` (not JSON text: ``AnyValueGrammar`` runs it;
         :meth:`fullmatch` too).
         """
         at = self.depth if self.layout.is_depth_dependent else 0
@@ -189,26 +221,31 @@ class SchemaCompiler:
             return self._any(limit, at, False)
         return self._any(ANY_WINDOW, at, True)
 
-    def _any(self, limit: int, at: int, is_marked: bool) -> str:
+    def _any(self, limit: int, at: int, is_marked: bool) -> Node:
         key = (limit, at, is_marked)
         if key in self._any_cache:
             return self._any_cache[key]
-        lay = self.layout
-        scalar = f"null|true|false|{number_ranges.NUMBER}|{self.string_rx}"
+        layout = self.layout
+        scalars = [_NULL, _TRUE, _FALSE, number_ranges.NUMBER, self.any_string]
         if limit == 0 and is_marked:
-            rx = f"{scalar}|{any_marker(lay, at)}"
+            found = alt([*scalars, any_marker(layout, at)])
         elif limit == 0:
-            rx = f"{scalar}|{lay.container('[]', '', True, at)}|{lay.container('{}', '', True, at)}"
+            empty_array = layout.container("[]", None, True, at)
+            found = alt([*scalars, empty_array, layout.container("{}", None, True, at)])
         else:
-            inner = group(self._any(limit - 1, at + 1 if lay.is_depth_dependent else 0, is_marked))
-            sep = lay.item_sep(at)
-            member = f"{self.string_rx}{lay.key_sep()}{inner}"
-            rx = (
-                f"{scalar}|{lay.container('[]', f'{inner}(?:{sep}{inner})*', True, at)}"
-                f"|{lay.container('{}', f'{member}(?:{sep}{member})*', True, at)}"
+            inner = self._any(limit - 1, at + 1 if layout.is_depth_dependent else 0, is_marked)
+            sep = layout.item_sep(at)
+            member = seq(self.any_string, layout.key_sep(), inner)
+            found = alt(
+                [
+                    *scalars,
+                    layout.container("[]", seq(inner, star(seq(sep, inner))), True, at),
+                    layout.container("{}", seq(member, star(seq(sep, member))), True, at),
+                ]
             )
-        self._any_cache[key] = rx
-        return rx
+        assert found is not None
+        self._any_cache[key] = found
+        return found
 
     # ---- main entry ----------------------------------------------------------------------------
 
@@ -227,42 +264,43 @@ class SchemaCompiler:
                 schema = {"allOf": [target, rest]} if has_assertions(rest) else target
         return schema
 
-    def compile(self, schema: Any, pointer: str = "") -> str | None:
-        """Regex text for ``schema`` at ``pointer``, or ``None`` (empty language).
+    def compile(self, schema: Any, pointer: str = "") -> Node | None:
+        """The tree of ``schema`` at ``pointer``, or ``None`` (empty language).
 
-        Raises ``CompileBudgetError`` as soon as a sub-result exceeds ``max_regex_chars``, or
-        all sub-results together exceed ``max_built_chars``.
+        Raises ``CompileBudgetError`` as soon as a sub-result's regex size (``num_chars``)
+        exceeds ``max_regex_chars``, or all sub-results together exceed ``max_built_chars``.
         """
-        rx = self._compile(schema, pointer)
-        if rx is None:
-            return rx
-        if len(rx) > self.max_regex_chars:
+        found = self._compile(schema, pointer)
+        if found is None:
+            return found
+        size = found.num_chars
+        if size > self.max_regex_chars:
             raise CompileBudgetError(
-                f"regex for the subschema at '{pointer or '#'}' has {len(rx)} characters "
+                f"regex for the subschema at '{pointer or '#'}' has {size} characters "
                 f"(budget {self.max_regex_chars}); very large schemas need the structural path"
             )
-        self.num_built_chars += len(rx)
+        self.num_built_chars += size
         if self.max_built_chars is not None and self.num_built_chars > self.max_built_chars:
             raise CompileBudgetError(
                 f"building the regex passed {self.max_built_chars} characters of sub-results "
                 f"(at '{pointer or '#'}'); very large schemas need the structural path"
             )
-        return rx
+        return found
 
-    def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
-        """Like :meth:`compile`, for regex text that will be matched against sample texts.
+    def compile_exact(self, schema: Any, pointer: str = "") -> Node | None:
+        """Like :meth:`compile`, for a tree that will be matched against sample texts.
 
-        (The structural compiler in ``cfg_json_schema`` cuts sub-results into nonterminal
-        placeholders; here it must not.)
+        (The structural compiler in ``structural`` cuts sub-results into rule references;
+        here it must not.)
         """
         return self.compile(schema, pointer)
 
-    def lexeme(self, rx: str) -> str:
+    def lexeme(self, node: Node) -> Node:
         """Hook for a self-contained piece of text (a string value, a key set): the regex
-        path inlines it; the structural path (``cfg_json_schema``) shares it as one lexeme."""
-        return rx
+        path inlines it; the structural path (``structural``) shares it as one lexeme."""
+        return node
 
-    def _compile(self, schema: Any, pointer: str) -> str | None:
+    def _compile(self, schema: Any, pointer: str) -> Node | None:
         if schema is True:
             return self.any_value()
         if schema is False:
@@ -364,7 +402,7 @@ class SchemaCompiler:
             return flat[0]
         return merge(flat, pointer, self.pattern_matches)
 
-    def _union(self, schema: dict, key: str, pointer: str) -> str | None:
+    def _union(self, schema: dict, key: str, pointer: str) -> Node | None:
         base = {k: v for k, v in schema.items() if k != key}
         branches = schema[key]
         if not isinstance(branches, list) or not branches:
@@ -465,7 +503,7 @@ class SchemaCompiler:
 
     # ---- one merged schema without combinators --------------------------------------------------
 
-    def _compile_plain(self, s: dict, ptr: str) -> str | None:
+    def _compile_plain(self, s: dict, ptr: str) -> Node | None:
         if "not" in s:
             s = self._apply_not(s, ptr)
             if s is False:
@@ -512,7 +550,7 @@ class SchemaCompiler:
         self.refuse("'not' is only supported for types and finite value sets", ptr, "not")
         return rest
 
-    def _enum(self, s: dict, ptr: str, types: set[str]) -> str | None:
+    def _enum(self, s: dict, ptr: str, types: set[str]) -> Node | None:
         if "const" in s and is_impossible(s["const"]):
             return None
         values = list(s["enum"]) if "enum" in s else []
@@ -533,21 +571,21 @@ class SchemaCompiler:
             if key in seen or not (type_of(v) & types):
                 continue
             seen.add(key)
-            text_rx = self.literal_regex(v, siblings)
+            text_tree = self.literal_tree(v, siblings)
             if check is not None:
                 sample = self.layout.dumps(ordered(v, siblings, self.root), self.depth)
                 if not self.fullmatch(check, sample):
                     continue
             elif check is None and has_assertions(siblings):
                 continue
-            out.append(text_rx)
+            out.append(text_tree)
         return alt(out)
 
-    def _typed(self, t: str, s: dict, ptr: str) -> str | None:
+    def _typed(self, t: str, s: dict, ptr: str) -> Node | None:
         if t == "null":
-            return "null"
+            return _NULL
         if t == "boolean":
-            return "true|false"
+            return alt([_TRUE, _FALSE])
         if t == "integer":
             return self._integer(s, ptr)
         if t == "number":
@@ -555,9 +593,9 @@ class SchemaCompiler:
         if t == "string":
             return self._string(s, ptr)
         if t == "array":
-            return array_regex(self, s, ptr)
+            return array_tree(self, s, ptr)
         if t == "object":
-            return object_regex(self, s, ptr)
+            return object_tree(self, s, ptr)
         raise SchemaError(f"unknown type {t!r}", pointer=ptr, keyword="type")
 
     def _bounds(self, s: dict) -> tuple:
@@ -568,7 +606,7 @@ class SchemaCompiler:
             s.get("exclusiveMaximum"),
         )
 
-    def _integer(self, s: dict, ptr: str) -> str | None:
+    def _integer(self, s: dict, ptr: str) -> Node | None:
         lo, hi = number_ranges.int_bounds(self._bounds(s))
         m = s.get("multipleOf")
         if m is None:
@@ -582,7 +620,7 @@ class SchemaCompiler:
             self.refuse(str(exc), ptr, "multipleOf")
             return number_ranges.int_range(lo, hi)
 
-    def _number(self, s: dict, ptr: str) -> str | None:
+    def _number(self, s: dict, ptr: str) -> Node | None:
         bounds = self._bounds(s)
         m = s.get("multipleOf")
         if all(b is None for b in bounds) and m is None:
@@ -611,7 +649,8 @@ class SchemaCompiler:
                     self.refuse(str(exc), ptr, "multipleOf")
                     ints = None
                 if ints is not None or not self.lenient:
-                    return None if ints is None else f"(?:{ints})(?:\\.0+)?"
+                    zeros = seq(literal("."), repeat(literal("0"), 1, None))
+                    return None if ints is None else seq(ints, opt(zeros))
             elif mf.numerator == 1 and 10 ** (len(str(mf.denominator)) - 1) == mf.denominator:
                 max_frac = len(str(mf.denominator)) - 1
             else:
@@ -623,7 +662,7 @@ class SchemaCompiler:
         except ValueError as exc:
             raise SchemaError(str(exc), pointer=ptr, keyword="minimum") from exc
 
-    def _string(self, s: dict, ptr: str) -> str | None:
+    def _string(self, s: dict, ptr: str) -> Node | None:
         min_len = int(s.get("minLength", 0))
         max_len = None if s.get("maxLength") is None else int(s["maxLength"])
         if max_len is not None and max_len < min_len:
@@ -644,7 +683,7 @@ class SchemaCompiler:
                 self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
                 branches = None
         if fmt_rx is not None:
-            fmt_branches = ecma_pattern.parse_python(fmt_rx)
+            fmt_branches = ecma_pattern.format_branches(fmt_rx)
             if branches is not None:  # pattern & format: one anchored pattern (exact, bounded)
                 try:
                     fmt_branches = intersect_branches(branches, fmt_branches)
@@ -652,7 +691,7 @@ class SchemaCompiler:
                     self.refuse(f"pattern {patterns!r} with format {fmt!r}: {exc}", ptr, "pattern")
             branches = fmt_branches
         if branches is None:
-            return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
+            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
         out = []
         for b in branches:
             nodes = ecma_pattern.padded(b)
@@ -667,9 +706,8 @@ class SchemaCompiler:
                 out.append(ecma_pattern.encode(nodes))
             except ecma_pattern.PatternRefused as exc:
                 self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
-                return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
-        body = alt(out)
-        return None if body is None else f'"{group(body) if "|" in body else body}"'
+                return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
+        return seq(QUOTE, alt(out), QUOTE)
 
     def _guarded_string(
         self,
@@ -678,7 +716,7 @@ class SchemaCompiler:
         max_len: int | None,
         ptr: str,
         source: str,
-    ) -> str | None:
+    ) -> Node | None:
         """A string whose pattern and length bounds do not fold into one repetition: the
         pattern's JSON text under a length guard ``(?=(?:JSON_CHAR){m,n}")``.
 
@@ -690,27 +728,26 @@ class SchemaCompiler:
         """
         kw = "maxLength" if max_len is not None else "minLength"
         try:
-            body = alt(ecma_pattern.encode(ecma_pattern.padded(b)) for b in branches)
+            body = ecma_pattern.pattern_tree(branches)
         except ecma_pattern.PatternRefused as exc:
             self.refuse(f"{source}: {exc}", ptr, "pattern")
-            return '"' + (repeat(group(JSON_CHAR), min_len, max_len) or "") + '"'  # type: ignore[arg-type]
+            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
         if body is None:
             return None
         # an explicit counter, also for {1,1} and {0,0} (which `repeat` would simplify away):
-        # the parser takes a lookahead only as a length guard, one starting with a counter
-        upper = "" if max_len is None else str(max_len)
-        guard = f"{group(JSON_CHAR)}{{{min_len},{upper}}}"
-        rx = f'"(?:(?={guard}")(?:{body})")'
+        # a length guard is a lookahead starting with a counter (regex.syntax_tree.Lookahead)
+        guard = Lookahead(seq(Repeat(JSON_CHAR, min_len, max_len, -1), QUOTE), -1)
+        guarded = seq(QUOTE, group(guard, body, QUOTE))
         try:
             # the product has about (pattern states) x (counter values) states: refuse early
             # when that alone is over the budget (the guard's own NFA grows with the bound)
-            num_body = regex_to_dfa(f'"(?:{body})"', dialect="python").num_states
+            num_body = regex_to_dfa(seq(QUOTE, body, QUOTE)).num_states
             bound = max_len if max_len is not None else min_len
             if num_body * (bound + 1) > GUARD_MAX_STATES:
                 raise CompileBudgetError(
                     f"~{num_body} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
                 )
-            regex_to_dfa(rx, dialect="python", max_states=GUARD_MAX_STATES, timeout_s=5.0)
+            regex_to_dfa(guarded, max_states=GUARD_MAX_STATES, timeout_s=5.0)
         except CompileBudgetError as exc:
             self.refuse(
                 f"{source} with length bounds {min_len}..{max_len}: the product "
@@ -719,8 +756,8 @@ class SchemaCompiler:
                 ptr,
                 kw,
             )
-            return f'"(?:{body})"'
-        return rx
+            return seq(QUOTE, body, QUOTE)
+        return guarded
 
 
 def has_assertions(s: dict) -> bool:
@@ -751,28 +788,38 @@ def _possible_types(s: dict) -> set[str]:
     return types
 
 
-def container_regex(layout: Layout, depth: int) -> str:
-    """Regex of ``A_depth``: one container at ``depth``, its own nested containers marked.
+@functools.lru_cache(maxsize=256)
+def _python_regex(node: Node) -> re.Pattern[str]:
+    """``node`` printed and compiled by ``re`` (the oracle for sample texts: enum values
+    against their sibling keywords, declared names against ``propertyNames``)."""
+    return re.compile(to_python_regex(node))
+
+
+def container_tree(layout: Layout, depth: int) -> Node:
+    """``A_depth``: one container at ``depth``, its own nested containers marked.
 
     (It also matches scalars: never used, as a frame starts on ``{`` or ``[``.)
     """
     return SchemaCompiler(True, layout=layout)._any(ANY_WINDOW + 1, depth, True)
 
 
-def marked_fullmatch(rx: str, text: str, layout: Layout) -> bool:
-    """``re.fullmatch`` for regex text with unbounded-value markers (see :func:`any_marker`)."""
-    return _fullmatch_machine(rx, layout).fullmatch(text.encode("utf-8"))
+def marked_fullmatch(node: Node, text: str, layout: Layout) -> bool:
+    """Fullmatch for a tree with unbounded-value markers (see :func:`any_marker`)."""
+    return _fullmatch_machine(node, layout).fullmatch(text.encode("utf-8"))
 
 
 @functools.lru_cache(maxsize=32)
-def _fullmatch_machine(rx: str, layout: Layout) -> FrameMachine:
+def _fullmatch_machine(node: Node, layout: Layout) -> FrameMachine:
     return FrameMachine(
-        regex_to_dfa(rx),
-        lambda depth: regex_to_dfa(container_regex(layout, depth)),
+        regex_to_dfa(node),
+        lambda depth: regex_to_dfa(container_tree(layout, depth)),
         layout.is_depth_dependent,
     )
 
 
 caches.register(
     "json_schema.marked_fullmatch_machines", "LRU: 32 machines", _fullmatch_machine.cache_clear
+)
+caches.register(
+    "json_schema.sample_regexes", "LRU: 256 compiled re patterns", _python_regex.cache_clear
 )

@@ -1,117 +1,247 @@
-"""ECMA-262 ``pattern`` (and formcast's own format regexes) -> JSON-string content regex.
+"""ECMA-262 ``pattern`` (and formcast's own format regexes) -> branches of character-level trees.
 
 A JSON Schema ``pattern`` is ECMA-262 and *unanchored*: a string is valid if some substring
-matches. It is parsed with Python's regex parser (the syntax of the constructs we accept is the
-same) and every node is then given its ECMA meaning: ``\\d`` = ``[0-9]``, ``\\w`` =
-``[A-Za-z0-9_]``, ``\\s`` = the ECMA WhiteSpace and LineTerminator set, ``.`` = any character but
-``\\n \\r \\u2028 \\u2029``, ``$`` = end of input only. Lookarounds, backreferences, word
-boundaries, inline flags, ``\\A``/``\\Z`` and possessive/atomic constructs are refused.
-The result is a list of ``Branch`` (a sequence of nodes plus whether each end is anchored);
-unanchored ends get ``Σ*`` padding. The encoder then writes Python-dialect regex text over the
-JSON text of the string (see ``schema_charset``).
+matches. It is parsed by :func:`~formcast.grammar.regex.parser.parse_regex` in the ``"ecma"``
+dialect, which already gives every construct its ECMA meaning (``\\d`` = ``[0-9]``, ``\\w`` =
+``[A-Za-z0-9_]``, ``\\s`` = the WhiteSpace and LineTerminator set, ``.`` = any character but
+``\\n \\r \\u2028 \\u2029``, ``$`` = end of input only) and refuses what an automaton cannot
+express (backreferences, lookbehind, word boundaries, ...) with :class:`PatternRefused`. Anchors
+are accepted only where they sit at an end of the whole pattern (at the ends of top-level
+alternatives, also inside a first or last group of alternatives: ``(^a|b)c`` is ``^ac|bc``);
+lookaheads are refused.
+
+The result is a list of :class:`Branch` (character-level syntax tree nodes plus whether each end
+is anchored); unanchored ends get ``Σ*`` padding (:func:`padded`). :func:`encode` turns
+character-level nodes into a tree over the JSON text of the string (every code point set
+through :func:`~formcast.grammar.json_schema.charset.encode_charset`, structure kept), and
+:func:`pattern_tree` gives the JSON string content of the strings a pattern finds a match in.
+:func:`with_length` folds ``minLength`` / ``maxLength`` into a branch when that is exact.
 """
 
 from __future__ import annotations
 
-import re
-import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from formcast.grammar.json_schema import charset
-from formcast.grammar.json_schema.regex_text import alt, group, repeat
+from formcast.errors import GrammarError
+from formcast.grammar.json_schema.charset import UNIVERSE, encode_charset
+from formcast.grammar.regex.combinators import alt, repeat, seq
+from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import (
+    Alternation,
+    Anchor,
+    CharSet,
+    Concat,
+    Lookahead,
+    Node,
+    Reference,
+    Repeat,
+    children,
+)
 
-try:  # Python >= 3.11
-    from re import _constants as sre_c  # type: ignore[attr-defined]
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as sre_c  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+# ``Σ*``: any text (the padding of an unanchored end)
+SIGMA_STAR = Repeat(CharSet(UNIVERSE, -1), 0, None, -1)
 
-INF = None  # unbounded width / repetition
+_LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
+_LOOKAROUND_REFUSAL = "lookaround assertions cannot be expressed by an automaton"
+_ANCHOR_REFUSAL = "anchors ^ / $ are only supported at the ends of alternatives"
 
 
 class PatternRefused(ValueError):
     """A pattern construct has no exact finite-automaton (or no ECMA-compatible) meaning."""
 
 
-# A synthetic node: one character from a set (used for Σ padding and length pushing).
-_ANYCHAR = ("ANYCHAR", None)
-
-_NAMED_GROUP = re.compile(r"\(\?<(?=[A-Za-z_])")
-
-
-@dataclass
+@dataclass(frozen=True)
 class Branch:
-    """One alternative of a pattern: ``nodes`` plus anchoring at either end."""
+    """One alternative of a pattern: character-level ``nodes`` (``CharSet``, ``Concat``,
+    ``Alternation``, ``Repeat`` only) plus anchoring at either end."""
 
-    nodes: list
+    nodes: tuple[Node, ...]
     start_anchored: bool
     end_anchored: bool
 
 
 def parse_ecma(pattern: str) -> list[Branch]:
-    """Parse an ECMA-262 pattern into anchored branches (raises ``PatternRefused``)."""
-    if "\\k<" in pattern:
-        raise PatternRefused("backreference \\k<name> cannot be expressed by an automaton")
-    if "[^]" in pattern or "[]" in pattern:
-        raise PatternRefused("ECMA empty classes [] / [^] are not supported")
-    text = _NAMED_GROUP.sub("(?P<", pattern)
+    """Parse an ECMA-262 ``pattern`` into branches.
+
+    Parameters
+    ----------
+    pattern : str
+        A JSON Schema ``pattern`` (ECMA-262 with the ``u`` flag; unanchored).
+
+    Returns
+    -------
+    list[Branch]
+        Alternatives whose union is the pattern (the top-level ones, a first or last group
+        of anchored alternatives distributed), each with its anchoring.
+
+    Raises
+    ------
+    PatternRefused
+        Syntax the ``"ecma"`` parser refuses (its message, with the position), a lookahead,
+        or an anchor that does not sit at an end of the pattern.
+    """
     try:
-        with warnings.catch_warnings():
-            # "Possible nested set" ([[, --, && in a class): a future Python syntax; today
-            # (and in ECMA-262) these characters are literals, which is what we compile
-            warnings.simplefilter("ignore", FutureWarning)
-            parsed = sre_parse.parse(text)
-    except re.error as exc:
-        raise PatternRefused(f"pattern does not parse: {exc}") from exc
-    if parsed.state.flags & ~(sre_c.SRE_FLAG_UNICODE):
-        raise PatternRefused("inline flags such as (?i) are not ECMA-262 syntax")
-    branches = _branches(list(parsed.data), False, False)
-    for b in branches:
-        encode(b.nodes)  # refuses lookarounds, backreferences, flags, ... up front
-    return branches
+        tree = parse_regex(pattern, "ecma")
+    except GrammarError as exc:
+        at = exc.position
+        if at is not None and pattern.startswith(_LOOKAROUNDS, at):
+            raise PatternRefused(f"{_LOOKAROUND_REFUSAL}: {exc}") from exc
+        raise PatternRefused(str(exc)) from exc
+    _check_character_level(tree, allow_anchors=True)
+    return _split(tree, start=False, end=False)
 
 
-def parse_python(pattern: str) -> list[Branch]:
-    """Parse one of formcast's own (fully anchored, class-explicit) format regexes."""
-    return _branches(list(sre_parse.parse(pattern).data), True, True)
+def format_branches(pattern: str) -> list[Branch]:
+    """Branches of one of formcast's own format regexes (``formats``), fully anchored.
+
+    Parameters
+    ----------
+    pattern : str
+        A Python-dialect regex that describes whole strings (``^`` / ``$`` at its ends are
+        optional: the branches are anchored at both ends either way).
+
+    Returns
+    -------
+    list[Branch]
+        The top-level alternatives, all anchored at both ends.
+
+    Raises
+    ------
+    PatternRefused
+        The regex does not parse, holds a lookahead or an anchor away from its ends.
+    """
+    try:
+        tree = parse_regex(pattern, "python")
+    except GrammarError as exc:
+        raise PatternRefused(str(exc)) from exc
+    _check_character_level(tree, allow_anchors=True)
+    return _split(tree, start=True, end=True)
 
 
-def _branches(nodes: list, start: bool, end: bool) -> list[Branch]:
-    if nodes and nodes[0] == (sre_c.AT, sre_c.AT_BEGINNING):
-        nodes, start = nodes[1:], True
-    if nodes and nodes[-1] == (sre_c.AT, sre_c.AT_END):
-        nodes, end = nodes[:-1], True
-    if len(nodes) == 1:
-        op, av = nodes[0]
-        if op is sre_c.BRANCH and _has_anchor(nodes):
-            out: list[Branch] = []
-            for sub in av[1]:
-                out += _branches(list(sub.data), start, end)
-            return out
-        if op is sre_c.SUBPATTERN and not av[1] and not av[2] and _has_anchor(nodes):
-            return _branches(list(av[3].data), start, end)
-    if _has_anchor(nodes):
-        raise PatternRefused("anchors ^ / $ are only supported at the ends of alternatives")
-    return [Branch(nodes, start, end)]
+def branches_of(node: Node) -> list[Branch]:
+    """Fully anchored branches of a character-level tree (one per top-level alternative).
+
+    Parameters
+    ----------
+    node : Node
+        A tree without anchors, lookaheads or references (e.g. a state elimination result).
+
+    Returns
+    -------
+    list[Branch]
+        Branches whose union (each anchored at both ends) is exactly ``node``'s language.
+
+    Raises
+    ------
+    PatternRefused
+        ``node`` is not character-level.
+    """
+    _check_character_level(node, allow_anchors=False)
+    options = node.options if isinstance(node, Alternation) else (node,)
+    return [Branch(_flat_items(option), True, True) for option in options]
 
 
-def _has_anchor(nodes: list) -> bool:
-    for op, av in nodes:
-        if op is sre_c.AT:
-            return True
-        if op is sre_c.BRANCH and any(_has_anchor(list(s.data)) for s in av[1]):
-            return True
-        if op is sre_c.SUBPATTERN and _has_anchor(list(av[3].data)):
-            return True
-        if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) and _has_anchor(list(av[2].data)):
-            return True
-    return False
+def _split(node: Node, *, start: bool, end: bool) -> list[Branch]:
+    """Branches of ``node`` below anchoring ``start`` / ``end``.
+
+    Anchors are peeled off the ends of the (flattened) concatenation. An alternation left
+    first (last) whose options hold anchors is distributed over the rest, ``(^a|b)c`` =
+    ``^ac | bc`` (the strings a union finds a match in are the union of the strings each
+    option does), which also splits a top-level group of anchored alternatives. Any other
+    anchor is refused.
+    """
+    items = _flat_items(node)
+    lead = 0
+    while lead < len(items) and _is_anchor(items[lead], "start"):
+        lead += 1
+    tail = len(items)
+    while tail > lead and _is_anchor(items[tail - 1], "end"):
+        tail -= 1
+    core = items[lead:tail]
+    start, end = start or lead > 0, end or tail < len(items)
+    if core and isinstance(core[0], Alternation) and _find_anchor(core[0]) is not None:
+        rest = core[1:]
+        return [
+            b
+            for option in core[0].options
+            for b in _split(Concat((option, *rest)), start=start, end=end)
+        ]
+    if core and isinstance(core[-1], Alternation) and _find_anchor(core[-1]) is not None:
+        rest = core[:-1]
+        return [
+            b
+            for option in core[-1].options
+            for b in _split(Concat((*rest, option)), start=start, end=end)
+        ]
+    for item in core:
+        anchor = _find_anchor(item)
+        if anchor is not None:
+            raise PatternRefused(f"{_ANCHOR_REFUSAL} (anchor at position {anchor.pos})")
+    return [Branch(core, start, end)]
 
 
-def width(nodes: list) -> tuple[int, int | None]:
-    """Minimum and maximum number of characters ``nodes`` match (``None`` = unbounded)."""
-    lo, hi = 0, 0
+def _is_anchor(node: Node, kind: str) -> bool:
+    return isinstance(node, Anchor) and node.kind == kind
+
+
+def _flat_items(node: Node) -> tuple[Node, ...]:
+    """The items of ``node`` as a concatenation, nested concatenations spliced in."""
+    if not isinstance(node, Concat):
+        return (node,)
+    out: list[Node] = []
+    stack = [iter(node.items)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, Concat):
+            stack.append(iter(item.items))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def _find_anchor(node: Node) -> Anchor | None:
+    """The first anchor anywhere in ``node`` (``None`` if it has none)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Anchor):
+            return current
+        stack.extend(reversed(children(current)))
+    return None
+
+
+def _check_character_level(node: Node, *, allow_anchors: bool) -> None:
+    """Refuse lookaheads and references (and anchors unless ``allow_anchors``)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Lookahead):
+            raise PatternRefused(f"{_LOOKAROUND_REFUSAL} (at position {current.pos})")
+        if isinstance(current, Reference):
+            raise PatternRefused("a grammar rule reference is not a pattern construct")
+        if isinstance(current, Anchor) and not allow_anchors:
+            raise PatternRefused(f"{_ANCHOR_REFUSAL} (anchor at position {current.pos})")
+        stack.extend(children(current))
+
+
+def width(nodes: Sequence[Node]) -> tuple[int, int | None]:
+    """Minimum and maximum number of characters ``nodes`` match in sequence.
+
+    Parameters
+    ----------
+    nodes : Sequence[Node]
+        Character-level nodes.
+
+    Returns
+    -------
+    tuple[int, int | None]
+        ``(min, max)``; ``max`` is ``None`` when unbounded.
+    """
+    lo: int = 0
+    hi: int | None = 0
     for node in nodes:
         nlo, nhi = _node_width(node)
         lo += nlo
@@ -119,148 +249,145 @@ def width(nodes: list) -> tuple[int, int | None]:
     return lo, hi
 
 
-def _node_width(node: tuple) -> tuple[int, int | None]:
-    op, av = node
-    if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.ANY, sre_c.IN) or op == "ANYCHAR":
+def _node_width(node: Node) -> tuple[int, int | None]:
+    if isinstance(node, CharSet):
         return 1, 1
-    if op is sre_c.AT:
-        return 0, 0
-    if op is sre_c.SUBPATTERN:
-        return width(list(av[3].data))
-    if op is sre_c.BRANCH:
-        ws = [width(list(s.data)) for s in av[1]]
-        his = [w[1] for w in ws]
-        return min(w[0] for w in ws), None if None in his else max(his)  # type: ignore[type-var]
-    if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, "REPEAT"):
-        lo, hi, sub = av
-        slo, shi = width(list(sub.data) if hasattr(sub, "data") else sub)
-        rhi = None if hi is None or hi == sre_c.MAXREPEAT else hi
-        return lo * slo, (None if rhi is None or shi is None else rhi * shi)
-    raise PatternRefused(f"unsupported regex construct {op}")
+    if isinstance(node, Concat):
+        return width(node.items)
+    if isinstance(node, Alternation):
+        widths = [_node_width(option) for option in node.options]
+        highs = [w[1] for w in widths]
+        high = None if None in highs else max(h for h in highs if h is not None)
+        return min(w[0] for w in widths), high
+    if isinstance(node, Repeat):
+        slo, shi = _node_width(node.item)
+        if node.max_count == 0 or shi == 0:
+            return node.min_count * slo, 0
+        high = None if node.max_count is None or shi is None else node.max_count * shi
+        return node.min_count * slo, high
+    raise PatternRefused(f"not a character-level node: {type(node).__name__}")
 
 
-def charset_of(node: tuple) -> charset.Intervals:
-    """The set of characters a single-character node matches (ECMA meaning)."""
-    op, av = node
-    if op == "ANYCHAR":
-        return charset.UNIVERSE
-    if op is sre_c.LITERAL:
-        return charset.normalize([(av, av)])
-    if op is sre_c.NOT_LITERAL:
-        return charset.complement(charset.normalize([(av, av)]))
-    if op is sre_c.ANY:
-        return charset.complement(charset.ECMA_LINE_TERMINATORS)
-    if op is sre_c.IN:
-        negate = False
-        parts: list[tuple[int, int]] = []
-        for iop, iav in av:
-            if iop is sre_c.NEGATE:
-                negate = True
-            elif iop is sre_c.LITERAL:
-                parts.append((iav, iav))
-            elif iop is sre_c.RANGE:
-                parts.append(iav)
-            elif iop is sre_c.CATEGORY:
-                parts += _category(iav)
-            else:
-                raise PatternRefused(f"unsupported class item {iop}")
-        s = charset.normalize(parts)
-        return charset.complement(s) if negate else s
-    raise PatternRefused(f"not a single-character node: {op}")
+def padded(branch: Branch) -> tuple[Node, ...]:
+    """The branch's nodes with ``Σ*`` added at its unanchored ends.
 
+    Parameters
+    ----------
+    branch : Branch
+        One alternative of a pattern.
 
-def _category(cat: object) -> charset.Intervals:
-    table = {
-        sre_c.CATEGORY_DIGIT: (charset.ECMA_DIGIT, False),
-        sre_c.CATEGORY_NOT_DIGIT: (charset.ECMA_DIGIT, True),
-        sre_c.CATEGORY_WORD: (charset.ECMA_WORD, False),
-        sre_c.CATEGORY_NOT_WORD: (charset.ECMA_WORD, True),
-        sre_c.CATEGORY_SPACE: (charset.ECMA_SPACE, False),
-        sre_c.CATEGORY_NOT_SPACE: (charset.ECMA_SPACE, True),
-    }
-    if cat not in table:
-        raise PatternRefused(f"unsupported category {cat}")
-    base, negate = table[cat]
-    return charset.complement(base) if negate else base
-
-
-def encode(nodes: list) -> str | None:
-    """Regex over JSON text for the character-level sequence ``nodes``."""
-    out: list[str] = []
-    for node in nodes:
-        rx = _encode_node(node)
-        if rx is None:
-            return None
-        out.append(rx if "|" not in rx or rx.startswith("(?:") and _single(rx) else f"(?:{rx})")
-    return "".join(out)
-
-
-def _single(rx: str) -> bool:
-    return group(rx) == rx
-
-
-def _encode_node(node: tuple) -> str | None:
-    op, av = node
-    if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.ANY, sre_c.IN) or op == "ANYCHAR":
-        return charset.encode_charset(charset_of(node))
-    if op is sre_c.SUBPATTERN:
-        if av[1] or av[2]:
-            raise PatternRefused("inline flags are not ECMA-262 syntax")
-        return encode(list(av[3].data))
-    if op is sre_c.BRANCH:
-        return alt(encode(list(s.data)) for s in av[1])
-    if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, "REPEAT"):
-        lo, hi, sub = av
-        inner = encode(list(sub.data) if hasattr(sub, "data") else sub)
-        return repeat(inner, lo, None if hi is None or hi == sre_c.MAXREPEAT else hi)
-    if op is sre_c.AT:
-        raise PatternRefused("anchors are only supported at the ends of alternatives")
-    if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
-        raise PatternRefused("lookaround assertions cannot be expressed by an automaton")
-    if op in (sre_c.GROUPREF, sre_c.GROUPREF_EXISTS):
-        raise PatternRefused("backreferences cannot be expressed by an automaton")
-    raise PatternRefused(f"unsupported regex construct {op}")
-
-
-def padded(branch: Branch) -> list:
-    """The branch's nodes with ``Σ*`` added at unanchored ends."""
-    any_star = ("REPEAT", (0, None, [_ANYCHAR]))
+    Returns
+    -------
+    tuple[Node, ...]
+        Nodes whose concatenation (fullmatch) is the strings this branch finds a match in.
+    """
     return (
-        ([] if branch.start_anchored else [any_star])
+        (() if branch.start_anchored else (SIGMA_STAR,))
         + branch.nodes
-        + ([] if branch.end_anchored else [any_star])
+        + (() if branch.end_anchored else (SIGMA_STAR,))
     )
 
 
-def with_length(nodes: list, min_len: int, max_len: int | None) -> list | None:
-    """``nodes`` intersected with "length in [min_len, max_len]", or ``None`` if empty.
+def with_length(
+    nodes: Sequence[Node], min_len: int, max_len: int | None
+) -> tuple[Node, ...] | None:
+    """``nodes`` intersected with "length in ``[min_len, max_len]``".
 
-    Exact when the node widths already fit (constraint redundant) or when exactly one node has
-    variable width and it repeats a single character (its bounds absorb the constraint).
-    Otherwise raises ``PatternRefused``.
+    Exact when the node widths already fit (the bounds are redundant) or when exactly one node
+    has variable width and it repeats a one-character item (its counter absorbs the bounds).
+
+    Parameters
+    ----------
+    nodes : Sequence[Node]
+        Character-level nodes (e.g. :func:`padded`).
+    min_len, max_len : int, int | None
+        The length bounds (``max_len=None``: unbounded).
+
+    Returns
+    -------
+    tuple[Node, ...] | None
+        The restricted nodes, or ``None`` when no string of ``nodes`` has such a length.
+
+    Raises
+    ------
+    PatternRefused
+        The bounds cannot be folded into the nodes exactly.
     """
+    nodes = tuple(nodes)
+    widths = [_node_width(node) for node in nodes]
     lo, hi = width(nodes)
     if lo >= min_len and (max_len is None or (hi is not None and hi <= max_len)):
         return nodes
-    if max_len is not None and lo > max_len or (hi is not None and hi < min_len):
+    if (max_len is not None and lo > max_len) or (hi is not None and hi < min_len):
         return None
-    variable = [i for i, n in enumerate(nodes) if _node_width(n)[0] != _node_width(n)[1]]
+    variable = [i for i, (wlo, whi) in enumerate(widths) if wlo != whi]
     if len(variable) != 1:
         raise PatternRefused("length bounds cannot be intersected with this pattern exactly")
     i = variable[0]
-    op, av = nodes[i]
-    if op not in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, "REPEAT"):
+    node = nodes[i]
+    if not isinstance(node, Repeat) or _node_width(node.item) != (1, 1):
         raise PatternRefused("length bounds cannot be intersected with this pattern exactly")
-    rlo, rhi, sub = av
-    sub_nodes = list(sub.data) if hasattr(sub, "data") else sub
-    if width(sub_nodes) != (1, 1):
-        raise PatternRefused("length bounds cannot be intersected with this pattern exactly")
-    fixed = lo - _node_width(nodes[i])[0]
-    rhi = None if rhi is None or rhi == sre_c.MAXREPEAT else rhi
-    new_lo = max(rlo, min_len - fixed)
+    fixed = lo - widths[i][0]
+    new_lo = max(node.min_count, min_len - fixed)
     new_hi = max_len - fixed if max_len is not None else None
-    if rhi is not None:
-        new_hi = rhi if new_hi is None else min(rhi, new_hi)
+    if node.max_count is not None:
+        new_hi = node.max_count if new_hi is None else min(node.max_count, new_hi)
     if new_hi is not None and new_hi < new_lo:
         return None
-    return nodes[:i] + [("REPEAT", (new_lo, new_hi, sub_nodes))] + nodes[i + 1 :]
+    return nodes[:i] + (Repeat(node.item, new_lo, new_hi, node.pos),) + nodes[i + 1 :]
+
+
+def encode(nodes: Sequence[Node]) -> Node | None:
+    """The JSON string texts of the strings ``nodes`` match in sequence.
+
+    Parameters
+    ----------
+    nodes : Sequence[Node]
+        Character-level nodes.
+
+    Returns
+    -------
+    Node | None
+        A tree over JSON text (the content between the quotes; every code point set written
+        by :func:`~formcast.grammar.json_schema.charset.encode_charset`), or ``None`` when the
+        language is empty. The encoding is a prefix code applied character by character, so
+        the tree keeps the structure of ``nodes``.
+
+    Raises
+    ------
+    PatternRefused
+        A node is not character-level.
+    """
+    return seq(*(_encode_node(node) for node in nodes))
+
+
+def _encode_node(node: Node) -> Node | None:
+    if isinstance(node, CharSet):
+        return encode_charset(node.ranges)
+    if isinstance(node, Concat):
+        return encode(node.items)
+    if isinstance(node, Alternation):
+        return alt(_encode_node(option) for option in node.options)
+    if isinstance(node, Repeat):
+        return repeat(_encode_node(node.item), node.min_count, node.max_count)
+    if isinstance(node, Anchor):
+        raise PatternRefused(f"{_ANCHOR_REFUSAL} (anchor at position {node.pos})")
+    if isinstance(node, Lookahead):
+        raise PatternRefused(f"{_LOOKAROUND_REFUSAL} (at position {node.pos})")
+    raise PatternRefused("a grammar rule reference is not a pattern construct")
+
+
+def pattern_tree(branches: Sequence[Branch]) -> Node | None:
+    """JSON string content (no quotes) of the strings in which a pattern finds a match.
+
+    Parameters
+    ----------
+    branches : Sequence[Branch]
+        The pattern's branches (:func:`parse_ecma`, :func:`format_branches`, ...).
+
+    Returns
+    -------
+    Node | None
+        The union of the encoded padded branches; ``None`` when no string matches.
+    """
+    return alt(encode(padded(branch)) for branch in branches)

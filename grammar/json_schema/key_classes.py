@@ -9,11 +9,11 @@ schema in ``S`` (against ``additionalProperties`` when ``S`` is empty). The keys
 
 the strings whose tuple of pattern acceptances is exactly ``S``. :class:`KeySpace` builds
 the pattern DFAs once (``char_dfa``), lists the classes some string reaches (a product of the
-pattern DFAs), and writes one class as JSON-text regex: the product with the trie of the
-declared names that fall in that class, minimised, then state elimination (``dfa_regex``),
-or the pattern's own regex text when the class is exactly one pattern's language.
-Raises ``schema_pattern.PatternRefused`` for unsupported pattern syntax and
-``char_dfa.KeyLanguageTooLarge`` past the state / text budgets.
+pattern DFAs), and writes one class as a syntax tree over JSON text (the key with its quotes):
+the product with the trie of the declared names that fall in that class, minimised, then state
+elimination (``dfa_to_tree``), or the pattern's own tree (``ecma_pattern.pattern_tree``) when
+the class is exactly one pattern's language. Raises ``ecma_pattern.PatternRefused`` for
+unsupported pattern syntax and ``char_dfa.KeyLanguageTooLarge`` past the state / tree budgets.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from formcast.grammar.json_schema.char_dfa import (
     product,
 )
 from formcast.grammar.json_schema.charset import normalize
-from formcast.grammar.json_schema.dfa_to_regex import dfa_regex
-from formcast.grammar.json_schema.regex_text import alt, group
+from formcast.grammar.json_schema.dfa_to_tree import dfa_tree
+from formcast.grammar.regex.combinators import literal, seq
+from formcast.grammar.regex.syntax_tree import Node
 
 Members = tuple[bool, ...]  # per pattern (in patternProperties order): does the key match it
 
@@ -84,9 +85,24 @@ class KeySpace:
         product(self._dfas(), record)
         return sorted(found, key=lambda m: (sum(m), [not x for x in m]))
 
-    def class_regex(self, members: Members) -> str | None:
-        """JSON string regex (quotes included) for the undeclared keys of class ``members``
-        (``None`` if there are none)."""
+    def class_tree(self, members: Members) -> Node | None:
+        """The JSON string texts (quotes included) of the undeclared keys of class ``members``.
+
+        Parameters
+        ----------
+        members : Members
+            One class, as :meth:`classes` lists them.
+
+        Returns
+        -------
+        Node | None
+            A tree over JSON text, ``None`` if the class has no undeclared key.
+
+        Raises
+        ------
+        KeyLanguageTooLarge
+            The class automaton or its tree is over budget.
+        """
         num_patterns = len(self.pattern_dfas)
         has_filter = self.filter_dfa is not None
         inside = [n for n in self.names if self.members_of(n) == members]
@@ -101,16 +117,14 @@ class KeySpace:
 
         keys = minimize(product(dfas, accept))
         for i, is_member in enumerate(members):
-            # the class is exactly one pattern's language: that pattern's own regex text
-            # (no state elimination: a counted run like [a-z]{1,255} stays a repetition)
+            # the class is exactly one pattern's language: that pattern's own tree (no state
+            # elimination: a counted run like [a-z]{1,255} stays a repetition)
             if is_member and not product([keys, self.pattern_dfas[i]], _differ).is_accepting.any():
-                body = alt(ecma_pattern.encode(ecma_pattern.padded(b)) for b in self.parsed[i])
+                body = ecma_pattern.pattern_tree(self.parsed[i])
                 break
         else:
-            body = dfa_regex(keys, self.alphabet)
-        if body is None:
-            return None
-        return f'"{group(body)}"' if body else '""'
+            body = dfa_tree(keys, self.alphabet)
+        return seq(literal('"'), body, literal('"'))
 
 
 def _differ(accepts: tuple[bool, ...]) -> bool:

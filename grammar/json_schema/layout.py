@@ -1,4 +1,4 @@
-"""Layout: where JSON output may (or must) put whitespace, as regex text per nesting depth.
+"""Layout: where JSON output may (or must) put whitespace, as syntax trees per nesting depth.
 
 Five layouts (``depth`` = nesting depth of the container being written, 0 at the top):
 
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from formcast.errors import SchemaError
-from formcast.grammar.json_schema.regex_text import group
+from formcast.grammar.regex.combinators import alt, literal, one_of, opt, repeat, seq
+from formcast.grammar.regex.syntax_tree import EMPTY, Node
 
 LAYOUT_MODES = ("none", "compact", "spaced", "flexible")
 DEFAULT_MAX_WHITESPACE = 8
@@ -42,60 +43,57 @@ class Layout:
         """True if the whitespace depends on the nesting depth (``indent`` mode)."""
         return self.mode == "indent"
 
-    def _ws(self) -> str:
-        return f"[ \\t\\n\\r]{{0,{self.max_whitespace}}}" if self.mode == "flexible" else ""
+    def _ws(self) -> Node:
+        if self.mode != "flexible":
+            return EMPTY
+        return repeat(one_of(" \t\n\r"), 0, self.max_whitespace)  # type: ignore[return-value]
 
-    def _newline(self, depth: int) -> str:
-        return "\\n" + " " * (self.indent * depth)
+    def _newline(self, depth: int) -> Node:
+        return literal("\n" + " " * (self.indent * depth))
 
-    def open(self, depth: int) -> str:
-        """Regex after ``{`` / ``[`` of a non-empty container at ``depth``."""
+    def open(self, depth: int) -> Node:
+        """Whitespace after ``{`` / ``[`` of a non-empty container at ``depth``."""
         return self._newline(depth + 1) if self.mode == "indent" else self._ws()
 
-    def close(self, depth: int) -> str:
-        """Regex before ``}`` / ``]`` of a non-empty container at ``depth``."""
+    def close(self, depth: int) -> Node:
+        """Whitespace before ``}`` / ``]`` of a non-empty container at ``depth``."""
         return self._newline(depth) if self.mode == "indent" else self._ws()
 
-    def empty(self) -> str:
-        """Regex between the brackets of an empty container."""
+    def empty(self) -> Node:
+        """Whitespace between the brackets of an empty container."""
         return self._ws()
 
-    def item_sep(self, depth: int) -> str:
-        """Regex for the separator between members of a container at ``depth``."""
-        if self.mode == "indent":
-            return "," + self._newline(depth + 1)
-        if self.mode == "compact":
-            return ", ?"
-        if self.mode == "spaced":
-            return ", "
-        ws = self._ws()
-        return f"{ws},{ws}"
+    def item_sep(self, depth: int) -> Node:
+        """The separator between members of a container at ``depth``."""
+        return self._separator(",", depth)
 
-    def key_sep(self) -> str:
-        """Regex between a key and its value."""
-        if self.mode == "indent":
-            return ": "
-        if self.mode == "compact":
-            return ": ?"
-        if self.mode == "spaced":
-            return ": "
-        ws = self._ws()
-        return f"{ws}:{ws}"
+    def key_sep(self) -> Node:
+        """The separator between a key and its value."""
+        return self._separator(":", -1)
 
-    def container(self, bracket: str, content: str | None, is_optional: bool, depth: int) -> str:
+    def _separator(self, mark: str, depth: int) -> Node:
+        if self.mode == "indent":
+            return literal(": ") if mark == ":" else seq(literal(","), self._newline(depth + 1))
+        if self.mode == "compact":
+            return seq(literal(mark), opt(literal(" ")))
+        if self.mode == "spaced":
+            return literal(mark + " ")
+        ws = self._ws()
+        return seq(ws, literal(mark), ws)
+
+    def container(self, bracket: str, content: Node | None, is_optional: bool, depth: int) -> Node:
         """``{...}`` / ``[...]`` (``bracket`` is ``"{}"`` or ``"[]"``) around ``content``.
 
-        ``content`` is the member sequence regex (``None``: no non-empty content);
+        ``content`` is the member sequence (``None`` or empty: no non-empty content);
         ``is_optional`` allows the empty container too.
         """
-        lo, hi = ("\\{", "\\}") if bracket == "{}" else ("\\[", "\\]")
-        if content is None or content == "":
-            return f"{lo}{self.empty()}{hi}"
-        # content may be an alternation: grouped, so the whitespace around it applies to all
-        full = f"{self.open(depth)}{group(content)}{self.close(depth)}"
-        if not is_optional:
-            return f"{lo}{full}{hi}"
-        return f"{lo}(?:{full}|{self.empty()}){hi}"
+        opening, closing = literal(bracket[0]), literal(bracket[1])
+        if content is None or content == EMPTY:
+            return seq(opening, self.empty(), closing)
+        full: Node = seq(self.open(depth), content, self.close(depth))
+        if is_optional:
+            full = alt([full, self.empty()])  # type: ignore[assignment]
+        return seq(opening, full, closing)
 
     def dumps(self, value: Any, depth: int = 0) -> str:
         """One text of ``value`` in this layout when written at ``depth`` (keys as given)."""

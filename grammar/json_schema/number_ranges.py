@@ -1,4 +1,4 @@
-"""Exact digit automata (as regex text) for JSON integers and decimals in a range.
+"""Exact digit automata (as syntax trees) for JSON integers and decimals in a range.
 
 Integers are written as JSON integer literals ``-?(0|[1-9][0-9]*)`` (no fraction or exponent;
 ``-0`` is accepted and equals 0). Unbounded ``number`` uses the full JSON number grammar; a
@@ -14,27 +14,37 @@ from decimal import Decimal
 from fractions import Fraction
 
 from formcast.grammar import caches
-from formcast.grammar.json_schema.regex_text import alt, seq, trie_alt
+from formcast.grammar.regex.combinators import (
+    alt,
+    char_range,
+    literal,
+    opt,
+    repeat,
+    seq,
+    star,
+    trie_alt,
+)
+from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import Node
 
-INTEGER = r"-?(?:0|[1-9][0-9]*)"
-NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+INTEGER: Node = parse_regex(r"-?(?:0|[1-9][0-9]*)")
+NUMBER: Node = parse_regex(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+DIGIT = char_range("0", "9")
+NONZERO_DIGIT = char_range("1", "9")
+_ZEROS = star(literal("0"))
 MAX_ENUMERATED_MULTIPLES = 256
 
 
-def _digit_class(lo: int, hi: int) -> str:
-    if lo == hi:
-        return str(lo)
-    if (lo, hi) == (0, 9):
-        return "[0-9]"
-    return f"[{lo}-{hi}]"
+def _digit_class(lo: int, hi: int) -> Node:
+    return char_range(str(lo), str(hi))
 
 
-def _same_length_range(a: str, b: str) -> list[str]:
-    """Regexes for all digit strings s with len(s)==len(a)==len(b) and a <= s <= b."""
+def _same_length_range(a: str, b: str) -> list[Node]:
+    """Trees for all digit strings s with len(s)==len(a)==len(b) and a <= s <= b."""
     if not a:
-        return [""]
+        return [literal("")]
     if a[0] == b[0]:
-        return [a[0] + r for r in _same_length_range(a[1:], b[1:])]
+        return [seq(literal(a[0]), r) for r in _same_length_range(a[1:], b[1:])]
     n = len(a) - 1
     out = []
     lo_rest_all0 = a[1:] == "0" * n
@@ -42,24 +52,22 @@ def _same_length_range(a: str, b: str) -> list[str]:
     first_lo = int(a[0]) + (0 if lo_rest_all0 else 1)
     last_hi = int(b[0]) - (0 if hi_rest_all9 else 1)
     if not lo_rest_all0:
-        out += [a[0] + r for r in _same_length_range(a[1:], "9" * n)]
+        out += [seq(literal(a[0]), r) for r in _same_length_range(a[1:], "9" * n)]
     if first_lo <= last_hi:
-        out.append(
-            _digit_class(first_lo, last_hi) + ("[0-9]" + (f"{{{n}}}" if n > 1 else "") if n else "")
-        )
+        out.append(seq(_digit_class(first_lo, last_hi), repeat(DIGIT, n, n)))
     if not hi_rest_all9:
-        out += [b[0] + r for r in _same_length_range("0" * n, b[1:])]
+        out += [seq(literal(b[0]), r) for r in _same_length_range("0" * n, b[1:])]
     return out
 
 
 @functools.lru_cache(maxsize=1024)  # pure; the same bounds recur across a schema and schemas
-def nonneg_int_range(lo: int, hi: int | None) -> str | None:
+def nonneg_int_range(lo: int, hi: int | None) -> Node | None:
     """Canonical decimal literals (no leading zeros) of the integers in [lo, hi], lo >= 0."""
     if hi is not None and hi < lo:
         return None
-    branches: list[str] = []
+    branches: list[Node] = []
     if lo == 0:
-        branches.append("0")
+        branches.append(literal("0"))
         lo = 1
     if hi is not None and hi < lo:
         return alt(branches)
@@ -71,14 +79,14 @@ def nonneg_int_range(lo: int, hi: int | None) -> str | None:
             branches += _same_length_range(a, str(hi))
             break
         if a == "1" + "0" * (length - 1) and top_len is None:
-            branches.append(f"[1-9][0-9]{{{length - 1},}}" if length > 1 else "[1-9][0-9]*")
+            branches.append(seq(NONZERO_DIGIT, repeat(DIGIT, length - 1, None)))
             break
         branches += _same_length_range(a, "9" * length)
         length += 1
     return alt(branches)
 
 
-def int_range(lo: int | None, hi: int | None) -> str | None:
+def int_range(lo: int | None, hi: int | None) -> Node | None:
     """JSON integer literals with value in [lo, hi] (None = unbounded)."""
     if lo is not None and hi is not None and hi < lo:
         return None
@@ -86,12 +94,12 @@ def int_range(lo: int | None, hi: int | None) -> str | None:
     if lo is None or lo < 0:
         mag_hi = None if lo is None else -lo
         mag_lo = 1 if hi is None or hi >= 0 else -hi
-        neg = seq("-", nonneg_int_range(mag_lo, mag_hi))
+        neg = seq(literal("-"), nonneg_int_range(mag_lo, mag_hi))
     pos = None
     if hi is None or hi >= 0:
         pos = nonneg_int_range(max(lo or 0, 0), hi)
         if pos is not None and (lo is None or lo <= 0):
-            neg = alt([neg, "-0"])
+            neg = alt([neg, literal("-0")])
     return alt([neg, pos])
 
 
@@ -121,14 +129,14 @@ def to_fraction(value: float | int) -> Fraction:
     return Fraction(value)
 
 
-def int_multiple(m: int, lo: int | None, hi: int | None) -> str | None:
+def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
     """Integers in [lo, hi] divisible by m (m >= 1), exactly; raises ValueError if too big."""
     if m == 1:
         return int_range(lo, hi)
     if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED_MULTIPLES:
         first = -((-lo) // m) * m
         values = range(first, hi + 1, m)
-        return alt([trie_alt(str(v) for v in values), "-0" if 0 in values else None])
+        return alt([trie_alt(str(v) for v in values), literal("-0") if 0 in values else None])
     k = next((k for k in range(1, 4) if 10**k % m == 0), None)
     if k is None:
         raise ValueError(f"multipleOf {m} over an unbounded range is not supported")
@@ -137,12 +145,12 @@ def int_multiple(m: int, lo: int | None, hi: int | None) -> str | None:
         pos = _nonneg_multiple(m, k, max(lo or 0, 0), hi)
     if lo is None or lo < 0:
         mag_lo = 1 if hi is None or hi >= 0 else -hi
-        neg = seq("-", _nonneg_multiple(m, k, mag_lo, None if lo is None else -lo))
+        neg = seq(literal("-"), _nonneg_multiple(m, k, mag_lo, None if lo is None else -lo))
     zero_ok = (lo is None or lo <= 0) and (hi is None or hi >= 0)
-    return alt([neg, "-0" if zero_ok else None, pos])
+    return alt([neg, literal("-0") if zero_ok else None, pos])
 
 
-def _nonneg_multiple(m: int, k: int, lo: int, hi: int | None) -> str | None:
+def _nonneg_multiple(m: int, k: int, lo: int, hi: int | None) -> Node | None:
     """x = q*10^k + r with r in residues: split into short (x < 10^k) and long forms."""
     base = 10**k
     short = [str(x) for x in range(lo, base if hi is None else min(hi + 1, base)) if x % m == 0]
@@ -179,30 +187,28 @@ def _frac_digits(x: Fraction) -> tuple[int, str] | None:
     return None
 
 
-def _any_digits(pos: int, max_frac: int | None) -> str:
+def _any_digits(pos: int, max_frac: int | None) -> Node:
     """Digit strings (possibly empty) from fraction position ``pos`` on."""
     if max_frac is None:
-        return "[0-9]*"
+        return star(DIGIT)
     free = max(0, max_frac - pos)
-    if free == 0:
-        return "0*"
-    return f"[0-9]{{0,{free}}}0*" if free > 1 else "[0-9]?0*"
+    return seq(repeat(DIGIT, 0, free), _ZEROS)  # type: ignore[arg-type]
 
 
 def _frac_range(
     lf: str | None, lo_strict: bool, hf: str | None, hi_strict: bool, pos: int, max_frac: int | None
-) -> tuple[str | None, bool]:
+) -> tuple[Node | None, bool]:
     """Digit strings F with lf <(=) 0.F <(=) hf (padded comparison; None = no bound).
 
-    Returns (regex of the nonempty such F, whether the empty F qualifies). Exact: each first
+    Returns (tree of the nonempty such F, whether the empty F qualifies). Exact: each first
     digit either frees the rest (one class) or carries the bound digit into the recursion.
     """
     if lf is None and hf is None:
         top = 9 if max_frac is None or pos < max_frac else 0
-        return _digit_class(0, top) + _any_digits(pos + 1, max_frac), True
+        return seq(_digit_class(0, top), _any_digits(pos + 1, max_frac)), True
     if hf == "" and lf in ("", None):  # F <= 0 (or < 0): only all-zero digit strings
         ok = not hi_strict and not (lf == "" and lo_strict)
-        return ("0+" if ok else None), ok
+        return (repeat(literal("0"), 1, None) if ok else None), ok
     if lf == "" and hf is None:  # F >= 0 (or > 0)
         if not lo_strict:
             return _frac_range(None, False, None, False, pos, max_frac)
@@ -236,7 +242,7 @@ def _frac_range(
         else:
             continue
         groups.setdefault((rl, ru), []).append(d)
-    branches: list[str | None] = []
+    branches: list[Node | None] = []
     for (rl, ru), digits in groups.items():
         sub, sub_empty = _frac_range(rl, lo_strict, ru, hi_strict, pos + 1, max_frac)
         runs = _runs(digits)
@@ -245,18 +251,21 @@ def _frac_range(
             if sub is None:
                 branches.append(head if sub_empty else None)
             else:
-                branches.append(head + (f"(?:{sub})?" if sub_empty else f"(?:{sub})"))
+                branches.append(seq(head, opt(sub) if sub_empty else sub))
     return alt(branches), empty_ok
 
 
-def _nonzero_digits(pos: int, max_frac: int | None) -> str | None:
+def _nonzero_digits(pos: int, max_frac: int | None) -> Node | None:
     """Digit strings with a nonzero digit (at a position below ``max_frac``, if given)."""
     if max_frac is None:
-        return "0*[1-9][0-9]*"
+        return seq(_ZEROS, NONZERO_DIGIT, star(DIGIT))
     free = max_frac - pos
     if free <= 0:
         return None
-    return alt("0" * i + "[1-9]" + _any_digits(pos + i + 1, max_frac) for i in range(free))
+    return alt(
+        seq(literal("0" * i), NONZERO_DIGIT, _any_digits(pos + i + 1, max_frac))
+        for i in range(free)
+    )
 
 
 def _runs(digits: list[int]) -> list[tuple[int, int]]:
@@ -269,18 +278,19 @@ def _runs(digits: list[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
-def _with_fraction(int_rx: str | None, frac: tuple[str | None, bool]) -> str | None:
-    rx, empty_ok = frac
-    if int_rx is None:
+def _with_fraction(integer: Node | None, frac: tuple[Node | None, bool]) -> Node | None:
+    digits, empty_ok = frac
+    if integer is None:
         return None
-    if rx is None:
-        return int_rx if empty_ok else None
-    return seq(int_rx, rf"(?:\.(?:{rx}))" + ("?" if empty_ok else ""))
+    if digits is None:
+        return integer if empty_ok else None
+    fraction = seq(literal("."), digits)
+    return seq(integer, opt(fraction) if empty_ok else fraction)
 
 
 def nonneg_decimal_range(
     lo: Fraction, lo_strict: bool, hi: Fraction | None, hi_strict: bool, max_frac: int | None
-) -> str | None:
+) -> Node | None:
     """Texts ``I(\\.F)?`` (I canonical, F nonempty) with lo <(=) value <(=) hi, value >= 0.
 
     ``max_frac``: fraction digits beyond this position must be 0 (``multipleOf`` 10^-k).
@@ -294,14 +304,16 @@ def nonneg_decimal_range(
         return None
     if hi_parts is not None and hi_parts[0] == li:
         frac = _frac_range(lf, lo_strict, hi_parts[1], hi_strict, 0, max_frac)
-        return _with_fraction(str(li), frac)
-    branches = [_with_fraction(str(li), _frac_range(lf, lo_strict, None, False, 0, max_frac))]
+        return _with_fraction(literal(str(li)), frac)
+    branches = [
+        _with_fraction(literal(str(li)), _frac_range(lf, lo_strict, None, False, 0, max_frac))
+    ]
     mid_hi = None if hi_parts is None else hi_parts[0] - 1
     any_frac = _frac_range(None, False, None, False, 0, max_frac)
     branches.append(_with_fraction(nonneg_int_range(li + 1, mid_hi), any_frac))
     if hi_parts is not None:
         hf_range = _frac_range(None, False, hi_parts[1], hi_strict, 0, max_frac)
-        branches.append(_with_fraction(str(hi_parts[0]), hf_range))
+        branches.append(_with_fraction(literal(str(hi_parts[0])), hf_range))
     return alt(branches)
 
 
@@ -311,16 +323,18 @@ def decimal_range(
     hi: Fraction | None,
     hi_strict: bool,
     max_frac: int | None = None,
-) -> str | None:
+) -> Node | None:
     """JSON numbers without exponent, ``-?I(\\.F)?``, with value in the given range."""
-    branches: list[str | None] = []
+    branches: list[Node | None] = []
     if hi is None or hi > 0 or (hi == 0 and not hi_strict):
         p_lo, p_strict = (Fraction(0), False) if lo is None or lo < 0 else (lo, lo_strict)
         branches.append(nonneg_decimal_range(p_lo, p_strict, hi, hi_strict, max_frac))
     if lo is None or lo < 0 or (lo == 0 and not lo_strict):
         n_lo, n_strict = (Fraction(0), False) if hi is None or hi > 0 else (-hi, hi_strict)
         n_hi, nh_strict = (None, False) if lo is None else (-lo, lo_strict)
-        branches.append(seq("-", nonneg_decimal_range(n_lo, n_strict, n_hi, nh_strict, max_frac)))
+        branches.append(
+            seq(literal("-"), nonneg_decimal_range(n_lo, n_strict, n_hi, nh_strict, max_frac))
+        )
     return alt(branches)
 
 

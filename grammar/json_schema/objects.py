@@ -5,8 +5,8 @@ optional ones may be omitted) then, where the schema allows them, extra properti
 The comma logic is the linear construction: with ``B_k`` the nonempty choices among the first
 ``k`` declared properties and ``E_k`` "all of them optional",
 ``B_k = B_{k-1}(,p_k)? | p_k`` (``p_k`` optional; ``| p_k`` only if ``E_{k-1}``) and
-``B_k = (B_{k-1},)?p_k`` or ``B_{k-1},p_k`` (``p_k`` required), so every property regex occurs
-at most twice and the regex grows linearly.
+``B_k = (B_{k-1},)?p_k`` or ``B_{k-1},p_k`` (``p_k`` required), so every property's tree occurs
+at most twice and the whole grows linearly.
 
 Extra properties: without ``patternProperties``, keys other than the declared names (a trie
 complement) with values valid against ``additionalProperties``. With ``patternProperties``,
@@ -24,8 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 from formcast.grammar.json_schema import ecma_pattern
 from formcast.grammar.json_schema.char_dfa import KeyLanguageTooLarge
+from formcast.grammar.json_schema.charset import (
+    JSON_CHAR,
+    complement,
+    encode_charset,
+    intersect,
+    normalize,
+)
 from formcast.grammar.json_schema.key_classes import KeySpace
-from formcast.grammar.json_schema.regex_text import alt, group, literal, repeat, seq
+from formcast.grammar.regex.char_classes import Ranges
+from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
+from formcast.grammar.regex.syntax_tree import EMPTY, Node
 
 if TYPE_CHECKING:
     from formcast.grammar.json_schema.compiler import SchemaCompiler
@@ -35,33 +44,30 @@ def _esc_json(name: str) -> str:
     return json.dumps(name, ensure_ascii=False)
 
 
-def key_complement(names: list[str], string_rx: str) -> str:
-    """JSON string keys other than ``names``: ``string_rx`` unless names exist.
+def key_complement(names: list[str], any_string: Node) -> Node:
+    """JSON string keys other than ``names``: ``any_string`` unless names exist.
 
     Built on the trie of the (JSON-encoded) names: at each trie node a key may leave the trie
     with a character no name continues with, or end where no name ends.
     """
-    from formcast.grammar.json_schema.charset import JSON_CHAR
-
     if not names:
-        return string_rx
+        return any_string
     encoded = [_esc_json(n)[1:-1] for n in names]
-    return '"' + group(_complement(encoded, JSON_CHAR)) + '"'  # type: ignore[arg-type]
+    quote = literal('"')
+    return seq(quote, _complement(encoded, JSON_CHAR), quote)
 
 
-def _complement(words: list[str], char_rx: str) -> str:
+def _complement(words: list[str], char: Node) -> Node:
     """JSON string contents (encoded) other than the encoded ``words`` (a finite set).
 
     ``E | L (char)*``: ``E`` = the trie prefixes that are not words (a finite set), ``L`` =
     a trie prefix followed by one character no word continues it with. Both are trie-shaped
-    regexes; the unbounded tail is written once, so the regex (and its NFA) stays linear in
+    trees; the unbounded tail is written once, so the tree (and its NFA) stays linear in
     the trie size instead of carrying one tail per trie node. When every word is plain ASCII
     (no escapes), the characters no word uses at all (non-ASCII, escaped) are factored out
     too: ``L = L_ascii | P X`` with ``P`` any trie prefix and ``X`` those characters, so each
     trie node carries only a small ASCII class.
     """
-    from formcast.grammar.json_schema.charset import complement, encode_charset, normalize
-
     is_plain_ascii = all(all(0x20 <= ord(ch) < 0x7F and ch not in '"\\' for ch in w) for w in words)
     if is_plain_ascii:
         ascii_raw = normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
@@ -69,45 +75,43 @@ def _complement(words: list[str], char_rx: str) -> str:
     else:
         ascii_raw = others = None
 
-    def node(rests: list[str]) -> tuple[str | None, str | None, str | None]:
+    def node(rests: list[str]) -> tuple[Node | None, Node | None, Node | None]:
         """(stays not at a word, leaves by one character, every trie prefix)."""
         children: dict[str, list[str]] = {}
         for w in rests:
             if w:
                 n = 6 if w.startswith("\\u") else 2 if w.startswith("\\") else 1
                 children.setdefault(w[:n], []).append(w[n:])
-        stays: list[str | None] = [] if "" in rests else [""]
-        prefixes: list[str | None] = [""]
+        stays: list[Node | None] = [] if "" in rests else [EMPTY]
+        prefixes: list[Node | None] = [EMPTY]
         cps = normalize([(ord(json.loads(f'"{u}"')),) * 2 for u in children])
         if ascii_raw is None:
             leave = encode_charset(complement(cps))
         else:
             leave = encode_charset(_minus(ascii_raw, cps))
-        leaves: list[str | None] = [] if leave is None else [group(leave)]
+        leaves: list[Node | None] = [leave]
         for unit, tails in children.items():
             stay, left, prefix = node(tails)
             if stay is not None:
-                stays.append(literal(unit) + (group(stay) if stay else ""))
+                stays.append(seq(literal(unit), stay))
             if left is not None:
-                leaves.append(literal(unit) + group(left))
-            prefixes.append(literal(unit) + (group(prefix) if prefix else ""))
+                leaves.append(seq(literal(unit), left))
+            prefixes.append(seq(literal(unit), prefix))
         return alt(stays), alt(leaves), alt(prefixes)
 
     stay, left, prefix = node(words)
     if others is not None:
-        left = alt([left, (group(prefix) if prefix else "") + group(others)])
-    tail = None if left is None else group(left) + group(char_rx) + "*"
-    return alt([stay, tail]) or ""
+        left = alt([left, seq(prefix, others)])
+    tail = None if left is None else seq(left, star(char))
+    return alt([stay, tail]) or EMPTY
 
 
-def _minus(a, b):
-    from formcast.grammar.json_schema.charset import complement, intersect
-
+def _minus(a: Ranges, b: Ranges) -> Ranges:
     return intersect(a, complement(b))
 
 
-def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
-    """Regex for the object instances of schema ``s`` (already merged, refs resolved)."""
+def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
+    """The object instances of schema ``s`` (already merged, refs resolved)."""
     layout = c.layout
     key_sep = layout.key_sep()
     props: dict[str, Any] = s.get("properties") or {}
@@ -118,17 +122,14 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
     else:
         additional = not c.strict
     names_schema = s.get("propertyNames", True)
-    names_rx = (
-        None
-        if names_schema in (True, {})
-        else c.compile_exact(names_schema, ptr + "/propertyNames")
-    )
+    has_names_schema = names_schema not in (True, {})
+    names_tree = c.compile_exact(names_schema, ptr + "/propertyNames") if has_names_schema else None
 
     declared: list[tuple[str, Any, bool]] = [(n, sub, n in required) for n, sub in props.items()]
     for r in required:
         if r not in props:
             declared.append((r, None, True))
-    pairs: list[tuple[str | None, bool]] = []
+    pairs: list[tuple[Node, bool]] = []
     for name, sub, is_req in declared:
         sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"
         if sub is None:
@@ -142,17 +143,16 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
                 sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
         with c.child():
             value = c.compile(sub, sub_ptr)
-        if names_rx is not None and not c.fullmatch(names_rx, _esc_json(name)):
+        if has_names_schema and not c.fullmatch(names_tree, _esc_json(name)):
             value = None
         if value is None:
             if is_req:
                 return None
             continue
-        key = literal(_esc_json(name))
-        pairs.append((f"{key}{key_sep}{group(value) if '|' in value else value}", is_req))
+        pairs.append((seq(literal(_esc_json(name)), key_sep, value), is_req))
 
     # extra properties
-    extra: str | None = None
+    extra: Node | None = None
     if pattern_props:
         names = [n for n, _, _ in declared]
         extra = _pattern_extras(c, pattern_props, additional, names_schema, names, ptr)
@@ -161,17 +161,18 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
             val = c.compile(additional, ptr + "/additionalProperties")
         if val is not None:
             names = [n for n, _, _ in declared]
-            if names_rx is not None:
-                if any(c.fullmatch(names_rx, _esc_json(n)) for n in names):
+            key: Node | None
+            if has_names_schema:
+                if any(c.fullmatch(names_tree, _esc_json(n)) for n in names):
                     c.refuse(
                         "propertyNames admitting a declared name while extra keys are allowed",
                         ptr,
                         "propertyNames",
                     )
-                key_rx = names_rx
+                key = names_tree
             else:
-                key_rx = c.lexeme(key_complement(names, c.string_rx))
-            extra = f"{group(key_rx)}{key_sep}{group(val)}"
+                key = c.lexeme(key_complement(names, c.any_string))
+            extra = seq(key, key_sep, val)
 
     n_req = sum(1 for _, r in pairs if r)
     n_all = len(pairs)
@@ -207,11 +208,11 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
             if n_req > max_properties:
                 return None
             if max_properties == 0:
-                return layout.container("{}", "", False, c.depth)
+                return layout.container("{}", None, False, c.depth)
             singles = [p for p, r in pairs if r or n_req == 0]
             content = alt(singles + ([extra] if extra is not None and n_req == 0 else []))
             if content is None:
-                return layout.container("{}", "", False, c.depth) if min_properties == 0 else None
+                return layout.container("{}", None, False, c.depth) if min_properties == 0 else None
             return layout.container("{}", content, n_req == 0 and min_properties == 0, c.depth)
         elif max_properties is not None and max_properties < n_req:
             return None
@@ -219,38 +220,40 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
             c.refuse("minProperties/maxProperties with optional properties", ptr, "minProperties")
 
     sep = layout.item_sep(c.depth)
-    body: str | None = None  # B_k: nonempty valid sequences so far
+    body: Node | None = None  # B_k: nonempty valid sequences so far
     empty_ok = True  # E_k
     for pair, is_req in pairs:
         if is_req:
-            body = (
-                (pair if body is None else f"{group(body)}{sep}{pair}")
-                if not empty_ok or body is None
-                else f"(?:{body}{sep})?{pair}"
-            )
+            if body is None:
+                body = pair
+            elif empty_ok:
+                body = seq(opt(seq(body, sep)), pair)
+            else:
+                body = seq(body, sep, pair)
             empty_ok = False
         else:
             if body is None:
                 body = pair
             elif empty_ok:
-                body = f"(?:{body}(?:{sep}{pair})?|{pair})"
+                body = alt([seq(body, opt(seq(sep, pair))), pair])
             else:
-                body = f"{group(body)}(?:{sep}{pair})?"
+                body = seq(body, opt(seq(sep, pair)))
     # content: the non-empty member sequences; is_optional: the empty object is valid too
     is_optional = False
+    content: Node | None
     if extra is not None:
-        tail = repeat(f"{sep}{extra}", extra_lo, extra_hi)
+        tail = repeat(seq(sep, extra), extra_lo, extra_hi)
         first = seq(
             extra,
             repeat(
-                f"{sep}{extra}", max(0, extra_lo - 1), None if extra_hi is None else extra_hi - 1
+                seq(sep, extra), max(0, extra_lo - 1), None if extra_hi is None else extra_hi - 1
             ),
         )
         if body is None:
             content = first
             is_optional = extra_lo == 0 and not need_nonempty
         else:
-            with_decl = f"{group(body)}{tail}"
+            with_decl = seq(body, tail)
             if empty_ok:
                 content = alt([with_decl, first])
                 is_optional = extra_lo == 0 and not need_nonempty
@@ -259,7 +262,7 @@ def object_regex(c: SchemaCompiler, s: dict, ptr: str) -> str | None:
         if content is None and not is_optional:
             return None
     elif body is None:
-        content = ""
+        content = EMPTY
     else:
         content = body
         is_optional = empty_ok and not need_nonempty
@@ -276,8 +279,8 @@ def _pattern_extras(
     names_schema: Any,
     names: list[str],
     ptr: str,
-) -> str | None:
-    """Regex for one undeclared member of an object with ``patternProperties``.
+) -> Node | None:
+    """One undeclared member of an object with ``patternProperties``.
 
     One alternative per key class (``key_classes``): the keys matching exactly the patterns
     ``S`` (declared names excluded) with a value valid against every schema of ``S``, or
@@ -305,7 +308,7 @@ def _pattern_extras(
     except (ecma_pattern.PatternRefused, KeyLanguageTooLarge) as exc:
         c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
         with c.child():  # lenient: any key, any value (a superset)
-            return f"{c.lexeme(c.string_rx)}{c.layout.key_sep()}{group(c.any_value())}"
+            return seq(c.lexeme(c.any_string), c.layout.key_sep(), c.any_value())
     members = []
     for hits in classes:
         matched = [p for p, hit in zip(pattern_props, hits, strict=True) if hit]
@@ -323,11 +326,10 @@ def _pattern_extras(
         if value is None:
             continue
         try:
-            key_rx = space.class_regex(hits)
+            key = space.class_tree(hits)
         except KeyLanguageTooLarge as exc:
             c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
-            key_rx = c.string_rx
-        if key_rx is not None:
-            members.append(f"{group(c.lexeme(key_rx))}{c.layout.key_sep()}{group(value)}")
-    body = alt(members)
-    return None if body is None else group(body)
+            key = c.any_string
+        if key is not None:
+            members.append(seq(c.lexeme(key), c.layout.key_sep(), value))
+    return alt(members)

@@ -1,12 +1,13 @@
-"""The intersection of two string constraints (a ``pattern`` and a ``format``) as one pattern.
+"""The intersection of two string constraints (a ``pattern`` and a ``format``) as branches.
 
-Both sides are parsed branches (``schema_pattern``); each becomes a character DFA
-(``char_dfa``, unanchored ends padded with ``Σ*``), their product accepting where both accept
-is minimised and written back by state elimination (``dfa_regex``) as a character-level,
-fully anchored Python regex, parsed again into branches: the string compiler then treats it
-like any format regex (length bounds, JSON encoding). When one language contains the other,
-the smaller side's branches are returned unchanged. Exact; bounded by the DFA state and
-regex text budgets of ``char_dfa`` / ``dfa_regex``.
+Both sides are parsed branches (:mod:`~formcast.grammar.json_schema.ecma_pattern`); each
+becomes a character DFA (:mod:`~formcast.grammar.json_schema.char_dfa`, unanchored ends padded
+with ``Σ*``), their product accepting where both accept is minimised and written back by state
+elimination (:mod:`~formcast.grammar.json_schema.dfa_to_tree`) as a character-level syntax tree,
+whose top-level alternatives become fully anchored branches: the string compiler then treats
+it like any format (length bounds, JSON encoding). When one language contains the other, the
+smaller side's branches are returned unchanged. Exact; bounded by the DFA state budgets of
+``char_dfa`` and the tree size and nesting bounds of ``dfa_to_tree``.
 """
 
 from __future__ import annotations
@@ -20,20 +21,35 @@ from formcast.grammar.json_schema.char_dfa import (
     pattern_dfa,
     product,
 )
-from formcast.grammar.json_schema.charset import class_regex
-from formcast.grammar.json_schema.dfa_to_regex import dfa_regex
+from formcast.grammar.json_schema.dfa_to_tree import dfa_tree
+from formcast.grammar.regex.combinators import chars
 
-# the intersection's regex is parsed by Python's recursive regex parser: keep it moderate
-MAX_INTERSECTION_CHARS = 60_000
+# bound on the intersection's character-level tree (``num_chars``): it is JSON-encoded and
+# compiled further like a format (uri-reference's own tree is under 5,000); larger products
+# are refused rather than compiled
+MAX_INTERSECTION_TREE_CHARS = 90_000
 
 
 def intersect_branches(
     a: list[ecma_pattern.Branch], b: list[ecma_pattern.Branch]
 ) -> list[ecma_pattern.Branch]:
-    """Branches (fully anchored) of the strings both ``a`` and ``b`` accept; ``[]`` if none.
+    """Fully anchored branches of the strings both ``a`` and ``b`` accept.
 
-    Raises ``schema_pattern.PatternRefused`` when the product automaton or its regex text is
-    over budget.
+    Parameters
+    ----------
+    a, b : list[ecma_pattern.Branch]
+        Two patterns' branches (each accepts the strings its padded branches match).
+
+    Returns
+    -------
+    list[ecma_pattern.Branch]
+        ``a`` or ``b`` itself when it lies within the other, else the branches of the
+        intersection's tree; ``[]`` when no string satisfies both.
+
+    Raises
+    ------
+    ecma_pattern.PatternRefused
+        The product automaton or its tree is over budget.
     """
     charsets = [c for branch in a + b for c in pattern_charsets(ecma_pattern.padded(branch))]
     alphabet = Alphabet(charsets)
@@ -45,12 +61,9 @@ def intersect_branches(
         if not product([dfa_a, dfa_b], lambda hits: hits[1] and not hits[0]).is_accepting.any():
             return b
         both = product([dfa_a, dfa_b], lambda hits: hits[0] and hits[1])
-        body = dfa_regex(minimize(both), alphabet, MAX_INTERSECTION_CHARS, class_regex)
+        body = dfa_tree(minimize(both), alphabet, MAX_INTERSECTION_TREE_CHARS, chars)
     except KeyLanguageTooLarge as exc:
         raise ecma_pattern.PatternRefused(f"the intersection is too large: {exc}") from exc
     if body is None:
         return []
-    try:
-        return ecma_pattern.parse_python(f"(?:{body})" if body else "")
-    except RecursionError as exc:
-        raise ecma_pattern.PatternRefused("the intersection's regex is nested too deeply") from exc
+    return ecma_pattern.branches_of(body)

@@ -1,16 +1,16 @@
 """JSON Schemas -> context-free grammar -> CompiledCFG: recursion and very large schemas.
 
-The regex compiler (``schema_compiler``) knows the output layout and every keyword; what it
+The regex compiler (``compiler``) knows the output layout and every keyword; what it
 cannot do is recursion, and one giant regex determinised at once is the wrong shape for very
 large schemas. So we run it with one change, *cutting*: a sub-result is compiled to a
-placeholder code point (Plane 16 private use, U+100000 + k) that stands for nonterminal
-``k + 1`` instead of being inlined. Cut are:
+reference node (:class:`~formcast.grammar.regex.syntax_tree.Reference` ``k``) that stands for
+nonterminal ``k + 1`` instead of being inlined. Cut are:
 
 - every ``$ref`` (without sibling assertions): its target is compiled once (per nesting depth
   under ``indent``) and shared by every use; a ``$ref`` met again while its target is being
-  compiled (a cycle) is simply its placeholder, so recursion costs nothing special;
-- every other sub-result longer than ``cut_chars`` regex characters, and every string value
-  whose regex has more than ``STRING_CUT_CHARS`` characters (so a string, with its Unicode
+  compiled (a cycle) is simply its reference, so recursion costs nothing special;
+- every other sub-result longer than ``cut_chars`` regex characters (``num_chars``), and every
+  string value whose tree has more than ``STRING_CUT_CHARS`` characters (so a string, with its Unicode
   classes, is one shared lexeme; the terminals around it are short ASCII runs);
 - every plain string with a ``maxLength`` (no ``pattern``/``format``): its quotes are literal
   text and its characters one or more *counted chains* (:meth:`_CuttingCompiler._chunked`),
@@ -21,10 +21,10 @@ Unconstrained values (``true``/``{}`` schemas) become one recursive "any JSON va
 nonterminal, nested without bound (``max_any_depth`` only bounds the regex path), except under
 ``indent`` where the whitespace depends on the depth (there ``max_any_depth=None`` is refused).
 
-Each resulting regex is parsed into a regex syntax tree and turned into rules: subtrees without
-placeholders become terminals (maximal runs in a concatenation are merged, so e.g.
-``{"name":"..."`` is one lexeme), a placeholder becomes its nonterminal, alternations and
-repetitions around placeholders become rules (repetitions left-recursive). The language is
+Each resulting tree is turned into rules: subtrees without references become terminals
+(maximal runs in a concatenation are merged, so e.g. ``{"name":"..."`` is one lexeme), a
+reference becomes its nonterminal, alternations and repetitions around references become
+rules (repetitions left-recursive). The language is
 exactly the regex path's language, with recursion unrolled without bound; automata stay per
 terminal (per leaf run), so their size never multiplies across the schema.
 
@@ -49,26 +49,24 @@ from formcast.grammar.cfg.compiled import (
     compile_cfg,
 )
 from formcast.grammar.cfg.rules import CfgGrammar
-from formcast.grammar.index.compile import remember_parsed
 from formcast.grammar.index.vocabulary import Vocabulary
 from formcast.grammar.json_schema.charset import JSON_CHAR
-from formcast.grammar.json_schema.compiler import SchemaCompiler, has_assertions
+from formcast.grammar.json_schema.compiler import QUOTE, SchemaCompiler, has_assertions
 from formcast.grammar.json_schema.layout import Layout, make_layout
 from formcast.grammar.json_schema.number_ranges import NUMBER
 from formcast.grammar.json_schema.refs import resolve_ref
-from formcast.grammar.json_schema.regex_text import alt, group, repeat, seq
 from formcast.grammar.json_schema.sources import schema_of
-from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.combinators import alt, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
+    EMPTY,
     Alternation,
-    CharSet,
     Concat,
     Node,
+    Reference,
     Repeat,
-    to_python_regex,
+    subtrees,
 )
 
-_PLACEHOLDER_BASE = 0x100000
 DEFAULT_CUT_CHARS = 2_000
 STRING_CHUNK = 256  # plain strings with a larger maxLength are chunked (see _chunked)
 STRING_CUT_CHARS = 24  # string regexes longer than this are nonterminals (module docstring)
@@ -80,40 +78,41 @@ _ANNOTATIONS = {
 _OLD_DRAFTS = ("draft4", "draft6", "draft7")
 
 
-def _placeholder(index: int) -> str:
-    return f"\\U{_PLACEHOLDER_BASE + index:08x}"
+def refers_to(node: Node, index: int) -> bool:
+    """True if ``node`` holds ``Reference(index)``."""
+    return any(isinstance(item, Reference) and item.index == index for item in subtrees(node))
 
 
 class _CuttingCompiler(SchemaCompiler):
-    """SchemaCompiler whose ``$ref``s and large sub-results compile to placeholders."""
+    """SchemaCompiler whose ``$ref``s and large sub-results compile to rule references."""
 
     def __init__(self, root: Any, *, cut_chars: int | None = DEFAULT_CUT_CHARS, **options) -> None:
         super().__init__(root, **options)
         self.cut_chars = cut_chars
-        self.regexes: list[str | None] = []  # placeholder k -> its regex (None: empty language)
+        self.rule_trees: list[Node | None] = []  # reference k -> its tree (None: empty)
         self._ref_index: dict[tuple[str, int], int] = {}
-        self._text_index: dict[str, int] = {}
-        self._ref_text: dict[tuple[str, int], str | None] = {}
+        self._tree_index: dict[Node, int] = {}
+        self._ref_tree: dict[tuple[str, int], Node | None] = {}
         self._any_index: int | None = None
         self._is_exact = 0  # > 0 while compiling text that will be fullmatched: no cutting
-        # placeholders of helper nonterminals: named ``...~`` so that ``max_depth`` does not
+        # references to helper nonterminals: named ``...~`` so that ``max_depth`` does not
         # count them as nesting (earley_parser: rule weights)
         self.helper_cuts: set[int] = set()
 
-    def compile_exact(self, schema: Any, pointer: str = "") -> str | None:
+    def compile_exact(self, schema: Any, pointer: str = "") -> Node | None:
         self._is_exact += 1
         try:
             return super().compile_exact(schema, pointer)
         finally:
             self._is_exact -= 1
 
-    def compile(self, schema: Any, pointer: str = "") -> str | None:
-        rx = super().compile(schema, pointer)
-        if rx is None or self.cut_chars is None or len(rx) <= self.cut_chars:
-            return rx
-        return self._cut(rx)
+    def compile(self, schema: Any, pointer: str = "") -> Node | None:
+        found = super().compile(schema, pointer)
+        if found is None or self.cut_chars is None or found.num_chars <= self.cut_chars:
+            return found
+        return self._cut(found)
 
-    def _string(self, s: dict, ptr: str) -> str | None:
+    def _string(self, s: dict, ptr: str) -> Node | None:
         max_len = s.get("maxLength")
         if (
             self.cut_chars is not None
@@ -129,10 +128,10 @@ class _CuttingCompiler(SchemaCompiler):
             # one nonterminal per (minLength, maxLength): every string with the same bounds
             # shares its chunk-count rules instead of repeating them
             return self._cut(self._chunked(min_len, int(max_len)), is_helper=True)
-        rx = super()._string(s, ptr)
-        return None if rx is None else self.lexeme(rx)
+        found = super()._string(s, ptr)
+        return None if found is None else self.lexeme(found)
 
-    def _chunked(self, lo: int, hi: int) -> str:
+    def _chunked(self, lo: int, hi: int) -> Node:
         """A JSON string of ``lo..hi`` characters: ``"``, full chunks of ``STRING_CHUNK``
         characters, one shorter chunk, ``"``. ``n = STRING_CHUNK * q + r`` with
         ``r < STRING_CHUNK`` is unique, so the grammar is unambiguous. A chunk is a counted
@@ -141,12 +140,11 @@ class _CuttingCompiler(SchemaCompiler):
         be too large, hence chunks); its lexer walks depend only on the distance to its bounds
         up to the longest token (:mod:`~formcast.grammar.automata.chain_keys`), so strings of every
         ``maxLength`` share them and a position far from the end costs a lookup."""
-        char = group(JSON_CHAR)  # type: ignore[arg-type]
         size = STRING_CHUNK
-        full = self._cut(f"{char}{{{size}}}", is_helper=True)
+        full = self._cut(Repeat(JSON_CHAR, size, size, -1), is_helper=True)
 
-        def part(a: int, b: int) -> str:
-            return "" if b == 0 else self._cut(repeat(char, a, b) or "", is_helper=True)
+        def part(a: int, b: int) -> Node:
+            return EMPTY if b == 0 else self._cut(repeat(JSON_CHAR, a, b) or EMPTY, is_helper=True)
 
         q_lo, r_lo = divmod(lo, size)
         q_hi, r_hi = divmod(hi, size)
@@ -157,17 +155,16 @@ class _CuttingCompiler(SchemaCompiler):
             if q_hi - q_lo >= 2:
                 branches.append(seq(repeat(full, q_lo + 1, q_hi - 1), part(0, size - 1)))
             branches.append(seq(repeat(full, q_hi, q_hi), part(0, r_hi)))
-        body = alt(branches) or ""
-        return f'"{group(body)}"' if "|" in body else f'"{body}"'
+        return seq(QUOTE, alt(branches) or EMPTY, QUOTE)
 
-    def lexeme(self, rx: str) -> str:
-        # strings and key sets are lexemes of their own, shared by equal texts: the keys and
+    def lexeme(self, node: Node) -> Node:
+        # strings and key sets are lexemes of their own, shared by equal trees: the keys and
         # punctuation around them stay short ASCII terminals (cheap automata)
-        if self.cut_chars is None or len(rx) <= STRING_CUT_CHARS:
-            return rx
-        return self._cut(rx)
+        if self.cut_chars is None or node.num_chars <= STRING_CUT_CHARS:
+            return node
+        return self._cut(node)
 
-    def any_value(self, depth: int | None = None) -> str:
+    def any_value(self, depth: int | None = None) -> Node:
         # any JSON value, nested without bound: one recursive nonterminal (not under indent,
         # whose whitespace depends on the depth; not for text that will be fullmatched)
         is_unbounded = depth is None and self.max_any_depth is None
@@ -183,35 +180,41 @@ class _CuttingCompiler(SchemaCompiler):
                 )
             return super().any_value(depth)
         if self._any_index is None:
-            self._any_index = len(self.regexes)
-            self.regexes.append(None)
-            value = _placeholder(self._any_index)
+            self._any_index = len(self.rule_trees)
+            self.rule_trees.append(None)
+            value = Reference(self._any_index)
             layout = self.layout
-            string = self.lexeme(self.string_rx)
+            string = self.lexeme(self.any_string)
             sep = layout.item_sep(0)
-            member = f"{string}{layout.key_sep()}{value}"
-            self.regexes[self._any_index] = (
-                f"null|true|false|{NUMBER}|{string}"
-                f"|{layout.container('[]', f'{value}(?:{sep}{value})*', True, 0)}"
-                f"|{layout.container('{}', f'{member}(?:{sep}{member})*', True, 0)}"
+            member = seq(string, layout.key_sep(), value)
+            self.rule_trees[self._any_index] = alt(
+                [
+                    literal("null"),
+                    literal("true"),
+                    literal("false"),
+                    NUMBER,
+                    string,
+                    layout.container("[]", seq(value, star(seq(sep, value))), True, 0),
+                    layout.container("{}", seq(member, star(seq(sep, member))), True, 0),
+                ]
             )
-        return _placeholder(self._any_index)
+        return Reference(self._any_index)
 
-    def _cut(self, rx: str, is_helper: bool = False) -> str:
-        """The placeholder of ``rx`` (one nonterminal per distinct text), unless exact.
+    def _cut(self, node: Node, is_helper: bool = False) -> Node:
+        """The reference of ``node`` (one nonterminal per distinct tree), unless exact.
         ``is_helper``: a nonterminal inside one value (a string's chunks), not a nesting
         level of the JSON text (see :attr:`helper_cuts`)."""
         if self._is_exact:
-            return rx
-        index = self._text_index.get(rx)
+            return node
+        index = self._tree_index.get(node)
         if index is None:
-            index = self._text_index[rx] = len(self.regexes)
-            self.regexes.append(rx)
+            index = self._tree_index[node] = len(self.rule_trees)
+            self.rule_trees.append(node)
         if is_helper:
             self.helper_cuts.add(index)
-        return _placeholder(index)
+        return Reference(index)
 
-    def _compile(self, schema: Any, pointer: str) -> str | None:
+    def _compile(self, schema: Any, pointer: str) -> Node | None:
         ref = schema.get("$ref") if isinstance(schema, dict) else None
         if not isinstance(ref, str):
             return super()._compile(schema, pointer)
@@ -237,55 +240,46 @@ class _CuttingCompiler(SchemaCompiler):
         if not is_plain or self._is_exact:
             return super()._compile(schema, pointer)  # inlined (merged with its siblings)
         key = (ref, self.depth if self.layout.is_depth_dependent else 0)
-        if key in self._ref_text:
-            return self._ref_text[key]
+        if key in self._ref_tree:
+            return self._ref_tree[key]
         index = self._ref_index.get(key)
         if index is not None:  # a cycle: the target is being compiled right now
-            return _placeholder(index)
+            return Reference(index)
         target, target_ptr = resolve_ref(self.root, ref, pointer)
-        index = self._ref_index[key] = len(self.regexes)
-        self.regexes.append(None)
+        index = self._ref_index[key] = len(self.rule_trees)
+        self.rule_trees.append(None)
         self._ref_stack.append(ref)
         try:
-            rx = self.compile(target, target_ptr)
+            found = self.compile(target, target_ptr)
         finally:
             self._ref_stack.pop()
-        self.regexes[index] = rx
-        own = _placeholder(index)
-        if rx is None or (len(rx) <= INLINE_REF_CHARS and own not in rx):
-            text = rx  # empty or small and not recursive: inline it (fewer nonterminals)
-        else:
-            text = own
-        self._ref_text[key] = text
-        return text
+        self.rule_trees[index] = found
+        shared: Node | None = Reference(index)
+        if found is None or (found.num_chars <= INLINE_REF_CHARS and not refers_to(found, index)):
+            shared = found  # empty or small and not recursive: inline it (fewer nonterminals)
+        self._ref_tree[key] = shared
+        return shared
 
 
-class _RegexToRules:
-    """Regex syntax trees with placeholders -> rules over merged regular terminals."""
+class _TreeToRules:
+    """Syntax trees with references -> rules over merged regular terminals."""
 
-    def __init__(self, num_placeholders: int, helpers: set[int]) -> None:
+    def __init__(self, num_references: int, helpers: set[int]) -> None:
         self._referenced: set[int] = set()
-        self.terminal_regexes: list[str] = []
-        self._terminal_ids: dict[str, int] = {}
+        self.terminal_trees: list[Node] = []
+        self._terminal_ids: dict[Node, int] = {}
         self.nonterminal_names = ["json"] + [
-            f"json~part{k}" if k in helpers else f"$ref#{k}" for k in range(num_placeholders)
+            f"json~part{k}" if k in helpers else f"$ref#{k}" for k in range(num_references)
         ]
         self.rules: list[tuple[int, tuple[int, ...]]] = []
-        self._has_placeholder: dict[int, bool] = {}
-
-    def placeholder(self, node: Node) -> int | None:
-        if isinstance(node, CharSet) and len(node.ranges) == 1:
-            lo, hi = node.ranges[0]
-            if lo == hi and lo >= _PLACEHOLDER_BASE:
-                return lo - _PLACEHOLDER_BASE
-        return None
+        self._is_regular: dict[int, bool] = {}
 
     def is_regular(self, node: Node) -> bool:
         key = id(node)
-        found = self._has_placeholder.get(key)
+        found = self._is_regular.get(key)
         if found is None:
-            if isinstance(node, CharSet):
-                found = self.placeholder(node) is None
+            if isinstance(node, Reference):
+                found = False
             elif isinstance(node, Concat):
                 found = all(self.is_regular(x) for x in node.items)
             elif isinstance(node, Alternation):
@@ -294,16 +288,14 @@ class _RegexToRules:
                 found = self.is_regular(node.item)
             else:
                 found = True
-            self._has_placeholder[key] = found
+            self._is_regular[key] = found
         return found
 
     def terminal(self, node: Node) -> int:
-        rx = to_python_regex(node)
-        found = self._terminal_ids.get(rx)
+        found = self._terminal_ids.get(node)
         if found is None:
-            found = self._terminal_ids[rx] = len(self.terminal_regexes)
-            self.terminal_regexes.append(rx)
-            remember_parsed(rx, "python", node)  # its automaton is built next: skip re-parsing
+            found = self._terminal_ids[node] = len(self.terminal_trees)
+            self.terminal_trees.append(node)
         return found
 
     def fresh(self) -> int:
@@ -311,11 +303,11 @@ class _RegexToRules:
         return len(self.nonterminal_names) - 1
 
     def define_root(self, lhs: int, node: Node) -> None:
-        """Rules for one whole regex tree (the placeholder memo is keyed by node identity,
-        valid while this tree is alive)."""
-        self._has_placeholder.clear()
+        """Rules for one whole tree (the regularity memo is keyed by node identity, valid
+        while this tree is alive)."""
+        self._is_regular.clear()
         self.define(lhs, node)
-        self._has_placeholder.clear()
+        self._is_regular.clear()
 
     def define(self, lhs: int, node: Node) -> None:
         options = node.options if isinstance(node, Alternation) else (node,)
@@ -339,15 +331,14 @@ class _RegexToRules:
         return tuple(out)
 
     def take_referenced(self) -> set[int]:
-        """Placeholders met since the last call."""
+        """References met since the last call."""
         found, self._referenced = self._referenced, set()
         return found
 
     def symbols(self, node: Node) -> tuple[int, ...]:
-        index = self.placeholder(node)
-        if index is not None:
-            self._referenced.add(index)
-            return (~(index + 1),)
+        if isinstance(node, Reference):
+            self._referenced.add(node.index)
+            return (~(node.index + 1),)
         if isinstance(node, Concat):
             return self.sequence(node)
         if isinstance(node, Alternation):
@@ -391,13 +382,10 @@ def json_schema_to_cfg(
     ------
     SchemaError
         As the regex path does for unsupported keywords; also for ``allOf`` over a recursive
-        ``$ref``, assertions next to a recursive ``$ref``, ``indent`` with a recursive
-        ``$ref``, or a schema that uses Plane 16 private-use characters (they serve as
-        placeholders here).
+        ``$ref``, assertions next to a recursive ``$ref``, or ``indent`` with a recursive
+        ``$ref``.
     """
     root = schema_of(schema)
-    if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
-        raise SchemaError("schemas with Plane 16 private-use characters are not supported")
     layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
     return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
 
@@ -419,15 +407,16 @@ def _cfg_from(
         raise SchemaError("schema nesting too deep", pointer="") from exc
     if top is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
-    regexes = [top, *compiler.regexes]  # nonterminal n; placeholder k is nonterminal k + 1
-    rules = _RegexToRules(len(compiler.regexes), compiler.helper_cuts)
+    trees = [top, *compiler.rule_trees]  # nonterminal n; reference k is nonterminal k + 1
+    rules = _TreeToRules(len(compiler.rule_trees), compiler.helper_cuts)
     pending, seen = [0], {0}
-    while pending:  # only the regexes reachable from the root are parsed
+    while pending:  # only the trees reachable from the root become rules
         n = pending.pop()
-        if regexes[n] is None:
+        tree = trees[n]
+        if tree is None:
             continue
-        check_deadline("parsing the schema's grammar")
-        rules.define_root(n, parse_regex(regexes[n], "python"))
+        check_deadline("building the schema's grammar rules")
+        rules.define_root(n, tree)
         for k in rules.take_referenced():
             if k + 1 not in seen:
                 seen.add(k + 1)
@@ -436,8 +425,8 @@ def _cfg_from(
     if not any(lhs == 0 for lhs, _ in kept):
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     return CfgGrammar(
-        terminal_names=[f"json#{t}" for t in range(len(rules.terminal_regexes))],
-        terminal_regexes=rules.terminal_regexes,
+        terminal_names=[f"json#{t}" for t in range(len(rules.terminal_trees))],
+        terminal_regexes=list(rules.terminal_trees),
         nonterminal_names=rules.nonterminal_names,
         rules=kept,
         start=0,
@@ -447,7 +436,7 @@ def _cfg_from(
 def _productive_reachable(rules: list, num_nonterminals: int) -> list:
     """The rules whose symbols all derive some sentence, reachable from nonterminal 0.
 
-    (A placeholder whose sub-schema is unsatisfiable has no rules: every rule using it goes,
+    (A reference whose sub-schema is unsatisfiable has no rules: every rule using it goes,
     exactly as the regex path drops an empty alternative.)
     """
     is_productive = [False] * num_nonterminals
@@ -519,8 +508,6 @@ def compile_json_schema_cfg(
     """
     check_max_depth(max_depth)
     root = schema_of(schema)
-    if any(ord(ch) >= _PLACEHOLDER_BASE for ch in json.dumps(root, ensure_ascii=False)):
-        raise SchemaError("schemas with Plane 16 private-use characters are not supported")
     layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
     source = json.dumps(root, sort_keys=True)
     options = {

@@ -1,26 +1,52 @@
 """Regex syntax tree: code point sets, concatenation, alternation, counted repetition, anchors,
-and the positive lookahead that formcast uses as a length guard (an intersection).
+the positive lookahead that formcast uses as a length guard (an intersection), and references
+to the rules of a larger grammar.
 
 The parser resolves every dialect question (what ``\\w`` or ``.`` means, case folding) into
 explicit code point sets, so the tree is dialect-free: it denotes a set of strings, and
 :func:`to_python_regex` spells that set back as an equivalent Python ``re`` pattern (this is
-how an ECMA-262 ``pattern`` can be embedded in a larger Python-dialect regex).
+how an ECMA-262 ``pattern`` can be embedded in a larger Python-dialect regex). Grammars that
+build large expressions (JSON Schema) build trees directly
+(:mod:`~formcast.grammar.regex.combinators`); nothing is printed and parsed again.
+
+Positions (``pos``, offsets in the pattern text for error messages) take no part in
+equality: equal trees denote equal languages, whatever text they were parsed from, so trees
+serve as memo keys (each node stores its hash, computed from its children's at construction,
+so hashing a large tree costs O(1); built from ints only, so the stored hash is the same in
+every process and a pickled tree stays consistent). Every node knows ``num_chars``, the length of its :func:`to_python_regex` text, without
+printing it (the size measure of compile budgets; invariant: ``node.num_chars ==
+len(to_python_regex(node))`` for trees without references).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from formcast.errors import GrammarError
+from formcast.grammar import caches
 from formcast.grammar.regex.char_classes import ANY, Ranges, to_class_text
+
+# the printed length of a reference (a Plane 16 code point escape, as rule placeholders were)
+REFERENCE_CHARS = 10
 
 
 @dataclass(frozen=True, slots=True)
 class CharSet:
-    """One code point from ``ranges``; ``pos`` is its offset in the pattern text."""
+    """One code point from ``ranges``; ``pos`` is its offset in the pattern text (-1: built)."""
 
     ranges: Ranges
-    pos: int
+    pos: int = field(compare=False)
+    num_chars: int = field(default=0, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_chars", len(_charset_text(self.ranges)))
+        object.__setattr__(self, "hash_value", hash((1, self.ranges)))
+
+    def __hash__(self) -> int:
+        return self.hash_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +54,20 @@ class Concat:
     """The items one after another (the empty concatenation matches the empty string)."""
 
     items: tuple[Node, ...]
+    num_chars: int = field(default=0, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        size = 0
+        for item in self.items:
+            size += item.num_chars
+            if isinstance(item, Alternation) or is_guarded(item):
+                size += 4  # "(?:" ... ")"
+        object.__setattr__(self, "num_chars", size)
+        object.__setattr__(self, "hash_value", hash((2, self.items)))
+
+    def __hash__(self) -> int:
+        return self.hash_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +75,16 @@ class Alternation:
     """Any one of the options."""
 
     options: tuple[Node, ...]
+    num_chars: int = field(default=0, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        size = sum(option.num_chars for option in self.options) + len(self.options) - 1
+        object.__setattr__(self, "num_chars", max(size, 0))
+        object.__setattr__(self, "hash_value", hash((3, self.options)))
+
+    def __hash__(self) -> int:
+        return self.hash_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +94,22 @@ class Repeat:
     item: Node
     min_count: int
     max_count: int | None
-    pos: int
+    pos: int = field(compare=False)
+    num_chars: int = field(default=0, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        size = self.item.num_chars + (0 if isinstance(self.item, CharSet) else 4)
+        size += len(_counter_text(self.min_count, self.max_count))
+        object.__setattr__(self, "num_chars", size)
+        object.__setattr__(
+            self,
+            "hash_value",
+            hash((4, self.item, self.min_count, -1 if self.max_count is None else self.max_count)),
+        )
+
+    def __hash__(self) -> int:
+        return self.hash_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +117,35 @@ class Anchor:
     """``^``/``\\A`` (``kind="start"``) or ``$``/``\\Z`` (``kind="end"``) at offset ``pos``."""
 
     kind: str
-    pos: int
+    pos: int = field(compare=False)
+    num_chars: int = field(default=1, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hash_value", hash((5, self.kind == "start")))
+
+    def __hash__(self) -> int:
+        return self.hash_value
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """Nonterminal ``index`` of a larger grammar, standing where its language goes.
+
+    The structural JSON Schema route builds one tree per rule with references between them
+    (``$ref`` targets, shared lexemes, recursion); no automaton is built for a tree that
+    still holds one (the NFA builder refuses it).
+    """
+
+    index: int
+    num_chars: int = field(default=REFERENCE_CHARS, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hash_value", hash((6, self.index)))
+
+    def __hash__(self) -> int:
+        return self.hash_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +159,19 @@ class Lookahead:
     """
 
     guard: Node
-    pos: int
+    pos: int = field(compare=False)
+    num_chars: int = field(default=0, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_chars", self.guard.num_chars + 4)  # "(?=" ... ")"
+        object.__setattr__(self, "hash_value", hash((7, self.guard)))
+
+    def __hash__(self) -> int:
+        return self.hash_value
 
 
-Node = CharSet | Concat | Alternation | Repeat | Anchor | Lookahead
+Node = CharSet | Concat | Alternation | Repeat | Anchor | Lookahead | Reference
 EMPTY = Concat(())
 
 
@@ -153,29 +255,51 @@ def search_form(node: Node) -> Node:
 def to_python_regex(node: Node) -> str:
     """An equivalent Python ``re`` pattern (fullmatch semantics, no flags needed)."""
     if isinstance(node, CharSet):
-        if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
-            return _literal(node.ranges[0][0])
-        return to_class_text(node.ranges)
+        return _charset_text(node.ranges)
     if isinstance(node, Concat):
         # a nested group holding a lookahead keeps its parentheses: the lookahead's scope (the
         # rest of its group) must not grow to the items after the group
         return "".join(
             _atom(item)
-            if isinstance(item, Alternation) or _is_guarded(item)
+            if isinstance(item, Alternation) or is_guarded(item)
             else to_python_regex(item)
             for item in node.items
         )
     if isinstance(node, Alternation):
         return "|".join(to_python_regex(o) for o in node.options)
     if isinstance(node, Repeat):
-        hi = "" if node.max_count is None else str(node.max_count)
-        return f"{_atom(node.item)}{{{node.min_count},{hi}}}"
+        return _atom(node.item) + _counter_text(node.min_count, node.max_count)
     if isinstance(node, Lookahead):
         return f"(?={to_python_regex(node.guard)})"
+    if isinstance(node, Reference):
+        raise GrammarError(
+            f"rule reference #{node.index} has no regular expression (a grammar's rule, "
+            "not a regex)"
+        )
     return "^" if node.kind == "start" else "$"
 
 
-def _is_guarded(node: Node) -> bool:
+def _counter_text(min_count: int, max_count: int | None) -> str:
+    """The quantifier of a repetition: ``* + ?`` where one fits, else ``{m}`` / ``{m,n}``."""
+    if max_count is None:
+        return "*" if min_count == 0 else "+" if min_count == 1 else f"{{{min_count},}}"
+    if (min_count, max_count) == (0, 1):
+        return "?"
+    if min_count == max_count:
+        return f"{{{min_count}}}"
+    return f"{{{min_count},{max_count}}}"
+
+
+@functools.lru_cache(maxsize=8192)
+def _charset_text(ranges: Ranges) -> str:
+    """One code point of ``ranges`` as Python regex text (a literal or a class)."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _literal(ranges[0][0])
+    return to_class_text(ranges)
+
+
+def is_guarded(node: Node) -> bool:
+    """True if ``node`` is a concatenation holding a lookahead (its own group when printed)."""
     return isinstance(node, Concat) and any(isinstance(x, Lookahead) for x in node.items)
 
 
@@ -186,8 +310,41 @@ def _atom(node: Node) -> str:
     return f"(?:{text})"
 
 
+_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+
 def _literal(cp: int) -> str:
     ch = chr(cp)
-    if ch.isascii() and (ch.isalnum() or ch in " _-,:;\"'<>=/@#%&~`!"):
-        return ch
+    if 0x20 <= cp < 0x7F:  # printable ASCII: itself, escaped where re gives it a meaning
+        return "\\" + ch if ch in _SPECIAL else ch
     return to_class_text(((cp, cp),))
+
+
+caches.register("regex.charset_texts", "LRU: 8192 class texts", _charset_text.cache_clear)
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct subtrees of ``node`` (none for sets, anchors and references)."""
+    if isinstance(node, Concat):
+        return node.items
+    if isinstance(node, Alternation):
+        return node.options
+    if isinstance(node, Repeat):
+        return (node.item,)
+    if isinstance(node, Lookahead):
+        return (node.guard,)
+    return ()
+
+
+def subtrees(node: Node) -> Iterator[Node]:
+    """Every distinct subtree object of ``node``, itself included, each once (iterative:
+    built trees share subtrees and nest deeper than Python's recursion limit)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        stack.extend(children(current))

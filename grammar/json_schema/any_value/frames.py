@@ -3,7 +3,7 @@
 A JSON Schema compiled with ``max_any_depth=None`` is one byte DFA (the *schema* automaton) in
 which every container nested inside an unconstrained value is the marker byte 0x01 (under the
 ``indent`` layout preceded by ``d`` bytes 0x02: the container's depth ``d``), see
-``schema_compiler.any_marker``. ``A_d`` is the automaton of one container at depth ``d`` whose
+``compiler.any_marker``. ``A_d`` is the automaton of one container at depth ``d`` whose
 own nested containers are markers again. The machine is a stack of *frames*, each a state of
 one automaton; all automata share one global state numbering:
 

@@ -2,10 +2,10 @@
 
 The regex route's JSON-Schema DFA, compiled with ``max_any_depth=None``, writes containers
 inside unconstrained values (``true`` / ``{}`` schemas, undeclared keys under ``strict=False``)
-as a marker (``schema_compiler.any_marker``); this grammar runs it as a stack of automata
+as a marker (``compiler.any_marker``); this grammar runs it as a stack of automata
 (``any_value_frames``): the schema DFA at the bottom, one container automaton ``A_d`` per open
 marked container above it. ``A_d`` (one container at depth ``d`` with its nested containers
-marked again) is compiled through the ordinary regex route and memoised per process (the same
+marked again, a syntax tree) is compiled like any tree and memoised per process (the same
 one for every schema of a layout); under ``indent`` one is built per depth on first use.
 
 Masks. A token without ``{ [ ] }`` can neither push nor pop: inside the top frame it is
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from formcast.grammar import caches
-from formcast.grammar.index.compile import compile_regex
+from formcast.grammar.index.compile import compile_dfa, regex_to_dfa
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
 from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.index.vocabulary import Vocabulary
@@ -40,7 +40,7 @@ from formcast.grammar.json_schema.any_value.frames import (
     FrameMachine,
 )
 from formcast.grammar.json_schema.any_value.matcher import AnyValueMatcher
-from formcast.grammar.json_schema.compiler import container_regex
+from formcast.grammar.json_schema.compiler import container_tree
 from formcast.grammar.json_schema.layout import Layout
 
 _MAX_MASKS = 1024  # memoised rows per grammar (~6 kB each at V = 49k)
@@ -129,19 +129,22 @@ def _build_candidates(vocab: Vocabulary) -> Candidates:
     )
 
 
-# container automata by (regex, vocabulary hash): the same few for every schema of a layout
-_CONTAINERS: dict[tuple[str, str], CompiledGrammar] = {}
+# container automata by (layout, depth, vocabulary hash): the same few for every schema of a
+# layout
+_CONTAINERS: dict[tuple[Layout, int, str], CompiledGrammar] = {}
 _CONTAINERS_LOCK = threading.Lock()
 _MAX_CONTAINERS = 64
 
 
-def container_grammar(text: str, vocab: Vocabulary) -> CompiledGrammar:
-    """The compiled container automaton ``text`` over ``vocab`` (memoised in the process)."""
-    key = (text, vocab.hash)
+def container_grammar(layout: Layout, depth: int, vocab: Vocabulary) -> CompiledGrammar:
+    """The compiled container automaton ``A_depth`` of ``layout`` over ``vocab`` (memoised in
+    the process)."""
+    key = (layout, depth, vocab.hash)
     with _CONTAINERS_LOCK:
         found = _CONTAINERS.get(key)
     if found is None:
-        found = compile_regex(text, vocab, cache=False)
+        dfa = regex_to_dfa(container_tree(layout, depth))
+        found = compile_dfa(dfa, vocab, kind="json_container", source=f"{layout.key()} @{depth}")
         with _CONTAINERS_LOCK:
             if len(_CONTAINERS) >= _MAX_CONTAINERS:
                 _CONTAINERS.clear()
@@ -199,7 +202,7 @@ class AnyValueGrammar:
             self.mask(((state,),))
 
     def _container_dfa(self, depth: int):
-        grammar = container_grammar(container_regex(self.layout, depth), self.vocab)
+        grammar = container_grammar(self.layout, depth, self.vocab)
         self._containers[depth] = grammar
         return grammar.dfa
 

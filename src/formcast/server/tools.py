@@ -10,7 +10,7 @@ always validate against that tool's ``parameters`` schema.
 - ``"required"``: the output is exactly one tool call (the schema above);
 - a named function: the same with only that tool;
 - ``"auto"`` (default when tools are given): a regular grammar with two branches, the tool
-  call (the schema above compiled to its regex) or free text that does not start with ``{``
+  call (the schema above compiled to its syntax tree) or free text that does not start with ``{``
   (and holds no C0 control 0x01/0x02).
   The model chooses with its first character: ``{`` commits to a tool call. (Tool parameter
   schemas must therefore be regular, i.e. without recursive ``$ref``; ``"required"`` and named
@@ -28,9 +28,13 @@ import uuid
 from typing import Any
 
 from formcast.errors import SchemaError
-from formcast.grammar import AnyValueGrammar, Grammar, Vocabulary, compile_regex
-from formcast.grammar.json_schema.compile import has_any_marker, marked_schema_regex
+from formcast.grammar import AnyValueGrammar, Grammar, Vocabulary
+from formcast.grammar.index.compile import compile_tree
+from formcast.grammar.json_schema.compile import marked_schema_tree, reads_marker
 from formcast.grammar.json_schema.layout import make_layout
+from formcast.grammar.regex.combinators import alt
+from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import Node
 from formcast.grammar.spec import GrammarSpec
 from formcast.server.errors import bad_request
 from formcast.server.protocol import NamedToolChoice, ToolDefinition
@@ -38,7 +42,7 @@ from formcast.server.protocol import NamedToolChoice, ToolDefinition
 _NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 # free text for tool_choice="auto": at least one character, the first is not "{"; never the
 # C0 controls 0x01/0x02, which are the unbounded-value markers of the call's automaton
-_FREE_TEXT_REGEX = r"[^{\x01\x02][^\x01\x02]*"
+_FREE_TEXT: Node = parse_regex(r"[^{\x01\x02][^\x01\x02]*")
 
 
 def tool_parameters(tool: ToolDefinition) -> dict[str, Any]:
@@ -106,17 +110,22 @@ def tool_grammar(mode: str, tools: list[ToolDefinition]) -> GrammarSpec | None:
         return GrammarSpec.json_schema(schema)
     text = json.dumps(schema, ensure_ascii=False)
 
-    def compile_auto(vocab: Vocabulary) -> Grammar:
+    def call_or_text() -> Node:
         try:
-            call_regex = marked_schema_regex(schema)
+            call = marked_schema_tree(schema)
         except SchemaError as exc:
             if exc.keyword == "$ref":
                 exc.add_note("tool_choice='auto' needs regular tool schemas; use 'required'")
             raise
-        grammar = compile_regex(f"(?:{call_regex})|{_FREE_TEXT_REGEX}", vocab, dialect="python")
-        if not has_any_marker(call_regex):
+        return alt([call, _FREE_TEXT])  # type: ignore[return-value]
+
+    def compile_auto(vocab: Vocabulary) -> Grammar:
+        grammar = compile_tree(
+            call_or_text, vocab, kind="tools-auto", source=text, options={"layout": "compact"}
+        )
+        if not reads_marker(grammar.dfa):
             return grammar
-        # unconstrained argument values nest without bound (any_value_grammar); free text
+        # unconstrained argument values nest without bound (AnyValueGrammar); free text
         # never holds the marker bytes, so the frames only ever open inside the call
         return AnyValueGrammar(grammar, make_layout("compact"))
 

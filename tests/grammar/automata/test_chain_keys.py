@@ -27,12 +27,12 @@ from formcast.grammar.cfg.walks.kernels import chain_coverage, walk_suffixes, wa
 from formcast.grammar.index.compile import regex_to_dfa, strip_anchors
 from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.charset import JSON_CHAR
-from formcast.grammar.json_schema.regex_text import group
 from formcast.grammar.json_schema.structural import STRING_CHUNK, compile_json_schema_cfg
 from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import to_python_regex
 from tests.grammar._cfg_oracle import brute_force_mask, compare_dfa_walks
 
-CHAR = group(JSON_CHAR)
+CHAR = f"(?:{to_python_regex(JSON_CHAR)})"
 CHAIN_PATTERNS = [
     CHAR + "{0,10}",
     CHAR + "{3,40}",

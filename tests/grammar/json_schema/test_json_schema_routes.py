@@ -54,22 +54,22 @@ def test_auto_route_picks_the_path(smollm2_vocab):
 
 def test_auto_route_stops_building_a_regex_of_many_repeated_references(smollm2_vocab):
     from formcast.errors import CompileBudgetError
-    from formcast.grammar.json_schema.compile import REGEX_ROUTE_BUILT_FACTOR, marked_schema_regex
+    from formcast.grammar.json_schema.compile import REGEX_ROUTE_BUILT_FACTOR, marked_schema_tree
 
     # one definition used from 12 places: every use is compiled again, so the sub-results
-    # add up to ~12x the definition's text while each stays under the size bound
+    # add up to ~12x the definition's regex size while each stays under the size bound
     item = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(8)}}
     schema = {
         "$defs": {"item": item},
         "type": "object",
         "properties": {f"p{i}": {"$ref": "#/$defs/item"} for i in range(12)},
     }
-    text = marked_schema_regex(schema)
-    one_item = len(marked_schema_regex(item))
-    limit = 2 * one_item  # the whole text is ~12 items: over a built bound of 3 x 2 items
-    assert len(text) > REGEX_ROUTE_BUILT_FACTOR * limit
+    size = marked_schema_tree(schema).num_chars
+    one_item = marked_schema_tree(item).num_chars
+    limit = 2 * one_item  # the whole tree is ~12 items: over a built bound of 3 x 2 items
+    assert size > REGEX_ROUTE_BUILT_FACTOR * limit
     with pytest.raises(CompileBudgetError, match="characters of sub-results"):
-        marked_schema_regex(schema, max_regex_chars=len(text), max_built_chars=3 * limit)
+        marked_schema_tree(schema, max_regex_chars=size, max_built_chars=3 * limit)
     grammar = compile_json_schema(schema, smollm2_vocab, regex_route_chars=limit)
     assert isinstance(grammar, CompiledCFG)
     instance = {"p0": {"k0": 1, "k7": -2}, "p11": {}}

@@ -1,4 +1,4 @@
-"""patternProperties in general: key classes (char DFAs, state elimination) and objects.
+"""patternProperties in general: key classes (char DFAs, state elimination trees) and objects.
 
 Oracles: ``re.search`` (ASCII flag, ``$`` as end of input) for key classes, ``jsonschema`` for
 objects (regex fullmatch on both settings of ``strict``), and token-by-token walks on the real
@@ -19,6 +19,7 @@ from formcast.grammar import Vocabulary
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.values import serialize
+from formcast.grammar.regex.syntax_tree import to_python_regex
 from tests.grammar.schema_oracle import validator
 
 # ECMA patterns whose meaning equals Python's with re.ASCII and `$` -> `\Z`
@@ -42,7 +43,8 @@ def _search(pattern: str, key: str) -> bool:
 def test_key_classes_partition_keys_like_re_search(chosen, names, samples):
     space = KeySpace(chosen, names, None)
     classes = space.classes()
-    regexes = {m: space.class_regex(m) for m in classes}
+    trees = {m: space.class_tree(m) for m in classes}
+    regexes = {m: None if t is None else to_python_regex(t) for m, t in trees.items()}
     for key in samples + names:
         members = tuple(_search(p, key) for p in chosen)
         assert space.members_of(key) == members, (chosen, key)
@@ -53,9 +55,11 @@ def test_key_classes_partition_keys_like_re_search(chosen, names, samples):
 
 def test_property_names_pattern_restricts_every_class():
     space = KeySpace(["^a"], [], "b$")
+    trees = {m: space.class_tree(m) for m in space.classes()}
+    regexes = {m: to_python_regex(t) for m, t in trees.items() if t is not None}
     for key in ["ab", "a", "cb", "c", ""]:
         text = json.dumps(key)
-        hits = [m for m in space.classes() if re.fullmatch(space.class_regex(m) or "(?!)", text)]
+        hits = [m for m, rx in regexes.items() if re.fullmatch(rx, text)]
         assert hits == ([(key.startswith("a"),)] if key.endswith("b") else []), key
 
 
