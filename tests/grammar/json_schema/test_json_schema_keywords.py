@@ -78,6 +78,10 @@ def test_pattern_properties_and_property_names():
     check(schema, [{}, {"x_a": 1}, {"x_a": "s"}, {"y": 1}, {"x_a": 1, "x_b": 2}])
     names = {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": True}
     check(names, [{}, {"ab": 1}, {"abc": 1}])
+    # an unsatisfiable propertyNames admits no key at all, declared or extra
+    no_keys = {"type": "object", "properties": {"a": {"type": "integer"}},
+               "propertyNames": False, "additionalProperties": True}  # fmt: skip
+    check(no_keys, [{}, {"a": 1}, {"b": 1}, {"a": 1, "b": 2}])
 
 
 def test_min_max_properties():
