@@ -27,6 +27,7 @@ from formcast.grammar.json_schema.any_value.frames import FrameMachine
 from formcast.grammar.json_schema.arrays import array_tree
 from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.formats import format_regex
+from formcast.grammar.json_schema.keyword_types import check_keyword_types
 from formcast.grammar.json_schema.layout import Layout
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
 from formcast.grammar.json_schema.objects import object_tree
@@ -102,6 +103,7 @@ class SchemaCompiler:
     ) -> None:
         self.root = root
         self.draft = detect_draft(root)
+        check_keyword_types(root, self.draft)  # malformed keyword values fail here, with pointer
         self.layout = Layout() if layout is None else layout
         self.depth = 0  # nesting depth of the value being compiled (0 = the whole output)
         self.strict = strict
