@@ -109,7 +109,7 @@ def check_keyword_types(root: Any, draft: str = "draft2020-12") -> None:
                 pointer=pointer,
             )
         _check_scalars(schema, pointer, draft)
-        stack.extend(_subschemas(schema, pointer))
+        stack.extend(subschemas(schema, pointer))
 
 
 def _fail(keyword: str, value: Any, must_be: str, pointer: str) -> SchemaError:
@@ -133,8 +133,15 @@ def _check_scalars(schema: dict, pointer: str, draft: str) -> None:
             raise _fail(keyword, value, "a number", pointer)
 
 
-def _subschemas(schema: dict, pointer: str) -> list[tuple[Any, str]]:
-    """(subschema, pointer) pairs of ``schema``; wrong container types raise."""
+def subschemas(schema: dict, pointer: str) -> list[tuple[Any, str]]:
+    """The ``(subschema, pointer)`` pairs directly below ``schema`` (at ``pointer``), in the
+    keywords that hold schemas (not inside ``const`` / ``enum`` / ``default`` data).
+
+    Raises
+    ------
+    SchemaError
+        A keyword that holds schemas has a value of the wrong shape.
+    """
     found: list[tuple[Any, str]] = []
     for keyword in _SCHEMA_KEYWORDS:
         if keyword in schema:

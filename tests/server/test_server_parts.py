@@ -182,3 +182,70 @@ def test_serve_command_passes_engine_options(monkeypatch):
     assert options["port"] == 8123 and options["host"] == "0.0.0.0"
     assert options["max_num_seqs"] == 4 and options["jump_forward"] is False
     assert "max_model_len" not in options  # unset knobs keep the engine defaults
+
+
+def _tool(name: str, parameters: object) -> ToolDefinition:
+    return ToolDefinition.model_validate(
+        {"type": "function", "function": {"name": name, "parameters": parameters}}
+    )
+
+
+def test_tool_parameters_with_defs_are_re_rooted(smollm2_vocab):
+    """A pydantic model with a nested model and an Enum (``$defs`` + ``$ref``) as a tool,
+    next to a tree that refers to itself with ``$ref: "#"`` (was: 400 ``$ref does not
+    resolve``, and ``#`` resolved to the call envelope)."""
+    from enum import Enum
+
+    from pydantic import BaseModel
+
+    class Kind(Enum):
+        HOME = "home"
+        WORK = "work"
+
+    class Address(BaseModel):
+        city: str
+        kind: Kind
+
+    class Person(BaseModel):
+        name: str
+        address: Address
+
+    tree = {
+        "type": "object",
+        "properties": {"label": {"type": "string"}, "child": {"$ref": "#"}},
+        "required": ["label"],
+        "additionalProperties": False,
+    }
+    tools = [_tool("save_person", Person.model_json_schema()), _tool("save_tree", tree)]
+    schema = tool_call_schema(tools)
+    person = {"name": "Ada", "address": {"city": "London", "kind": "home"}}
+    nested = {"label": "a", "child": {"label": "b", "child": {"label": "c"}}}
+    jsonschema.validate({"name": "save_person", "arguments": person}, schema)
+    jsonschema.validate({"name": "save_tree", "arguments": nested}, schema)
+    for bad in (
+        {"name": "save_person", "arguments": {**person, "address": {"city": "L", "kind": "x"}}},
+        {"name": "save_tree", "arguments": {"label": "a", "child": {"name": "save_tree"}}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    grammar = tool_grammar("required", tools).compile_fn(smollm2_vocab)
+
+    def accepts(value: object) -> bool:
+        matcher = grammar.matcher()
+        text = json.dumps(value, separators=(",", ":"))
+        return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
+
+    assert accepts({"name": "save_person", "arguments": person})
+    assert accepts({"name": "save_tree", "arguments": nested})
+    assert not accepts({"name": "save_tree", "arguments": {"label": "a", "child": {"name": "f"}}})
+    assert Person.model_json_schema()["properties"]["address"] == {"$ref": "#/$defs/Address"}
+
+
+def test_tool_parameters_must_be_an_object_schema():
+    from formcast.server.tools import selected_tools
+
+    for parameters in ({"type": "string"}, {"type": "array", "items": {}}, {"properties": {}}):
+        with pytest.raises(APIError) as info:
+            selected_tools([TOOLS[0], _tool("f", parameters)], "auto")
+        assert info.value.param == "tools[1].function.parameters"
+        assert "type 'object'" in str(info.value)

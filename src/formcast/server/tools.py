@@ -31,6 +31,7 @@ from formcast.errors import SchemaError
 from formcast.grammar import AnyValueGrammar, Grammar, Vocabulary
 from formcast.grammar.index.compile import compile_tree
 from formcast.grammar.json_schema.compile import marked_schema_tree, reads_marker
+from formcast.grammar.json_schema.embedding import embed_schema
 from formcast.grammar.json_schema.layout import make_layout
 from formcast.grammar.regex.combinators import alt
 from formcast.grammar.regex.parser import parse_regex
@@ -51,19 +52,26 @@ def tool_parameters(tool: ToolDefinition) -> dict[str, Any]:
 
 
 def tool_call_schema(tools: list[ToolDefinition]) -> dict[str, Any]:
-    """JSON Schema of one call of any of ``tools`` (``anyOf`` over the tools)."""
-    branches = [
-        {
-            "type": "object",
-            "properties": {
-                "name": {"const": tool.function.name},
-                "arguments": tool_parameters(tool),
-            },
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        }
-        for tool in tools
-    ]
+    """JSON Schema of one call of any of ``tools`` (``anyOf`` over the tools).
+
+    Each tool's parameters sit inside the envelope at ``[/anyOf/i]/properties/arguments``;
+    their local ``$ref`` s (``#/$defs/...``, ``#``) are re-rooted there (``embed_schema``),
+    so nested pydantic models and enums resolve to the tool's own definitions.
+    """
+    branches = []
+    for k, tool in enumerate(tools):
+        at = ("" if len(tools) == 1 else f"/anyOf/{k}") + "/properties/arguments"
+        branches.append(
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"const": tool.function.name},
+                    "arguments": embed_schema(tool_parameters(tool), at),
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
@@ -85,6 +93,15 @@ def selected_tools(
     names = [tool.function.name for tool in tools]
     if len(set(names)) != len(names):
         raise bad_request(f"tool names must be unique, got {names}", param="tools")
+    for k, tool in enumerate(tools):
+        parameters = tool_parameters(tool)
+        if not isinstance(parameters, dict) or parameters.get("type") != "object":
+            shown = parameters.get("type") if isinstance(parameters, dict) else parameters
+            raise bad_request(
+                f"tool {tool.function.name!r}: parameters must be a JSON Schema with "
+                f"type 'object' (the arguments are a JSON object), got type {shown!r}",
+                param=f"tools[{k}].function.parameters",
+            )
     if tool_choice is None:
         tool_choice = "auto"
     if isinstance(tool_choice, NamedToolChoice):
