@@ -102,6 +102,24 @@ def test_regex_output_fullmatches(model):
     assert all(isinstance(v, str) and re.fullmatch(pattern, v) for v in values), values
 
 
+def test_regex_ascii_option_makes_classes_ascii(model):
+    """``\\d`` is Unicode by default (Python's re); ``ascii=True`` is re.ASCII (the README's
+    phone-number line gave ``'🯸🯸🯸-🯸🯸🯸🯸'`` without it)."""
+    pattern = r"\d{3}-\d{4}"
+
+    def accepts(generator: formcast.RegexGenerator, text: str) -> bool:
+        matcher = generator.grammar.matcher()
+        return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
+
+    unicode_digits = formcast.regex(model, pattern)
+    ascii_digits = formcast.regex(model, pattern, ascii=True, max_tokens=16, **GREEDY)
+    for text in ("555-1234", "\U0001fbf8\U0001fbf8\U0001fbf8-\u0663\u0663\u0663\u0663"):
+        assert accepts(unicode_digits, text) == bool(re.fullmatch(pattern, text))
+        assert accepts(ascii_digits, text) == bool(re.fullmatch(pattern, text, re.ASCII))
+    value = ascii_digits("A phone number:")
+    assert re.fullmatch(pattern, value, re.ASCII), value
+
+
 def test_choice_returns_the_option(model):
     prompt = "What color is grass?"
     assert formcast.choice(model, ["yes", "no"], **GREEDY)(prompt) in ("yes", "no")
