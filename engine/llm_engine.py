@@ -48,7 +48,13 @@ from formcast.engine.scheduler import Scheduler, SchedulerOutput
 from formcast.engine.sequence import Sequence, SequenceStatus
 from formcast.engine.speculative.chain_speculator import Speculator
 from formcast.engine.structured import MaskFiller, StructuredOutputManager
-from formcast.errors import DeadEndError, EngineConfigError, EngineError, RequestError
+from formcast.errors import (
+    DeadEndError,
+    EngineConfigError,
+    EngineError,
+    RequestError,
+    RequestLimitError,
+)
 from formcast.grammar import Grammar, MaskHook
 from formcast.grammar.spec import GrammarLike
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams
@@ -225,6 +231,9 @@ class LLM:
 
         Raises
         ------
+        RequestLimitError
+            ``n`` (or ``beam_search.num_beams``) above ``max_num_seqs``: a request whose
+            sequences could never run together.
         RequestError
             Empty prompt, unknown token ids, a prompt with no room to generate within
             ``max_model_len``, a request that cannot fit in the KV cache, a duplicate id,
@@ -235,6 +244,7 @@ class LLM:
                 sampling_params, beam_search, jump_forward, self.speculator is not None
             )
         params = sampling_params if sampling_params is not None else SamplingParams()
+        self._check_num_seqs(params, beam_search)
         text, token_ids = self.encode_prompt(prompt)
         request_id = str(next(self._request_ids)) if request_id is None else request_id
         where = f"request {request_id!r}"
@@ -287,6 +297,39 @@ class LLM:
         else:
             self.scheduler.add(seq)
         return request_id
+
+    def _check_num_seqs(self, params: SamplingParams, beam_search: BeamSearchParams | None) -> None:
+        """Refuse a request that needs more sequences at once than a step may run.
+
+        Invariant kept for the scheduler: every request's ``1 + num_pending_forks +
+        num_reserved_seqs`` is at most ``max_num_seqs``, so an idle engine always admits the
+        first waiting sequence (the ``n`` completions fork right after the prompt and the
+        beams of a beam search all run together; neither can be admitted in parts).
+
+        Raises
+        ------
+        RequestLimitError
+            ``n`` or ``num_beams`` above ``max_num_seqs``.
+        """
+        limit = self.config.max_num_seqs
+        if beam_search is not None and beam_search.num_beams > limit:
+            raise RequestLimitError(
+                "num_beams",
+                beam_search.num_beams,
+                "max_num_seqs",
+                limit,
+                "a beam search runs all its beams in every step; lower num_beams or raise "
+                "max_num_seqs",
+            )
+        if params.n > limit:
+            raise RequestLimitError(
+                "n",
+                params.n,
+                "max_num_seqs",
+                limit,
+                "the n completions of a request run in the same steps and a step runs at most "
+                "max_num_seqs sequences; lower n or raise max_num_seqs",
+            )
 
     def _start_grammar(self, seq: Sequence, grammar: Grammar) -> None:
         """Give ``seq`` its matcher, jump over forced text at the start, then queue it."""
@@ -444,7 +487,7 @@ class LLM:
         if not seqs:
             return deltas
         if rows != list(range(logits.shape[0])):
-            logits = logits[torch.tensor(rows, device=logits.device)]
+            logits = logits[torch.tensor(rows, dtype=torch.long, device=logits.device)]
         if bitmask is not None and bitmask.shape[0] != len(seqs):
             raise EngineError(
                 f"the mask worker filled {bitmask.shape[0]} rows for {len(seqs)} sampled sequences"

@@ -141,6 +141,9 @@ class ModelRunner:
     ) -> torch.Tensor:
         """Run one step; return float32 logits ``(sum num_logits, V)`` in scheduled order.
 
+        The sum may be 0 (only mid-prefill chunks): the KV cache is still written and the
+        result has no rows.
+
         ``trees``: ``seq_id -> (depths (N,), ancestor_mask (N, N) bool)`` for spans ending
         with a token tree's ``N`` nodes.
         """
@@ -192,7 +195,8 @@ class ModelRunner:
             prefix = int(ctx[rank]) - num_nodes
             end = int(qstart[rank + 1])
             positions[end - num_nodes : end] = prefix - 1 + np.asarray(depths)
-        # logit rows: the last num_logits tokens of each span, in scheduled order
+        # logit rows: the last num_logits tokens of each span, in scheduled order; a step of
+        # mid-prefill chunks only (a prompt longer than the token budget) asks for none
         end_of = {i: int(qstart[rank + 1]) for rank, i in enumerate(order)}
         rows = [
             row
@@ -204,5 +208,6 @@ class ModelRunner:
             torch.from_numpy(positions).to(self.device),
             meta,
         )
-        self.last_hidden = hidden[torch.tensor(rows, device=self.device)]
+        # int64 always: torch.tensor([]) would be float32, which is no index
+        self.last_hidden = hidden[torch.tensor(rows, dtype=torch.long, device=self.device)]
         return self.model.compute_logits(self.last_hidden)

@@ -107,3 +107,15 @@ def tiny_folders(tmp_path_factory, smol_tokenizer) -> dict[str, Path]:
         name: _tiny_folder(root, name, config, smol_tokenizer, seed)
         for seed, (name, config) in enumerate(configs.items())
     }
+
+
+@pytest.fixture(scope="session")
+def tiny_long_folder(tmp_path_factory, smol_tokenizer) -> Path:
+    """Random-weight Llama shaped like SmolLM2 (plain RoPE, tied embeddings) with its 8,192-token
+    context, for prompts longer than one step's token budget (chunked prefill)."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(
+        **{**TINY, "max_position_embeddings": 8192}, rope_theta=100000.0, tie_word_embeddings=True
+    )
+    return _tiny_folder(tmp_path_factory.mktemp("tiny-long"), "llama-8k", config, smol_tokenizer, 3)

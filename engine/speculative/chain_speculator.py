@@ -489,7 +489,7 @@ class Speculator:
                 prompts.append(seq.prompt_token_ids)
                 outputs.append(seq.token_ids[start : state.committed_len + r])
             mask_rows.extend(state.rows)
-        rows = logits[torch.tensor(row_ids, device=logits.device)]  # (R, V)
+        rows = logits[torch.tensor(row_ids, dtype=torch.long, device=logits.device)]  # (R, V)
         processed = self._process_rows(
             rows,
             states,

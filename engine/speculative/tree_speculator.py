@@ -367,7 +367,7 @@ class TreeSpeculator(Speculator):
                 outputs.append(committed + path)
             mask_rows.append(state.root_row)
             mask_rows.extend(tree.mask_rows)
-        raw = logits[torch.tensor(row_ids, device=logits.device)]  # (R, V)
+        raw = logits[torch.tensor(row_ids, dtype=torch.long, device=logits.device)]  # (R, V)
         processed = self._process_rows(
             raw,
             states,

@@ -74,6 +74,23 @@ class RequestError(FormcastError, ValueError):
     """A generation request cannot be served as given (empty prompt, prompt too long, ...)."""
 
 
+class RequestLimitError(RequestError):
+    """A request asks for more than the engine can ever run at once (``n`` above
+    ``max_num_seqs``, ...): refused when it is added, since no amount of waiting would let the
+    scheduler admit it.
+
+    ``field`` names the request field at fault, ``value`` its value, ``limit_name`` and
+    ``limit`` the engine setting it exceeds; the message names all four.
+    """
+
+    def __init__(self, field: str, value: int, limit_name: str, limit: int, why: str) -> None:
+        self.field = field
+        self.value = value
+        self.limit_name = limit_name
+        self.limit = limit
+        super().__init__(f"{field}={value} is more than {limit_name}={limit}: {why}")
+
+
 class UsageError(FormcastError, TypeError):
     """The public API was used in a way it cannot serve (a function without a return
     annotation, an unknown sampling option, a tool without typed parameters, ...)."""

@@ -6,8 +6,9 @@ import pytest
 import torch
 from logit_recorder import LogitRecorder
 
+from formcast.decoding.beam_search import BeamSearchParams
 from formcast.engine.llm_engine import LLM
-from formcast.errors import EngineConfigError, FormcastError, RequestError
+from formcast.errors import EngineConfigError, FormcastError, RequestError, RequestLimitError
 from formcast.samplers import SamplingParams
 
 
@@ -135,6 +136,27 @@ def test_bad_input_raises_clear_errors(llm, tiny_folders):
     with pytest.raises(FormcastError):
         LLM("/no/such/model")
     assert issubclass(RequestError, ValueError)
+    _assert_pool_is_full(llm)
+
+
+def test_more_sequences_than_max_num_seqs_are_refused_when_added(llm):
+    # n completions (or num_beams beams) run in the same steps: above max_num_seqs = 8 the
+    # request could never be admitted, so add_request refuses it before queueing anything
+    params = SamplingParams(temperature=1.0, n=9, max_tokens=2)
+    with pytest.raises(RequestLimitError, match=r"^n=9 is more than max_num_seqs=8") as info:
+        llm.add_request("hi", params, request_id="nine")
+    error = info.value
+    assert isinstance(error, FormcastError) and isinstance(error, ValueError)
+    assert (error.field, error.value, error.limit_name, error.limit) == ("n", 9, "max_num_seqs", 8)
+    assert "nine" not in llm.requests
+    beams = BeamSearchParams(num_beams=9, max_tokens=2)
+    with pytest.raises(RequestLimitError, match=r"^num_beams=9 is more than max_num_seqs=8"):
+        llm.add_request("hi", beam_search=beams, request_id="nine-beams")
+    assert "nine-beams" not in llm.requests
+    _assert_pool_is_full(llm)
+    # the limit itself is served
+    out = llm.generate(["hi"], SamplingParams(temperature=1.0, n=8, max_tokens=2, seed=0))[0]
+    assert [c.index for c in out.outputs] == list(range(8))
     _assert_pool_is_full(llm)
 
 

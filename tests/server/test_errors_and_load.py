@@ -95,6 +95,50 @@ def test_invalid_values_are_400(server, fields, param):
     _assert_error(status, body, 400, param=param, error_type="invalid_request_error")
 
 
+def _post_raw(server, path: str, body: dict) -> tuple[int, str, bytes]:
+    """POST ``body`` as JSON; return (status, content type, the raw response body)."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=120)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.getheader("content-type"), response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions"])
+def test_n_above_max_num_seqs_is_400_before_any_chunk(server, path, stream):
+    # the n completions run in the same steps: n > max_num_seqs could never be admitted
+    limit = server.engine.llm.config.max_num_seqs
+    if path == CHAT:
+        body = _chat(n=limit + 1, stream=stream)
+    else:
+        body = {"model": MODEL, "prompt": "Count", "max_tokens": 4, "n": limit + 1}
+        body["stream"] = stream
+    status, content_type, raw = _post_raw(server, path, body)
+    assert status == 400 and content_type == "application/json", raw[:200]
+    assert b"data:" not in raw  # no event-stream chunk went out
+    error = _assert_error(
+        status, json.loads(raw), 400, param="n", error_type="invalid_request_error"
+    )
+    assert error["message"].startswith(f"n={limit + 1} is more than max_num_seqs={limit}")
+    assert wait_until(lambda: _is_idle(server))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_client_sees_n_above_max_num_seqs_as_bad_request(server, client, stream):
+    limit = server.engine.llm.config.max_num_seqs
+    # a stream fails in create() on the status, before any chunk is read
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=2, n=limit + 1, stream=stream
+        )
+    assert info.value.status_code == 400 and info.value.body["param"] == "n"
+    assert f"max_num_seqs={limit}" in info.value.body["message"]
+    assert wait_until(lambda: _is_idle(server))
+
+
 def test_openai_client_sees_status_errors(client):
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="nope", messages=MESSAGES, max_tokens=2)

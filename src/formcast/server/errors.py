@@ -5,7 +5,8 @@ Every error the server returns has the body OpenAI's API uses::
     {"error": {"message": "...", "type": "invalid_request_error", "param": "...", "code": ...}}
 
 `api_error_from` maps formcast's exception hierarchy onto statuses: input errors (schema,
-grammar, sampling values, requests the engine cannot serve) are 400s naming the parameter;
+grammar, sampling values, requests the engine cannot serve, such as ``n`` above
+``max_num_seqs``) are 400s naming the parameter;
 anything else is a 500 ``server_error`` whose message names the exception.
 """
 
@@ -17,6 +18,7 @@ from formcast.errors import (
     FormcastError,
     GrammarError,
     RequestError,
+    RequestLimitError,
     SamplingParamsError,
     SchemaError,
 )
@@ -112,6 +114,8 @@ def api_error_from(exc: BaseException, grammar_param: str | None = None) -> APIE
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, SamplingParamsError):
+        return bad_request(str(exc), param=_SAMPLING_PARAM_NAMES.get(exc.field, exc.field))
+    if isinstance(exc, RequestLimitError):  # more than the engine can ever run at once
         return bad_request(str(exc), param=_SAMPLING_PARAM_NAMES.get(exc.field, exc.field))
     if isinstance(exc, SchemaError):
         return bad_request(str(exc), param=grammar_param, code="invalid_schema")
