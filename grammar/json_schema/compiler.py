@@ -316,8 +316,8 @@ class SchemaCompiler:
             target, target_ptr = resolve_ref(self.root, ref, pointer)
             if ref in self._ref_stack:
                 raise SchemaError(
-                    f"recursive schema ($ref {ref!r} refers to itself): recursive schemas need "
-                    "the context-free grammar path (issue 5), not a regular expression",
+                    f"recursive schema ($ref {ref!r} refers to itself): no regular expression "
+                    "describes it; compile_json_schema takes the context-free (structural) route",
                     pointer=pointer,
                     keyword="$ref",
                 )
@@ -380,8 +380,8 @@ class SchemaCompiler:
                 ref = s["$ref"]
                 if ref in self._ref_stack:
                     raise SchemaError(
-                        f"recursive schema ($ref {ref!r}): recursive schemas need the "
-                        "context-free grammar path (issue 5)",
+                        f"recursive schema ($ref {ref!r}): no regular expression describes it; "
+                        "compile_json_schema takes the context-free (structural) route",
                         pointer=pointer,
                         keyword="$ref",
                     )

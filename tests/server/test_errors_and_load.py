@@ -52,6 +52,18 @@ def test_unknown_model_is_404(server):
     _assert_error(status, body, 404, code="model_not_found")
 
 
+def test_malformed_schema_keyword_value_is_400_with_pointer(server):
+    """Was a bare 500 (AttributeError / ValueError from inside the compiler)."""
+    for schema, keyword, pointer in (
+        ({"type": "object", "properties": "x"}, "properties", "#"),
+        ({"type": "object", "properties": {"a": {"minimum": "zero"}}}, "minimum", "/properties/a"),
+    ):
+        fmt = {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}
+        status, body = post(server, CHAT, _chat(response_format=fmt))
+        error = _assert_error(status, body, 400, param="response_format", code="invalid_schema")
+        assert keyword in error["message"] and pointer in error["message"]
+
+
 def test_unsupported_schema_keyword_names_pointer(server):
     schema = {
         "type": "object",
@@ -88,6 +100,13 @@ def test_prompt_too_long(server):
         ({"audio": {"voice": "x"}}, "audio"),
         ({"regex": "(unclosed"}, "regex"),
         ({"tool_choice": "required"}, "tool_choice"),
+        # strict types: strings and numbers are not coerced (was: "10" -> 10, "yes" -> True)
+        ({"n": "10"}, "n"),
+        ({"max_tokens": "12"}, "max_tokens"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"stream": "yes"}, "stream"),
+        ({"logprobs": 1}, "logprobs"),
+        ({"seed": 1.5}, "seed"),
     ],
 )
 def test_invalid_values_are_400(server, fields, param):

@@ -24,14 +24,14 @@ from formcast.server.errors import bad_request
 class StreamOptions(BaseModel):
     """``stream_options``: ``include_usage`` adds a last chunk with the usage."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     include_usage: bool = False
 
 
 class SamplingFields(BaseModel):
     """Fields shared by chat and text completions (OpenAI names and extensions)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
     temperature: float | None = None
@@ -66,7 +66,7 @@ class SamplingFields(BaseModel):
 class ResponseFormat(BaseModel):
     """``response_format``: ``text``, ``json_object`` or ``json_schema``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
@@ -74,7 +74,7 @@ class ResponseFormat(BaseModel):
 class JsonSchemaFormat(BaseModel):
     """``response_format.json_schema``: ``{"name", "schema", "strict", "description"}``."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
     name: str
     description: str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
@@ -84,7 +84,7 @@ class JsonSchemaFormat(BaseModel):
 class FunctionDefinition(BaseModel):
     """``tools[i].function``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str | None = None
     parameters: dict[str, Any] | None = None
@@ -94,7 +94,7 @@ class FunctionDefinition(BaseModel):
 class ToolDefinition(BaseModel):
     """``tools[i]``: only ``function`` tools exist."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["function"]
     function: FunctionDefinition
 
@@ -102,7 +102,7 @@ class ToolDefinition(BaseModel):
 class NamedToolChoice(BaseModel):
     """``tool_choice`` naming a function: ``{"type": "function", "function": {"name": ...}}``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["function"]
     function: dict[str, str]
 
