@@ -11,9 +11,11 @@ holds a lookahead (its scope is the rest of its own group, see
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import overload
 
+from formcast.grammar import caches
 from formcast.grammar.regex.char_classes import Ranges, normalize
 from formcast.grammar.regex.syntax_tree import (
     EMPTY,
@@ -37,15 +39,23 @@ def char_range(first: str, last: str) -> Node:
     return CharSet(((ord(first), ord(last)),), -1)
 
 
+@functools.lru_cache(maxsize=1024)
 def one_of(characters: str) -> Node:
     """One of the given characters (a non-empty str)."""
     return CharSet(normalize([(ord(c), ord(c)) for c in characters]), -1)
 
 
+@functools.lru_cache(maxsize=4096)
+def _character(c: str) -> CharSet:
+    """The shared node of one character (trees are immutable: one object serves all uses)."""
+    return CharSet(((ord(c), ord(c)),), -1)
+
+
 def literal(text: str) -> Node:
     """Exactly ``text``."""
-    items = tuple(CharSet(((ord(c), ord(c)),), -1) for c in text)
-    return items[0] if len(items) == 1 else Concat(items)
+    if len(text) == 1:
+        return _character(text)
+    return Concat(tuple(map(_character, text)))
 
 
 @overload
@@ -156,3 +166,8 @@ def _trie(words: list[str]) -> Node:
     if body is None:
         return EMPTY
     return opt(body) if has_empty else body
+
+
+caches.register(
+    "regex.built_characters", "LRU: 4096 characters, 1024 classes", _character.cache_clear
+)
