@@ -57,6 +57,10 @@ _DFA_MEMO_SIZE = 1024
 # every schema with long strings on the structural route uses it) and of all kept DFAs
 # together (64 MB)
 _DFA_MEMO_MAX_CELLS = 1_000_000
+# trees over this regex size are not memoised: the memo is for the leaves grammars share
+# (strings, numbers, key sets); a whole schema's tree is cached as a grammar instead, and
+# as a key it would keep every node alive (work for each full garbage collection)
+_DFA_MEMO_MAX_TREE_CHARS = 20_000
 _DFA_MEMO_TOTAL_CELLS = 16_000_000
 _memo_cells = 0
 _is_warm = False
@@ -134,8 +138,9 @@ def regex_to_dfa(
     """
     is_tree = not isinstance(pattern, str)
     key = (pattern, "tree" if is_tree else dialect, max_states)
+    is_memoised = not is_tree or pattern.num_chars <= _DFA_MEMO_MAX_TREE_CHARS  # type: ignore[union-attr]
     with _DFA_MEMO_LOCK:
-        found = _DFA_MEMO.get(key)
+        found = _DFA_MEMO.get(key) if is_memoised else None
         if found is not None:
             _DFA_MEMO.move_to_end(key)
             return found
@@ -148,7 +153,7 @@ def regex_to_dfa(
             raise GrammarError(
                 "regex groups nested too deeply to build an automaton (Python's recursion limit)"
             ) from None
-    if dfa.transitions.size <= _DFA_MEMO_MAX_CELLS:
+    if is_memoised and dfa.transitions.size <= _DFA_MEMO_MAX_CELLS:
         _remember(key, dfa)
     return dfa
 
@@ -312,7 +317,7 @@ def regex_to_python(pattern: str, *, dialect: str = "ecma", search: bool = False
 caches.register(
     "index.regex_to_dfa",
     f"LRU: {_DFA_MEMO_SIZE} DFAs, {_DFA_MEMO_MAX_CELLS:,} table cells each, "
-    f"{_DFA_MEMO_TOTAL_CELLS:,} in all",
+    f"{_DFA_MEMO_TOTAL_CELLS:,} in all; trees up to {_DFA_MEMO_MAX_TREE_CHARS:,} regex characters",
     clear_dfa_memo,
 )
 

@@ -92,7 +92,7 @@ _JSON = st.recursive(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.sampled_from(_KEYWORDS), _JSON, min_size=1, max_size=3))
 def test_fuzzed_schemas_compile_or_raise_typed_errors(schema):
     """Any JSON under any keyword: a regex or a typed formcast error, nothing else."""
