@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-jump-forward", action="store_true", help="sample grammar-forced tokens too"
     )
     serve.add_argument("--log-level", default="info", help="uvicorn log level")
+    serve.add_argument(
+        "--api-key",
+        help="require 'Authorization: Bearer KEY' on /v1/ requests (401 otherwise); "
+        "default: $FORMCAST_API_KEY, else no key",
+    )
 
     medusa = commands.add_parser(
         "train-medusa", help="train Medusa heads by self-distillation (speculative decoding)"
@@ -319,6 +324,7 @@ def run_serve(args: argparse.Namespace) -> int:
         port=args.port,
         served_model_name=args.served_model_name,
         log_level=args.log_level,
+        api_key=args.api_key or os.environ.get("FORMCAST_API_KEY") or None,
         **engine_config,
     )
     return 0

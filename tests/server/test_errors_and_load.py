@@ -325,3 +325,29 @@ def test_engine_failure_is_500_and_server_keeps_serving(server):
     status, body = post(server, CHAT, _chat())
     assert status == 200 and body["choices"][0]["message"]["content"]
     assert wait_until(lambda: _is_idle(server))
+
+
+def test_api_key_required_on_v1_when_configured():
+    """``formcast serve --api-key`` (or $FORMCAST_API_KEY): 401 ``invalid_api_key`` without
+    the key, served with it; ``/health`` stays open for probes."""
+    from formcast.server import BackgroundServer, build_engine
+
+    engine = build_engine(MODEL, max_num_seqs=2, max_model_len=256, num_kv_blocks=32)
+    with BackgroundServer(engine, MODEL, api_key="s3cret-key") as running:
+        base = running.base_url + "/v1"
+        for key in ("wrong", ""):
+            wrong = openai.OpenAI(base_url=base, api_key=key or "x", max_retries=0)
+            with pytest.raises(openai.AuthenticationError) as info:
+                wrong.models.list()
+            assert info.value.status_code == 401
+            assert info.value.body["code"] == "invalid_api_key"
+        status, body = post(running, "/v1/chat/completions", {"model": MODEL, "messages": []})
+        assert status == 401 and body["error"]["code"] == "invalid_api_key"
+        assert "no API key given" in body["error"]["message"]
+        assert get(running, "/health")[0] == 200
+        right = openai.OpenAI(base_url=base, api_key="s3cret-key", max_retries=0)
+        assert [m.id for m in right.models.list()] == [MODEL]
+        reply = right.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2
+        )
+        assert reply.choices[0].finish_reason in ("length", "stop")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -97,6 +98,36 @@ class CountRequests:
         await self.app(scope, receive, counting_send)
 
 
+class RequireApiKey:
+    """ASGI middleware: every ``/v1/`` request must carry ``Authorization: Bearer <api_key>``.
+
+    Others get 401 with an OpenAI-shaped error (``invalid_api_key``) before any handler runs;
+    ``/health`` and ``/metrics`` stay open (probes and scrapers). Keys are compared in
+    constant time.
+    """
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        what = "no API key given" if not given else "the API key is not valid"
+        error = APIError(
+            401,
+            f"{what}: send 'Authorization: Bearer <key>' with the key the server was started with",
+            INVALID_REQUEST,
+            code="invalid_api_key",
+        )
+        await error_response(error)(scope, receive, send)
+
+
 class EventStreamResponse(StreamingResponse):
     """Server-sent events whose generation is aborted when the response stops early."""
 
@@ -142,10 +173,11 @@ async def _wait_for_disconnect(http_request: Request) -> None:
             return
 
 
-def create_app(engine: AsyncEngine, model_name: str) -> FastAPI:
+def create_app(engine: AsyncEngine, model_name: str, api_key: str | None = None) -> FastAPI:
     """The FastAPI app serving ``engine`` as model ``model_name``.
 
-    The engine thread starts with the app (lifespan) and stops with it.
+    The engine thread starts with the app (lifespan) and stops with it. With ``api_key``,
+    every ``/v1/`` request needs ``Authorization: Bearer <api_key>`` (401 otherwise).
     """
     context = ServingContext.of(engine, model_name)
 
@@ -221,5 +253,7 @@ def create_app(engine: AsyncEngine, model_name: str) -> FastAPI:
         return await _respond(request, TextCompletion(context, body))
 
     paths = {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"}
+    if api_key:  # added before the counter, so inside it: 401s are counted too
+        app.add_middleware(RequireApiKey, api_key=api_key)
     app.add_middleware(CountRequests, metrics=engine.metrics, paths=paths)
     return app

@@ -28,11 +28,13 @@ def serve(
     port: int = 8000,
     served_model_name: str | None = None,
     log_level: str = "info",
+    api_key: str | None = None,
     **engine_config: Any,
 ) -> None:
-    """Serve ``model`` on ``host:port`` until interrupted (Ctrl-C / SIGTERM)."""
+    """Serve ``model`` on ``host:port`` until interrupted (Ctrl-C / SIGTERM); with
+    ``api_key``, ``/v1/`` requests need ``Authorization: Bearer <api_key>``."""
     engine = build_engine(model, **engine_config)
-    app = create_app(engine, served_model_name or str(model))
+    app = create_app(engine, served_model_name or str(model), api_key=api_key)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
 
 
@@ -47,6 +49,8 @@ class BackgroundServer:
         The name clients use.
     host : str
         Interface to bind (port chosen by the OS).
+    api_key : str, optional
+        Require ``Authorization: Bearer <api_key>`` on ``/v1/`` requests.
 
     Examples
     --------
@@ -54,9 +58,15 @@ class BackgroundServer:
     ...     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="none")
     """
 
-    def __init__(self, engine: AsyncEngine, model_name: str, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        model_name: str,
+        host: str = "127.0.0.1",
+        api_key: str | None = None,
+    ) -> None:
         self.engine = engine
-        self.app = create_app(engine, model_name)
+        self.app = create_app(engine, model_name, api_key=api_key)
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, 0))
