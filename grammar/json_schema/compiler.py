@@ -15,7 +15,7 @@ import functools
 import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -151,11 +151,7 @@ class SchemaCompiler:
 
     def fullmatch(self, node: Node | None, text: str) -> bool:
         """True if ``text`` is in the language of ``node`` (``None``: the empty language)."""
-        if node is None:
-            return False
-        if has_any_marker(node):  # unbounded-value markers: run as the frame machine does
-            return marked_fullmatch(node, text, self.layout)
-        return _python_regex(node).fullmatch(text) is not None
+        return node is not None and _sample_matcher(node, self.layout)(text)
 
     def pattern_matches(self, pattern: str, name: str) -> bool:
         """ECMA ``pattern`` finds a match in string ``name`` (via its JSON-text regex)."""
@@ -791,10 +787,19 @@ def _possible_types(s: dict) -> set[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _python_regex(node: Node) -> re.Pattern[str]:
-    """``node`` printed and compiled by ``re`` (the oracle for sample texts: enum values
-    against their sibling keywords, declared names against ``propertyNames``)."""
-    return re.compile(to_python_regex(node))
+def _sample_matcher(node: Node, layout: Layout) -> Callable[[str], bool]:
+    """Fullmatch of ``node`` for sample texts (enum values against their sibling keywords,
+    declared names against ``propertyNames``): ``re`` on the printed tree, or the frame
+    machine when the tree holds unbounded-value markers (decided once per tree)."""
+    if has_any_marker(node):
+        machine = FrameMachine(
+            regex_to_dfa(node),
+            lambda depth: regex_to_dfa(container_tree(layout, depth)),
+            layout.is_depth_dependent,
+        )
+        return lambda text: machine.fullmatch(text.encode("utf-8"))
+    pattern = re.compile(to_python_regex(node))
+    return lambda text: pattern.fullmatch(text) is not None
 
 
 def container_tree(layout: Layout, depth: int) -> Node:
@@ -805,23 +810,6 @@ def container_tree(layout: Layout, depth: int) -> Node:
     return SchemaCompiler(True, layout=layout)._any(ANY_WINDOW + 1, depth, True)
 
 
-def marked_fullmatch(node: Node, text: str, layout: Layout) -> bool:
-    """Fullmatch for a tree with unbounded-value markers (see :func:`any_marker`)."""
-    return _fullmatch_machine(node, layout).fullmatch(text.encode("utf-8"))
-
-
-@functools.lru_cache(maxsize=32)
-def _fullmatch_machine(node: Node, layout: Layout) -> FrameMachine:
-    return FrameMachine(
-        regex_to_dfa(node),
-        lambda depth: regex_to_dfa(container_tree(layout, depth)),
-        layout.is_depth_dependent,
-    )
-
-
 caches.register(
-    "json_schema.marked_fullmatch_machines", "LRU: 32 machines", _fullmatch_machine.cache_clear
-)
-caches.register(
-    "json_schema.sample_regexes", "LRU: 256 compiled re patterns", _python_regex.cache_clear
+    "json_schema.sample_matchers", "LRU: 256 matchers of trees", _sample_matcher.cache_clear
 )

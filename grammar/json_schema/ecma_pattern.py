@@ -81,15 +81,7 @@ def parse_ecma(pattern: str) -> list[Branch]:
         Syntax the ``"ecma"`` parser refuses (its message, with the position), a lookahead,
         or an anchor that does not sit at an end of the pattern.
     """
-    try:
-        tree = parse_regex(pattern, "ecma")
-    except GrammarError as exc:
-        at = exc.position
-        if at is not None and pattern.startswith(_LOOKAROUNDS, at):
-            raise PatternRefused(f"{_LOOKAROUND_REFUSAL}: {exc}") from exc
-        raise PatternRefused(str(exc)) from exc
-    _check_character_level(tree, allow_anchors=True)
-    return _split(tree, start=False, end=False)
+    return _parsed_branches(pattern, "ecma", is_anchored=False)
 
 
 def format_branches(pattern: str) -> list[Branch]:
@@ -111,12 +103,21 @@ def format_branches(pattern: str) -> list[Branch]:
     PatternRefused
         The regex does not parse, holds a lookahead or an anchor away from its ends.
     """
+    return _parsed_branches(pattern, "python", is_anchored=True)
+
+
+def _parsed_branches(pattern: str, dialect: str, *, is_anchored: bool) -> list[Branch]:
+    """``pattern`` parsed in ``dialect`` and split into branches (anchored at both ends when
+    ``is_anchored``); parse errors become ``PatternRefused``."""
     try:
-        tree = parse_regex(pattern, "python")
+        tree = parse_regex(pattern, dialect)
     except GrammarError as exc:
+        at = exc.position
+        if at is not None and pattern.startswith(_LOOKAROUNDS, at):
+            raise PatternRefused(f"{_LOOKAROUND_REFUSAL}: {exc}") from exc
         raise PatternRefused(str(exc)) from exc
     _check_character_level(tree, allow_anchors=True)
-    return _split(tree, start=True, end=True)
+    return _split(tree, start=is_anchored, end=is_anchored)
 
 
 def branches_of(node: Node) -> list[Branch]:

@@ -13,9 +13,10 @@ Positions (``pos``, offsets in the pattern text for error messages) take no part
 equality: equal trees denote equal languages, whatever text they were parsed from, so trees
 serve as memo keys (each node stores its hash, computed from its children's at construction,
 so hashing a large tree costs O(1); built from ints only, so the stored hash is the same in
-every process and a pickled tree stays consistent). Every node knows ``num_chars``, the length of its :func:`to_python_regex` text, without
-printing it (the size measure of compile budgets; invariant: ``node.num_chars ==
-len(to_python_regex(node))`` for trees without references).
+every process and a pickled tree stays consistent). Every node knows ``num_chars``, the
+length of its :func:`to_python_regex` text, without printing it (the size measure of compile
+budgets; invariant: ``node.num_chars == len(to_python_regex(node))`` for trees without
+references).
 """
 
 from __future__ import annotations
