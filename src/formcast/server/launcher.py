@@ -16,6 +16,12 @@ from formcast.engine.llm_engine import LLM
 from formcast.server.app import create_app
 from formcast.server.async_engine import AsyncEngine
 
+# idle keep-alive connections are closed by the server after this many seconds: longer than
+# clients keep them (httpx, under the openai client: 5 s), so a client never reuses a
+# connection the server is closing at the same moment (uvicorn's default is also 5 s: a
+# race that surfaced as ReadError under load, when a pooled connection sat idle ~5 s)
+KEEP_ALIVE_S = 30
+
 
 def build_engine(model: str, **engine_config: Any) -> AsyncEngine:
     """Load ``model`` (alias, HF folder or .gguf) with `EngineConfig` options."""
@@ -35,7 +41,14 @@ def serve(
     ``api_key``, ``/v1/`` requests need ``Authorization: Bearer <api_key>``."""
     engine = build_engine(model, **engine_config)
     app = create_app(engine, served_model_name or str(model), api_key=api_key)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
 
 
 class BackgroundServer:
@@ -71,7 +84,12 @@ class BackgroundServer:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, 0))
         self.host, self.port = self.socket.getsockname()[:2]
-        config = uvicorn.Config(self.app, log_level="warning", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
