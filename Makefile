@@ -7,7 +7,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test bench lint clean relink kernels
+# client libraries tested against `formcast serve` (tests/clients), one venv per group
+CLIENTS_VENVS := .venv-clients
+CLIENT_GROUPS := instructor frameworks
+CLIENT_STAMPS := $(CLIENT_GROUPS:%=$(CLIENTS_VENVS)/%/.installed)
+
+.PHONY: install clients demo test bench lint clean relink kernels
 
 install: $(STAMP)
 
@@ -28,10 +33,19 @@ kernels:
 	from formcast.grammar.kernel_warmup import warm_all_kernels; \
 	warm_all_kernels(Vocabulary.from_tokenizer(load_tokenizer('smollm2-135m')))"
 
+# A group's venv is rebuilt from scratch when its lock file changes (no stale packages).
+clients: $(CLIENT_STAMPS)
+
+$(CLIENTS_VENVS)/%/.installed: tests/clients/requirements-%.txt
+	rm -rf $(CLIENTS_VENVS)/$*
+	$(PYTHON) -m venv $(CLIENTS_VENVS)/$*
+	$(CLIENTS_VENVS)/$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
 demo: install
 	$(PY) examples/demo.py
 
-test: install
+test: install clients
 	$(PY) -m pytest -q
 
 bench: install
@@ -43,7 +57,7 @@ lint: install
 	$(PY) -m ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(CLIENTS_VENVS) build *.egg-info
 
 # Strict editable installs link files at install time: re-link after adding a module.
 relink:

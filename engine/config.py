@@ -13,6 +13,7 @@ import torch
 
 from formcast.decoding.speculative.spec_config import SpeculativeConfig
 from formcast.errors import EngineConfigError
+from formcast.grammar.limits import GrammarLimits
 
 _DTYPES = {
     "float32": torch.float32,
@@ -75,6 +76,13 @@ class EngineConfig:
         after the forward, for measurements).
     num_grammar_threads : int
         Threads compiling grammar specs asynchronously.
+    num_grammar_workers : int
+        Worker processes the grammar threads hand compiles to, under the time and memory
+        budgets of ``grammar_limits`` (0: compile in the threads; ``formcast serve`` uses
+        workers, see :mod:`formcast.engine.grammar_workers`).
+    grammar_limits : GrammarLimits or None
+        Size limits on grammar requests, checked before compiling, and the compile budgets
+        (None: the defaults of `GrammarLimits`).
     speculative : SpeculativeConfig, dict or None
         Speculative decoding (n-gram, self-draft, draft model); None = off.
     """
@@ -94,6 +102,8 @@ class EngineConfig:
     jump_forward: bool = True
     overlap_masks: bool = True
     num_grammar_threads: int = 2
+    num_grammar_workers: int = 0
+    grammar_limits: GrammarLimits | None = None
     speculative: SpeculativeConfig | None = None
 
     def __post_init__(self) -> None:
@@ -101,6 +111,21 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"EngineConfig.{name}={value!r} must be an int >= 1")
+        if (
+            not isinstance(self.num_grammar_workers, int)
+            or isinstance(self.num_grammar_workers, bool)
+            or self.num_grammar_workers < 0
+        ):
+            raise EngineConfigError(
+                f"EngineConfig.num_grammar_workers={self.num_grammar_workers!r} must be an int >= 0"
+            )
+        if self.grammar_limits is None:
+            self.grammar_limits = GrammarLimits()
+        elif not isinstance(self.grammar_limits, GrammarLimits):
+            raise EngineConfigError(
+                f"EngineConfig.grammar_limits must be a GrammarLimits or None, "
+                f"got {type(self.grammar_limits).__name__}"
+            )
         for name in ("max_model_len", "num_kv_blocks", "kv_cache_memory_bytes"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):

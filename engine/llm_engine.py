@@ -143,7 +143,12 @@ class LLM:
         self.requests: dict[str, Request] = {}
         self._request_ids = itertools.count()
         self.structured_output = StructuredOutputManager(
-            tokenizer, self.vocab_size, self.eos_token_ids, self.config.num_grammar_threads
+            tokenizer,
+            self.vocab_size,
+            self.eos_token_ids,
+            self.config.num_grammar_threads,
+            limits=self.config.grammar_limits,
+            num_workers=self.config.num_grammar_workers,
         )
         self.mask_filler = MaskFiller(self.vocab_size, is_async=self.config.overlap_masks)
         self._stats = EngineStats()

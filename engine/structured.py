@@ -1,10 +1,14 @@
 """The engine's grammar side: the compile queue, grammar services, the mask filler.
 
 - `GrammarCompiler` compiles requests' grammars in a thread pool, one compilation per key:
-  ``submit(spec)`` returns a `concurrent.futures.Future` of the compiled grammar; specs with
-  equal keys share the same future, so a schema asked for by 64 requests is compiled once.
-  Finished futures are kept (most recent ``max_entries``) so later requests reuse them. The
-  threads hold the GIL only while running Python; the engine keeps stepping meanwhile.
+  ``submit(spec)`` checks the spec's input against the `GrammarLimits` at once (a
+  `GrammarLimitError` before any compile work) and returns a `concurrent.futures.Future` of
+  the compiled grammar; specs with equal keys share the same future, so a schema asked for by
+  64 requests is compiled once. Finished futures are kept (most recent ``max_entries``) so
+  later requests reuse them. With grammar workers (`GrammarWorkers`, ``num_workers > 0``) a
+  thread hands the compile to a worker process under the limits' time and memory budgets and
+  then loads the result from the disk cache; without, it compiles in the thread (the
+  automaton kernels release the GIL, the Python parts share it with the engine).
 - `StructuredOutputManager` turns a request's ``grammar=`` into either a ready
   compiled `Grammar` (checked against the engine's vocabulary) or a future from the
   `GrammarCompiler`, and computes the jump-forward tokens of a sequence with the shared
@@ -29,17 +33,29 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from collections.abc import Sequence as SequenceABC
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from formcast.decoding.jump_forward import jump_forward_token_ids
+from formcast.engine.grammar_workers import GrammarWorkers
 from formcast.engine.sequence import Sequence
 from formcast.errors import RequestError
 from formcast.grammar import Grammar, MaskHook, Vocabulary, allocate_token_bitmask
+from formcast.grammar.limits import GrammarLimits
 from formcast.grammar.spec import GrammarLike, GrammarSpec
 
 _MAX_ENTRIES = 256
+
+
+class CompileObserver(Protocol):
+    """Told about every compile a `GrammarCompiler` runs (the server's metrics)."""
+
+    def compile_started(self) -> None:
+        """A compile began (in a grammar thread)."""
+
+    def compile_finished(self, seconds: float) -> None:
+        """The compile that began ended (either way) after ``seconds`` of wall time."""
 
 
 class GrammarCompiler:
@@ -53,26 +69,53 @@ class GrammarCompiler:
         Worker threads (compilations that run at once).
     max_entries : int
         Compiled grammars remembered by key for reuse.
+    limits : GrammarLimits or None
+        Size limits checked on submit, and the budgets the workers enforce (defaults if None).
+    num_workers : int
+        Worker processes compiling specs that carry a recipe (0: compile in the threads).
     """
 
     def __init__(
-        self, vocab: Vocabulary, num_threads: int = 2, max_entries: int = _MAX_ENTRIES
+        self,
+        vocab: Vocabulary,
+        num_threads: int = 2,
+        max_entries: int = _MAX_ENTRIES,
+        limits: GrammarLimits | None = None,
+        num_workers: int = 0,
     ) -> None:
         self.vocab = vocab
         self.max_entries = max_entries
+        self.limits = limits if limits is not None else GrammarLimits()
+        self.workers = GrammarWorkers(vocab, num_workers, self.limits) if num_workers > 0 else None
+        if self.workers is not None:  # start them now, so the first request does not wait
+            threading.Thread(
+                target=self.workers.start_all, name="formcast-grammar-workers", daemon=True
+            ).start()
         self._executor = ThreadPoolExecutor(num_threads, thread_name_prefix="formcast-grammar")
         self._futures: OrderedDict[Hashable, Future[Grammar]] = OrderedDict()
         self._lock = threading.Lock()
+        self.observer: CompileObserver | None = None
         self.num_compiles = 0  # compilations started (deduplicated requests excluded)
 
     def submit(self, spec: GrammarSpec) -> Future[Grammar]:
-        """The (shared) future of ``spec``'s compiled grammar; starts compiling if new."""
+        """The (shared) future of ``spec``'s compiled grammar; starts compiling if new.
+
+        Raises
+        ------
+        GrammarLimitError
+            The spec's input is over one of the limits (nothing was compiled).
+        """
         with self._lock:
-            future = self._futures.get(spec.key)
-            if future is not None and not (future.done() and future.exception() is not None):
-                self._futures.move_to_end(spec.key)
+            future = self._reusable(spec.key)
+        if future is not None:
+            return future
+        if spec.recipe is not None:
+            spec.recipe.check_size(self.limits)  # outside the lock: linear in the input
+        with self._lock:
+            future = self._reusable(spec.key)  # another thread may have started it meanwhile
+            if future is not None:
                 return future
-            future = self._executor.submit(spec.compile_fn, self.vocab)
+            future = self._executor.submit(self._compile, spec)
             self.num_compiles += 1
             self._futures[spec.key] = future
             while len(self._futures) > self.max_entries:
@@ -82,9 +125,33 @@ class GrammarCompiler:
                 del self._futures[oldest]
             return future
 
+    def _reusable(self, key: Hashable) -> Future[Grammar] | None:
+        """The running or successful future of ``key`` (lock held), or None."""
+        future = self._futures.get(key)
+        if future is None or (future.done() and future.exception() is not None):
+            return None
+        self._futures.move_to_end(key)
+        return future
+
+    def _compile(self, spec: GrammarSpec) -> Grammar:
+        observer = self.observer
+        if observer is not None:
+            observer.compile_started()
+        started = time.perf_counter()
+        try:
+            is_cached = spec.recipe is not None and spec.recipe.options.get("cache", True)
+            if self.workers is not None and is_cached:
+                self.workers.compile(spec.recipe)  # type: ignore[arg-type]  # checked above
+            return spec.compile_fn(self.vocab)  # with a worker: loaded from the disk cache
+        finally:
+            if observer is not None:
+                observer.compile_finished(time.perf_counter() - started)
+
     def shutdown(self) -> None:
-        """Stop the worker threads (running compilations finish first)."""
+        """Stop the worker threads (running compilations finish first) and processes."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.workers is not None:
+            self.workers.shutdown()
 
 
 class StructuredOutputManager:
@@ -100,15 +167,27 @@ class StructuredOutputManager:
         The engine's EOS ids (grammars allow them exactly where they accept).
     num_threads : int
         Grammar compilation threads.
+    limits : GrammarLimits or None
+        Size limits and compile budgets (see `GrammarCompiler`).
+    num_workers : int
+        Grammar worker processes (0: compile in the threads).
     """
 
     def __init__(
-        self, tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...], num_threads: int
+        self,
+        tokenizer: Any,
+        vocab_size: int,
+        eos_token_ids: tuple[int, ...],
+        num_threads: int,
+        limits: GrammarLimits | None = None,
+        num_workers: int = 0,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.eos_token_ids = eos_token_ids
         self.num_threads = num_threads
+        self.limits = limits
+        self.num_workers = num_workers
         self._vocab: Vocabulary | None = None
         self._compiler: GrammarCompiler | None = None
         self._checked_vocabs: dict[int, Vocabulary] = {}  # id -> vocab known to match ours
@@ -126,7 +205,9 @@ class StructuredOutputManager:
     def compiler(self) -> GrammarCompiler:
         """The asynchronous compiler (started on first use)."""
         if self._compiler is None:
-            self._compiler = GrammarCompiler(self.vocab, self.num_threads)
+            self._compiler = GrammarCompiler(
+                self.vocab, self.num_threads, limits=self.limits, num_workers=self.num_workers
+            )
         return self._compiler
 
     @property

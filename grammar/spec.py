@@ -7,24 +7,109 @@ equal keys share one compiled grammar) and ``compile_fn(vocab) -> Grammar``, run
 without blocking the others. The constructors cover the grammar kinds formcast compiles; a
 ``dict`` with one of their names as its only key is accepted as shorthand
 (``{"json_schema": {...}}``, ``{"regex": "..."}``, ``{"choice": [...]}``, ``{"lark": "..."}``).
+
+Specs made by the constructors also carry their `GrammarRecipe`: the kind, the input and the
+options as plain data. It lets the engine check the input's size (`GrammarLimits`) before
+compiling and rebuild the spec in a grammar worker process. Compiling never ends in a bare
+``RecursionError``: a grammar nested deeper than Python's stack is a `CompileBudgetError`.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from formcast.errors import RequestError
+from formcast.errors import CompileBudgetError, RequestError
 from formcast.grammar.cfg.lark_frontend import compile_lark
 from formcast.grammar.index.compile import compile_choice, compile_regex
 from formcast.grammar.index.vocabulary import Vocabulary
 from formcast.grammar.json_schema.compile import compile_json_schema
 from formcast.grammar.json_schema.sources import schema_of
+from formcast.grammar.limits import GrammarLimits, check_grammar_size
 from formcast.grammar.protocol import Grammar
 
 CompileFn = Callable[[Vocabulary], Grammar]
+
+
+@dataclass(frozen=True)
+class GrammarRecipe:
+    """A constructor call of `GrammarSpec` as plain (picklable) data.
+
+    Parameters
+    ----------
+    kind : str
+        ``"json_schema"``, ``"regex"``, ``"choice"`` or ``"lark"`` (the constructor's name).
+    source : Any
+        The schema (a dict / bool), the pattern, the options list or the grammar text.
+    options : dict
+        Keyword options of the compile function.
+    """
+
+    kind: str
+    source: Any
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> GrammarSpec:
+        """The spec this recipe describes."""
+        return getattr(GrammarSpec, self.kind)(self.source, **self.options)
+
+    def check_size(self, limits: GrammarLimits) -> None:
+        """Raise `GrammarLimitError` if the input is over one of ``limits``."""
+        check_grammar_size(self.kind, self.source, limits)
+
+
+# a compile past Python's recursion limit is run again on a thread with this stack and limit
+# (grammar trees nest as deep as their input: an object's optional properties chain)
+_DEEP_STACK_BYTES = 1 << 30  # virtual; pages are committed only as deep as the run goes
+_DEEP_RECURSION_LIMIT = 150_000
+_DEEP_LOCK = threading.Lock()
+
+
+def _guarded(compile_fn: Callable[[], Grammar]) -> Grammar:
+    """``compile_fn()``; past the recursion limit, once more on a deep stack (one at a time).
+
+    Raises `CompileBudgetError` if even the deep run recurses too far.
+    """
+    try:
+        return compile_fn()
+    except RecursionError:
+        pass
+    with _DEEP_LOCK:
+        return _run_deep(compile_fn)
+
+
+def _run_deep(compile_fn: Callable[[], Grammar]) -> Grammar:
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(("ok", compile_fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the calling thread
+            outcome.append(("error", exc))
+
+    old_stack = threading.stack_size(_DEEP_STACK_BYTES)
+    old_limit = sys.getrecursionlimit()
+    try:
+        thread = threading.Thread(target=run, name="formcast-deep-compile")
+        sys.setrecursionlimit(_DEEP_RECURSION_LIMIT)  # process-wide while the thread runs
+        thread.start()
+        thread.join()
+    finally:
+        sys.setrecursionlimit(old_limit)
+        threading.stack_size(old_stack)
+    status, value = outcome[0]
+    if status == "ok":
+        return value
+    if isinstance(value, RecursionError):
+        raise CompileBudgetError(
+            "the grammar is nested too deeply to compile (past a recursion depth of "
+            f"{_DEEP_RECURSION_LIMIT:,}); flatten it or split it into smaller parts"
+        ) from None
+    raise value
 
 
 @dataclass(frozen=True)
@@ -44,14 +129,16 @@ class GrammarSpec:
     key: Hashable
     compile_fn: CompileFn = field(compare=False)
     description: str = field(default="", compare=False)
+    recipe: GrammarRecipe | None = field(default=None, compare=False)
 
     @classmethod
     def regex(cls, pattern: str, **options: Any) -> GrammarSpec:
         """Output must fullmatch ``pattern`` (options go to ``compile_regex``)."""
         return cls(
             ("regex", pattern, _options_key(options)),
-            lambda vocab: compile_regex(pattern, vocab, **options),
+            lambda vocab: _guarded(lambda: compile_regex(pattern, vocab, **options)),
             f"regex {_short(pattern)}",
+            GrammarRecipe("regex", pattern, options),
         )
 
     @classmethod
@@ -61,8 +148,9 @@ class GrammarSpec:
         text = json.dumps(schema, ensure_ascii=False)  # key order kept: it fixes property order
         return cls(
             ("json_schema", text, _options_key(options)),
-            lambda vocab: compile_json_schema(schema, vocab, **options),
+            lambda vocab: _guarded(lambda: compile_json_schema(schema, vocab, **options)),
             f"JSON schema {_short(text)}",
+            GrammarRecipe("json_schema", schema, options),
         )
 
     @classmethod
@@ -71,8 +159,9 @@ class GrammarSpec:
         options_list = list(choices)
         return cls(
             ("choice", tuple(options_list), _options_key(options)),
-            lambda vocab: compile_choice(options_list, vocab, **options),
+            lambda vocab: _guarded(lambda: compile_choice(options_list, vocab, **options)),
             f"choice {_short(repr(options_list))}",
+            GrammarRecipe("choice", options_list, options),
         )
 
     @classmethod
@@ -80,8 +169,9 @@ class GrammarSpec:
         """Output is parsed by the Lark grammar ``grammar_text`` (options go to ``compile_lark``)."""
         return cls(
             ("lark", grammar_text, _options_key(options)),
-            lambda vocab: compile_lark(grammar_text, vocab, **options),
+            lambda vocab: _guarded(lambda: compile_lark(grammar_text, vocab, **options)),
             f"Lark grammar {_short(grammar_text)}",
+            GrammarRecipe("lark", grammar_text, options),
         )
 
     @classmethod

@@ -18,7 +18,7 @@ TOO_MANY_STATES = 2  # max_states reached
 EMPTY = 3  # the language is empty
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def epsilon_closures(eps_start, eps_dst, is_kept, wanted):  # pragma: no cover - jitted
     """Per state of ``wanted``: the states reachable by epsilon edges (itself included) that
     are kept (have byte edges or are final), ascending. CSR ``(starts (W + 1,), states)``."""
@@ -55,7 +55,7 @@ def epsilon_closures(eps_start, eps_dst, is_kept, wanted):  # pragma: no cover -
     return starts, out[:size]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _hash_set(pool, lo, hi):  # pragma: no cover - jitted
     h = np.uint64(1469598103934665603)
     for i in range(lo, hi):
@@ -63,7 +63,7 @@ def _hash_set(pool, lo, hi):  # pragma: no cover - jitted
     return h
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _find_or_add(pool, pool_len, set_start, num_sets, slots, cand, cand_len):  # pragma: no cover
     """Index of the set ``cand[:cand_len]`` (sorted) in the pool, or ``-1 - slot`` if absent
     (``slot``: the free hash slot where it belongs)."""
@@ -86,7 +86,7 @@ def _find_or_add(pool, pool_len, set_start, num_sets, slots, cand, cand_len):  #
         slot = (slot + 1) & mask
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def determinize(
     counts, edges, eps_counts, eps_dst, start, final, max_states, max_work
 ):  # pragma: no cover - jitted
@@ -253,7 +253,7 @@ def determinize(
     return DONE, renumber(table, new_id, order), is_accepting[order], classes, pool[:0].copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _in_edges(table):  # pragma: no cover - jitted
     """The reverse edges of a ``(N, K)`` table (``-1`` = none) in CSR form by target:
     ``(in_start (N + 1,), pred_cls, pred_src)``; target ``t``'s edges are
@@ -281,7 +281,7 @@ def _in_edges(table):  # pragma: no cover - jitted
     return in_start, pred_cls, pred_src
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def trim_order(transitions, is_accepting):  # pragma: no cover - jitted
     """States that can reach acceptance, in BFS order from state 0 (level by level, ascending
     within a level): ``(new_id (N,) with -1 for dropped states, order (M,))``; ``M = 0`` if
@@ -328,7 +328,7 @@ def trim_order(transitions, is_accepting):  # pragma: no cover - jitted
     return new_id, order[:size]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def renumber(transitions, new_id, order):  # pragma: no cover - jitted
     """``(len(order), K)`` int32: the rows of ``order``, targets mapped through ``new_id``
     (``-1`` stays ``-1``; a dropped target becomes ``-1``)."""
@@ -342,7 +342,7 @@ def renumber(transitions, new_id, order):  # pragma: no cover - jitted
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def hopcroft(table, is_accepting):  # pragma: no cover - jitted
     """Coarsest partition of the states, refining {accepting, rejecting}, stable under every
     class of the partial DFA ``table`` (``-1`` = no move): ``(block id per state, blocks)``.

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def index_rows(
     transitions,
     byte_to_class,
@@ -88,7 +88,7 @@ def index_rows(
                     depth += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover - jitted
     """Chain coverage of a byte DFA (``(S, K)`` class table, ``(256,)`` byte -> class):
     ``(covered (H + 1, S, 4) uint64, u (S,))``.
@@ -150,7 +150,7 @@ def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover 
     return out, uniform
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def dense_rows(nodes, row_lo, row_hi, token_ids, num_words):  # pragma: no cover - jitted
     """``(len(nodes), num_words)`` uint32: the packed token set of each node's subtree."""
     out = np.zeros((len(nodes), num_words), np.uint32)

@@ -99,6 +99,51 @@ def build_parser() -> argparse.ArgumentParser:
         help="require 'Authorization: Bearer KEY' on /v1/ requests (401 otherwise); "
         "default: $FORMCAST_API_KEY, else no key",
     )
+    # the defaults live in formcast.server.ServerLimits (not imported here: --help stays fast)
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        help="largest request body accepted, 413 above (default: 8388608, 8 MiB)",
+    )
+    serve.add_argument(
+        "--max-waiting-requests",
+        type=int,
+        help="most requests waiting to be computed; more get 429 + Retry-After (default: 512)",
+    )
+    serve.add_argument(
+        "--drain-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="on SIGTERM / Ctrl-C, how long in-flight requests may still finish before they "
+        "are aborted (default: 20)",
+    )
+    serve.add_argument(
+        "--grammar-workers",
+        type=int,
+        default=2,
+        help="processes that compile grammars under the compile budgets; 0 compiles in the "
+        "server's threads, without hard budgets (default: %(default)s)",
+    )
+    # the defaults live in formcast.grammar.limits.GrammarLimits
+    serve.add_argument(
+        "--compile-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a grammar compile running longer is ended, 400 (default: 60)",
+    )
+    serve.add_argument(
+        "--compile-memory-mb",
+        type=int,
+        metavar="MIB",
+        help="a grammar compile using more memory is ended, 400 (default: 8192)",
+    )
+    serve.add_argument(
+        "--stall-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="/health answers 503 when an engine step with requests has run this long "
+        "(default: 60)",
+    )
 
     medusa = commands.add_parser(
         "train-medusa", help="train Medusa heads by self-distillation (speculative decoding)"
@@ -310,14 +355,38 @@ _SERVE_ENGINE_OPTIONS = (
 )
 
 
+# `formcast serve` option -> ServerLimits field
+_SERVE_LIMIT_OPTIONS = {
+    "max_body_bytes": "max_body_bytes",
+    "max_waiting_requests": "max_waiting_requests",
+    "drain_timeout": "drain_timeout_s",
+    "stall_timeout": "stall_timeout_s",
+}
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    from formcast.server import serve
+    from formcast.server import ServerLimits, serve
 
     engine_config = {
         name: getattr(args, name) for name in _SERVE_ENGINE_OPTIONS if getattr(args, name)
     }
     if args.no_jump_forward:
         engine_config["jump_forward"] = False
+    engine_config["num_grammar_workers"] = args.grammar_workers
+    budgets: dict[str, float | int] = {}
+    if args.compile_timeout is not None:
+        budgets["compile_timeout_s"] = args.compile_timeout
+    if args.compile_memory_mb is not None:
+        budgets["compile_memory_bytes"] = args.compile_memory_mb << 20
+    if budgets:
+        from formcast.grammar.limits import GrammarLimits
+
+        engine_config["grammar_limits"] = GrammarLimits(**budgets)
+    limits = {
+        field: getattr(args, option)
+        for option, field in _SERVE_LIMIT_OPTIONS.items()
+        if getattr(args, option) is not None
+    }
     serve(
         args.model,
         host=args.host,
@@ -325,6 +394,7 @@ def run_serve(args: argparse.Namespace) -> int:
         served_model_name=args.served_model_name,
         log_level=args.log_level,
         api_key=args.api_key or os.environ.get("FORMCAST_API_KEY") or None,
+        limits=ServerLimits(**limits),
         **engine_config,
     )
     return 0

@@ -38,7 +38,18 @@ class SchemaError(GrammarError):
 
 
 class CompileBudgetError(GrammarError):
-    """Compiling a grammar exceeded its state or time budget."""
+    """Compiling a grammar exceeded its state, time or memory budget."""
+
+
+class GrammarLimitError(GrammarError):
+    """A grammar request is over a size limit (``GrammarLimits``), refused before compiling.
+
+    ``limit_name`` is the limit's field name; the message names it, the value and where.
+    """
+
+    def __init__(self, message: str, *, limit_name: str, position: int | None = None) -> None:
+        self.limit_name = limit_name
+        super().__init__(message, position=position)
 
 
 class DeadEndError(FormcastError, RuntimeError):

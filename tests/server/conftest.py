@@ -11,7 +11,9 @@ def server():
     """A running server: ``base_url``, ``engine`` (the AsyncEngine) and ``port``."""
     from formcast.server import BackgroundServer, build_engine
 
-    engine = build_engine(MODEL, max_num_seqs=64, max_model_len=1024, num_kv_blocks=512)
+    engine = build_engine(
+        MODEL, max_num_seqs=64, max_model_len=1024, num_kv_blocks=512, num_grammar_workers=1
+    )
     with BackgroundServer(engine, MODEL) as running:
         yield running
 

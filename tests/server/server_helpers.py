@@ -1,19 +1,13 @@
-"""Raw HTTP and Prometheus-text helpers for the server tests (stdlib only)."""
+"""Raw HTTP and Prometheus-text helpers for the server tests (stdlib, prometheus_client parser)."""
 
 from __future__ import annotations
 
 import http.client
 import json
-import re
 import time
 from typing import Any
 
 MODEL = "smollm2-135m"
-
-_SAMPLE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$"
-)
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 def post(server: Any, path: str, body: bytes | dict, timeout: float = 120) -> tuple[int, Any]:
@@ -40,48 +34,41 @@ def get(server: Any, path: str) -> tuple[int, str, str]:
 
 
 def parse_metrics(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Samples of a Prometheus text exposition; asserts every line is well-formed.
+    """Samples of a Prometheus text exposition, parsed by ``prometheus_client``'s parser.
 
-    Checks: ``# HELP`` / ``# TYPE`` lines precede their samples, sample names belong to the
-    declared metric (``_bucket``/``_sum``/``_count`` for histograms), histogram buckets are
-    cumulative and end with ``le="+Inf"`` equal to ``_count``.
+    Keys are ``(sample name, sorted label pairs)``. Checks: every family is a counter, gauge
+    or histogram; histogram buckets are cumulative per series and end with ``le="+Inf"``
+    equal to ``_count``; no ``_created`` series.
     """
+    from prometheus_client.parser import text_string_to_metric_families
+
     samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    types: dict[str, str] = {}
-    current = None
-    assert text.endswith("\n")
-    for line in text.rstrip("\n").split("\n"):
-        if line.startswith("# HELP "):
-            current = line.split(" ")[2]
-            continue
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ")
-            assert name == current and kind in ("counter", "gauge", "histogram"), line
-            types[name] = kind
-            continue
-        match = _SAMPLE.match(line)
-        assert match, f"malformed sample line {line!r}"
-        name = match["name"]
-        allowed = {current}
-        if types.get(current) == "histogram":
-            allowed = {current + "_bucket", current + "_sum", current + "_count"}
-        assert name in allowed, f"sample {name} outside its metric {current}"
-        labels = tuple(_LABEL.findall(match["labels"] or ""))
-        samples[(name, labels)] = float(match["value"])
-    for name, kind in types.items():
-        if kind != "histogram":
-            continue
-        buckets = [(labels, v) for (n, labels), v in samples.items() if n == name + "_bucket"]
-        counts = [v for _, v in buckets]
-        assert counts == sorted(counts), f"{name} buckets are not cumulative"
-        assert buckets[-1][0] == (("le", "+Inf"),)
-        assert buckets[-1][1] == samples[(name + "_count", ())]
+    for family in text_string_to_metric_families(text):
+        assert family.type in ("counter", "gauge", "histogram"), (family.name, family.type)
+        buckets: dict[tuple, list[tuple[float, float]]] = {}
+        for sample in family.samples:
+            assert not sample.name.endswith("_created"), sample.name
+            labels = tuple(sorted(sample.labels.items()))
+            samples[(sample.name, labels)] = sample.value
+            if sample.name.endswith("_bucket"):
+                series = tuple(pair for pair in labels if pair[0] != "le")
+                buckets.setdefault(series, []).append((float(sample.labels["le"]), sample.value))
+        for series, bounds in buckets.items():
+            counts = [count for _, count in bounds]
+            assert counts == sorted(counts), f"{family.name} buckets are not cumulative"
+            assert bounds[-1][0] == float("inf")
+            assert bounds[-1][1] == samples[(family.name + "_count", series)]
     return samples
 
 
 def metric(samples: dict, name: str, **labels: str) -> float:
-    """One sample's value (0 when absent)."""
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sum of the samples named ``name`` whose labels include ``labels`` (0 if none)."""
+    wanted = set(labels.items())
+    return sum(
+        value
+        for (sample_name, sample_labels), value in samples.items()
+        if sample_name == name and wanted <= set(sample_labels)
+    )
 
 
 def wait_until(condition: Any, timeout: float = 30.0) -> bool:

@@ -64,6 +64,22 @@ def test_malformed_schema_keyword_value_is_400_with_pointer(server):
         assert keyword in error["message"] and pointer in error["message"]
 
 
+def test_oversized_grammars_are_400_before_compiling(server):
+    """Were minutes of compiling (10,000 properties: 157 s, then a failure) or gigabytes held
+    (``[0-9]{1,1000000}``) while other requests waited; now refused by size at once."""
+    compiles_before = server.engine.compiler.num_compiles
+    status, body = post(server, CHAT, _chat(regex="[0-9]{1,1000000}"))
+    error = _assert_error(status, body, 400, param="regex", code="grammar_too_large")
+    assert "max_repeat_count" in error["message"]
+    properties = {f"p{i}": {"type": "integer"} for i in range(10_000)}
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    fmt = {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}
+    status, body = post(server, CHAT, _chat(response_format=fmt, stream=True))
+    error = _assert_error(status, body, 400, param="response_format", code="grammar_too_large")
+    assert "max_object_properties" in error["message"] and "10,000" in error["message"]
+    assert server.engine.compiler.num_compiles == compiles_before  # nothing was compiled
+
+
 def test_unsupported_schema_keyword_names_pointer(server):
     schema = {
         "type": "object",
@@ -208,14 +224,14 @@ def test_client_disconnect_aborts_and_frees_blocks(server):
     sock.close()
     assert wait_until(lambda: _is_idle(server))
     after = parse_metrics(get(server, "/metrics")[2])
-    name = "formcast_requests_finished_total"
+    name = "formcast:request_success_total"
     assert (
-        metric(after, name, finish_reason="abort") - metric(before, name, finish_reason="abort")
+        metric(after, name, finished_reason="abort") - metric(before, name, finished_reason="abort")
         == 2
     )
     # far fewer than the 2 * 400 tokens asked for were generated
-    generated = metric(after, "formcast_generation_tokens_total") - metric(
-        before, "formcast_generation_tokens_total"
+    generated = metric(after, "formcast:generation_tokens_total") - metric(
+        before, "formcast:generation_tokens_total"
     )
     assert generated < 400
 
@@ -266,22 +282,22 @@ def test_load_then_every_block_free_and_metrics_add_up(server):
     def grew(name, **labels):
         return metric(after, name, **labels) - metric(before, name, **labels)
 
-    assert grew("formcast_http_requests_total", path=CHAT, status="200") == total
-    assert grew("formcast_generation_tokens_total") == sum(u.completion_tokens for _, u in results)
-    assert grew("formcast_prompt_tokens_total") == sum(u.prompt_tokens for _, u in results)
-    assert grew("formcast_time_to_first_token_seconds_count") == total
-    assert grew("formcast_e2e_request_latency_seconds_count") == total
+    assert grew("formcast:http_requests_total", path=CHAT, status="200") == total
+    assert grew("formcast:generation_tokens_total") == sum(u.completion_tokens for _, u in results)
+    assert grew("formcast:prompt_tokens_total") == sum(u.prompt_tokens for _, u in results)
+    assert grew("formcast:time_to_first_token_seconds_count") == total
+    assert grew("formcast:e2e_request_latency_seconds_count") == total
     finished = sum(
-        grew("formcast_requests_finished_total", finish_reason=r) for r in ("stop", "length")
+        grew("formcast:request_success_total", finished_reason=r) for r in ("stop", "length")
     )
     assert finished == total
     for gauge in (
-        "formcast_kv_blocks_in_use",
-        "formcast_num_requests_running",
-        "formcast_num_requests_waiting",
+        "formcast:kv_blocks_in_use",
+        "formcast:num_requests_running",
+        "formcast:num_requests_waiting",
     ):
         assert metric(after, gauge) == 0
-    assert metric(after, "formcast_kv_blocks_total") == server.engine.llm.block_manager.num_blocks
+    assert metric(after, "formcast:kv_blocks_total") == server.engine.llm.block_manager.num_blocks
 
 
 def test_metrics_exposition(server):
@@ -290,19 +306,19 @@ def test_metrics_exposition(server):
     samples = parse_metrics(text)
     names = {name for name, _ in samples}
     for expected in (
-        "formcast_http_requests_total",
-        "formcast_prompt_tokens_total",
-        "formcast_generation_tokens_total",
-        "formcast_time_to_first_token_seconds_count",
-        "formcast_inter_token_latency_seconds_bucket",
-        "formcast_grammar_compile_seconds_sum",
-        "formcast_num_requests_waiting",
-        "formcast_kv_blocks_in_use",
+        "formcast:http_requests_total",
+        "formcast:prompt_tokens_total",
+        "formcast:generation_tokens_total",
+        "formcast:time_to_first_token_seconds_count",
+        "formcast:inter_token_latency_seconds_bucket",
+        "formcast:grammar_compile_seconds_sum",
+        "formcast:num_requests_waiting",
+        "formcast:kv_blocks_in_use",
     ):
         assert expected in names
-    assert metric(samples, "formcast_grammar_compiles_total") >= 1
-    assert metric(samples, "formcast_grammar_compile_seconds_count") == metric(
-        samples, "formcast_grammar_compiles_total"
+    assert metric(samples, "formcast:grammar_compiles_total") >= 1
+    assert metric(samples, "formcast:grammar_compile_seconds_count") == metric(
+        samples, "formcast:grammar_compiles_total"
     )
 
 

@@ -153,20 +153,59 @@ def test_sampling_mapping():
 
 
 def test_metrics_text_format():
-    metrics = ServerMetrics()
-    metrics.http_requests.inc(path='/a"b\\c', status="200")
-    for value in (0.0005, 0.2, 0.2, 100.0):
+    """prometheus_client exposition, read back by its own parser: escaped label values,
+    cumulative buckets, every series labelled with the model name, no ``_created`` series."""
+    metrics = ServerMetrics("smol\\m", max_model_len=100)
+    metrics.count_http_request('/a"b\\c', 200)
+    for value in (0.001, 0.2, 0.2, 1000.0):
         metrics.time_to_first_token.observe(value)
     samples = parse_metrics(metrics.render())
-    assert (
-        samples[("formcast_http_requests_total", (("path", '/a\\"b\\\\c'), ("status", "200")))] == 1
-    )
-    assert samples[("formcast_time_to_first_token_seconds_count", ())] == 4
-    assert samples[("formcast_time_to_first_token_seconds_bucket", (("le", "0.001"),))] == 1
-    assert samples[("formcast_time_to_first_token_seconds_bucket", (("le", "0.2"),))] == 3
-    assert samples[("formcast_time_to_first_token_seconds_bucket", (("le", "60"),))] == 3
-    assert samples[("formcast_time_to_first_token_seconds_sum", ())] == pytest.approx(100.4005)
-    assert samples[("formcast_prompt_tokens_total", ())] == 0
+    labels = (("model_name", "smol\\m"), ("path", '/a"b\\c'), ("status", "200"))
+    assert samples[("formcast:http_requests_total", labels)] == 1
+    model = (("model_name", "smol\\m"),)
+    assert samples[("formcast:time_to_first_token_seconds_count", model)] == 4
+    assert samples[("formcast:time_to_first_token_seconds_bucket", (("le", "0.005"), *model))] == 1
+    assert samples[("formcast:time_to_first_token_seconds_bucket", (("le", "0.2"), *model))] == 3
+    assert samples[("formcast:time_to_first_token_seconds_bucket", (("le", "640.0"), *model))] == 3
+    assert samples[("formcast:time_to_first_token_seconds_sum", model)] == pytest.approx(1000.401)
+    assert samples[("formcast:prompt_tokens_total", model)] == 0
+    # token-count histograms end at max_model_len
+    bounds = [
+        dict(labels)["le"]
+        for name, labels in samples
+        if name == "formcast:request_prompt_tokens_bucket"
+    ]
+    assert bounds[-2:] == ["100.0", "+Inf"]
+    assert all(dict(labels)["model_name"] == "smol\\m" for _, labels in samples)
+
+
+def test_serve_limits_help_matches_server_limits():
+    """``formcast serve --help`` states the ServerLimits defaults (written out there so the
+    CLI need not import the server to print its help)."""
+    from formcast.cli import build_parser
+    from formcast.server import ServerLimits
+
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    helps = {action.dest: action.help for action in serve._actions}
+    defaults = ServerLimits()
+    assert f"default: {defaults.max_body_bytes}," in helps["max_body_bytes"]
+    assert f"default: {defaults.max_waiting_requests})" in helps["max_waiting_requests"]
+    assert f"default: {defaults.drain_timeout_s:g})" in helps["drain_timeout"]
+    assert f"default: {defaults.stall_timeout_s:g})" in helps["stall_timeout"]
+
+
+def test_server_limits_refuse_unusable_values():
+    from formcast.server import ServerLimits
+    from formcast.server.limits import ServerConfigError
+
+    for field, value in (
+        ("max_body_bytes", 0),
+        ("max_waiting_requests", 0),
+        ("drain_timeout_s", -1.0),
+        ("stall_timeout_s", 0.0),
+    ):
+        with pytest.raises(ServerConfigError, match=field):
+            ServerLimits(**{field: value})
 
 
 def test_serve_command_passes_engine_options(monkeypatch):
@@ -182,6 +221,21 @@ def test_serve_command_passes_engine_options(monkeypatch):
     assert options["port"] == 8123 and options["host"] == "0.0.0.0"
     assert options["max_num_seqs"] == 4 and options["jump_forward"] is False
     assert "max_model_len" not in options  # unset knobs keep the engine defaults
+    assert options["limits"] == formcast.server.ServerLimits()
+
+
+def test_serve_command_passes_limits(monkeypatch):
+    import formcast.server
+    from formcast.cli import main
+
+    calls = []
+    monkeypatch.setattr(formcast.server, "serve", lambda model, **kw: calls.append((model, kw)))
+    argv = ["serve", "--max-body-bytes", "1000", "--max-waiting-requests", "7"]
+    assert main([*argv, "--drain-timeout", "2.5", "--stall-timeout", "9"]) == 0
+    assert calls[0][1]["limits"] == formcast.server.ServerLimits(
+        max_body_bytes=1000, max_waiting_requests=7, drain_timeout_s=2.5, stall_timeout_s=9.0
+    )
+    assert main(["serve", "--max-waiting-requests", "0"]) == 1  # ServerConfigError, reported
 
 
 def _tool(name: str, parameters: object) -> ToolDefinition:

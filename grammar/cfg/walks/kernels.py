@@ -38,24 +38,24 @@ from formcast.grammar.index.token_index import VocabTable
 _CHILD_LO, _CHILD_HI, _ROW_LO, _ROW_HI, _TOKEN_LO, _TOKEN_HI, _HEIGHT_BYTE, _DENSE = range(8)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _set_bit(words, token_id):  # pragma: no cover - jitted
     words[token_id >> 5] |= np.uint32(1) << np.uint32(token_id & 31)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _has_bit(words, token_id):  # pragma: no cover - jitted
     return (words[token_id >> 5] >> np.uint32(token_id & 31)) & np.uint32(1)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _grow(buffer, used):  # pragma: no cover - jitted
     bigger = np.empty((2 * buffer.shape[0], buffer.shape[1]), buffer.dtype)
     bigger[:used] = buffer[:used]
     return bigger
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _push_split(splits, num_splits, where, offset, tag):  # pragma: no cover - jitted
     """Append the split record ``(where, offset, tag)``; returns ``(splits, num_splits)``
     (the array may have grown)."""
@@ -65,7 +65,7 @@ def _push_split(splits, num_splits, where, offset, tag):  # pragma: no cover - j
     return splits, num_splits + 1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _is_subset(below, c, covered, level, q):  # pragma: no cover - jitted
     return (
         below[c, 0] & ~covered[level, q, 0]
@@ -75,7 +75,7 @@ def _is_subset(below, c, covered, level, q):  # pragma: no cover - jitted
     ) == 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _chain_jump(below, c, covered, top, q, uniform, is_split, follow_bits):  # pragma: no cover
     """The levels (``>= 2``, else 0) below trie node ``c`` (reached in state ``q``) that every
     prefix reads along ``q``'s uniform chain, through states that do not split: the largest
@@ -99,7 +99,7 @@ def _chain_jump(below, c, covered, top, q, uniform, is_split, follow_bits):  # p
     return steps if steps >= 2 else 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _is_settled(below, c, live, target, is_split, follow_bits):  # pragma: no cover - jitted
     """True if no byte below trie node ``c`` can be read from ``target`` and none could be
     recorded as a split there (``target`` does not split, or no follow byte lies below
@@ -110,7 +110,7 @@ def _is_settled(below, c, live, target, is_split, follow_bits):  # pragma: no co
     return not is_split[target] or not _meets_below(below, c, follow_bits)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _meets_below(below, c, bits):  # pragma: no cover - jitted
     """True if some byte below trie node ``c`` is in bit set ``bits`` (``(4,)`` uint64)."""
     return (
@@ -121,7 +121,7 @@ def _meets_below(below, c, bits):  # pragma: no cover - jitted
     ) != 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _byte_bits(marked):  # pragma: no cover - jitted
     """``(4,)`` uint64 bit set of the bytes ``b < 256`` with ``marked[b]``."""
     bits = np.zeros(4, np.uint64)
@@ -131,7 +131,7 @@ def _byte_bits(marked):  # pragma: no cover - jitted
     return bits
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _first_at_least(values, lo, hi, target):  # pragma: no cover - jitted
     """The first index in ``[lo, hi)`` with ``values[i] >= target`` (ascending), or ``hi``."""
     while lo < hi:
@@ -143,7 +143,7 @@ def _first_at_least(values, lo, hi, target):  # pragma: no cover - jitted
     return lo
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _walk_output(words, splits, num_splits, nodes, token_ids, by_node):  # pragma: no cover
     """A walk's result ``(within_row, split_rows, split_steps, split_tags)``: ``words`` as an
     int32 row, and from ``splits[:num_splits]`` rows ``(trie node or row, offset, tag)`` the
@@ -172,7 +172,7 @@ def _walk_output(words, splits, num_splits, nodes, token_ids, by_node):  # pragm
     return words.view(np.int32), out_rows, out_steps, out_tags
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _trie_walk(
     table,
     start,
@@ -273,7 +273,7 @@ def _trie_walk(
     return _walk_output(words, splits, num_splits, nodes, token_ids, True)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _record_walk(
     table,
     start,
@@ -320,7 +320,7 @@ def _record_walk(
     return _walk_output(words, splits, num_splits, nodes, token_ids, False)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _advance_set(table, states, lo, n, b, out, used):  # pragma: no cover - jitted
     """Write the distinct live successors on byte ``b`` of ``states[lo:lo + n]`` to
     ``out[used:]``; return how many."""
@@ -340,7 +340,7 @@ def _advance_set(table, states, lo, n, b, out, used):  # pragma: no cover - jitt
     return m
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _add_set_splits(
     states, lo, n, is_accepting, term_of, follow, b, where, offset, splits, num_splits
 ):  # pragma: no cover - jitted
@@ -354,7 +354,7 @@ def _add_set_splits(
     return splits, num_splits
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _trie_set_walk(
     table, term_of, is_accepting, follow, starts, nodes, token_rows, token_ids, num_words
 ):  # pragma: no cover - jitted
@@ -406,7 +406,7 @@ def _trie_set_walk(
     return _walk_output(words, splits, num_splits, nodes, token_ids, True)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _record_set_walk(
     table,
     term_of,
@@ -459,7 +459,7 @@ def _record_set_walk(
     return _walk_output(words, splits, num_splits, nodes, token_ids, False)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _record_keys(rows, steps, matrix):  # pragma: no cover - jitted
     """Per record, the int64 key ``first suffix byte << 48 | row << 16 | offset``."""
     keys = np.empty(len(rows), np.int64)
@@ -469,7 +469,7 @@ def _record_keys(rows, steps, matrix):  # pragma: no cover - jitted
     return keys
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _unpack_keys(keys):  # pragma: no cover - jitted
     """Sorted keys of :func:`_record_keys` -> ``(rows, steps, first_byte_bounds)``, duplicate
     keys dropped."""

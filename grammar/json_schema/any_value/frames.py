@@ -175,14 +175,14 @@ def build_tables(
     )
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _step(g, byte, flat, cell_base, auto_of, state_base, classes):
     a = auto_of[g]
     t = flat[cell_base[g] + classes[a * 256 + byte]]
     return t if t < 0 else t + state_base[a]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _run(
     stack, num_frames, data, lo, hi, tables, branch_frames, branch_size, branch_pos, work,
     out_frames, out_size, max_out,
@@ -274,7 +274,7 @@ def scratch(max_len: int, max_options: int, max_out: int = 0) -> tuple[np.ndarra
     )
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def run_bytes(stack, num_frames, data, tables, work_arrays, max_out):
     """:func:`_run` over all of ``data`` (see there); ``work_arrays`` from :func:`scratch`."""
     branch_frames, branch_size, branch_pos, work, out_frames, out_size = work_arrays
@@ -284,7 +284,7 @@ def run_bytes(stack, num_frames, data, tables, work_arrays, max_out):
     )  # fmt: skip
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def needs_frames(num_states, token_flat, token_lo, tables, out):
     """``out[q] = True`` for each state ``q < num_states`` of the schema automaton (a lone bottom
     frame) whose mask is not simply its index row: some token (``token_flat`` / ``token_lo``,
@@ -312,7 +312,7 @@ def needs_frames(num_states, token_flat, token_lo, tables, out):
                 break
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def fill_candidates(stack, num_frames, token_flat, token_lo, token_ids, tables, work_arrays,
                     words):  # fmt: skip
     """Set bit ``id`` of ``words`` (uint32 ``(ceil(V/32),)``) for every candidate token that

@@ -7,5 +7,13 @@ app around an `AsyncEngine`; `BackgroundServer` runs one in a thread (tests, ben
 from formcast.server.app import create_app
 from formcast.server.async_engine import AsyncEngine
 from formcast.server.launcher import BackgroundServer, build_engine, serve
+from formcast.server.limits import ServerLimits
 
-__all__ = ["AsyncEngine", "BackgroundServer", "build_engine", "create_app", "serve"]
+__all__ = [
+    "AsyncEngine",
+    "BackgroundServer",
+    "ServerLimits",
+    "build_engine",
+    "create_app",
+    "serve",
+]

@@ -1,7 +1,12 @@
-"""The FastAPI application: routes, OpenAI-style error handlers, request counting, disconnects.
+"""The FastAPI application: routes, OpenAI-style error handlers, request counting, disconnects,
+and the protective limits wired in.
 
 Endpoints: ``GET /health``, ``GET /metrics``, ``GET /v1/models``, ``GET /v1/models/{id}``,
 ``POST /v1/completions``, ``POST /v1/chat/completions``.
+
+Limits (body size, waiting queue, drain, stall) are `formcast.server.limits`'s; this module
+wires them in: `LimitRequestBody` as a middleware, the `RequestGate` around every
+generation request, the stall check in ``/health``.
 
 Errors: every error body is ``{"error": {"message", "type", "param", "code"}}``. FastAPI's
 422 for invalid bodies becomes OpenAI's 400 (malformed JSON, wrong types, unknown fields);
@@ -18,7 +23,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -38,6 +43,12 @@ from formcast.server.errors import (
     api_error_from,
 )
 from formcast.server.generation import Generation
+from formcast.server.limits import (
+    LimitRequestBody,
+    RequestGate,
+    ServerLimits,
+    error_response,
+)
 from formcast.server.metrics import CONTENT_TYPE, ServerMetrics
 from formcast.server.protocol import ChatCompletionRequest, CompletionRequest
 from formcast.server.responses import now
@@ -45,11 +56,6 @@ from formcast.server.serving_context import ServingContext
 from formcast.server.text_completion import TextCompletion
 
 logger = logging.getLogger("formcast.server")
-
-
-def error_response(error: APIError) -> JSONResponse:
-    """The JSON response of an `APIError`."""
-    return JSONResponse(error.body(), status_code=error.status)
 
 
 def _validation_error(exc: RequestValidationError) -> APIError:
@@ -92,7 +98,7 @@ class CountRequests:
 
         async def counting_send(message: Message) -> None:
             if message["type"] == "http.response.start":
-                self.metrics.http_requests.inc(path=path, status=str(message["status"]))
+                self.metrics.count_http_request(path, message["status"])
             await send(message)
 
         await self.app(scope, receive, counting_send)
@@ -131,9 +137,15 @@ class RequireApiKey:
 class EventStreamResponse(StreamingResponse):
     """Server-sent events whose generation is aborted when the response stops early."""
 
-    def __init__(self, content: AsyncIterator[str], generation: Generation) -> None:
+    def __init__(
+        self,
+        content: AsyncIterator[str],
+        generation: Generation,
+        on_close: Callable[[], None],
+    ) -> None:
         super().__init__(content, media_type="text/event-stream")
         self.generation = generation
+        self.on_close = on_close
         self.headers["Cache-Control"] = "no-cache"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -143,12 +155,29 @@ class EventStreamResponse(StreamingResponse):
             self.generation.abort_unfinished()
             with contextlib.suppress(Exception):
                 await self.body_iterator.aclose()
+            self.on_close()
 
 
-async def _respond(http_request: Request, run: ChatCompletion | TextCompletion) -> Response:
-    generation = await run.start()
-    if run.body.stream:
-        return EventStreamResponse(run.stream(), generation)
+async def _respond(
+    http_request: Request, run: ChatCompletion | TextCompletion, gate: RequestGate
+) -> Response:
+    gate.enter()
+    is_stream_started = False
+    try:
+        with gate.admitting():
+            generation = await run.start()
+        if run.body.stream:
+            is_stream_started = True
+            return EventStreamResponse(run.stream(), generation, gate.leave)
+        return await _answer(http_request, run, generation)
+    finally:
+        if not is_stream_started:
+            gate.leave()
+
+
+async def _answer(
+    http_request: Request, run: ChatCompletion | TextCompletion, generation: Generation
+) -> Response:
     answer = asyncio.ensure_future(run.response())
     disconnect = asyncio.ensure_future(_wait_for_disconnect(http_request))
     is_client_gone = True
@@ -173,24 +202,48 @@ async def _wait_for_disconnect(http_request: Request) -> None:
             return
 
 
-def create_app(engine: AsyncEngine, model_name: str, api_key: str | None = None) -> FastAPI:
+def create_app(
+    engine: AsyncEngine,
+    model_name: str,
+    api_key: str | None = None,
+    limits: ServerLimits | None = None,
+) -> FastAPI:
     """The FastAPI app serving ``engine`` as model ``model_name``.
 
-    The engine thread starts with the app (lifespan) and stops with it. With ``api_key``,
-    every ``/v1/`` request needs ``Authorization: Bearer <api_key>`` (401 otherwise).
+    Parameters
+    ----------
+    engine : AsyncEngine
+        The engine; its thread starts with the app (lifespan) and stops with it, after the
+        drain.
+    model_name : str
+        The name clients use (and the ``model_name`` label of the metrics).
+    api_key : str, optional
+        Every ``/v1/`` request needs ``Authorization: Bearer <api_key>`` (401 otherwise).
+    limits : ServerLimits, optional
+        Body size, waiting queue, drain and stall limits (defaults: `ServerLimits()`).
+
+    The app's ``state`` holds ``engine``, ``context``, ``limits`` and ``gate`` (the
+    `RequestGate` whose `RequestGate.drain` a server runs when it starts shutting down).
+    Metrics go to a new `ServerMetrics` (its own registry) given to the engine.
     """
+    limits = limits if limits is not None else ServerLimits()
+    engine.use_metrics(ServerMetrics(model_name, engine.llm.config.max_model_len))
     context = ServingContext.of(engine, model_name)
+    gate = RequestGate(engine, limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not engine.is_alive:
             engine.start()
         yield
+        await gate.drain()
         engine.shutdown()
 
     app = FastAPI(title="formcast", lifespan=lifespan)
     app.state.engine = engine
     app.state.context = context
+    app.state.limits = limits
+    app.state.gate = gate
 
     @app.exception_handler(APIError)
     async def on_api_error(request: Request, exc: APIError) -> JSONResponse:
@@ -229,6 +282,17 @@ def create_app(engine: AsyncEngine, model_name: str, api_key: str | None = None)
     async def health() -> Response:
         if not engine.is_alive:
             return error_response(APIError(503, "the engine thread is not running", SERVER_ERROR))
+        if gate.is_draining:
+            return error_response(APIError(503, "the server is shutting down", SERVER_ERROR))
+        busy_seconds = engine.busy_seconds
+        num_active = engine.num_active
+        if busy_seconds is not None and busy_seconds > limits.stall_timeout_s and num_active:
+            message = (
+                f"the engine is stalled: its current step has run for {busy_seconds:.1f} s "
+                f"(stall timeout {limits.stall_timeout_s:g} s) with {num_active} requests "
+                "in flight"
+            )
+            return error_response(APIError(503, message, SERVER_ERROR, code="engine_stalled"))
         return JSONResponse({"status": "ok"})
 
     @app.get("/metrics")
@@ -246,14 +310,16 @@ def create_app(engine: AsyncEngine, model_name: str, api_key: str | None = None)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-        return await _respond(request, ChatCompletion(context, body))
+        return await _respond(request, ChatCompletion(context, body), gate)
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request) -> Response:
-        return await _respond(request, TextCompletion(context, body))
+        return await _respond(request, TextCompletion(context, body), gate)
 
     paths = {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"}
-    if api_key:  # added before the counter, so inside it: 401s are counted too
+    # the last added is the outermost: count everything, check the key before reading a body
+    app.add_middleware(LimitRequestBody, max_body_bytes=limits.max_body_bytes)
+    if api_key:
         app.add_middleware(RequireApiKey, api_key=api_key)
     app.add_middleware(CountRequests, metrics=engine.metrics, paths=paths)
     return app

@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from formcast.errors import (
+    CompileBudgetError,
     FormcastError,
     GrammarError,
+    GrammarLimitError,
     RequestError,
     RequestLimitError,
     SamplingParamsError,
@@ -119,6 +121,10 @@ def api_error_from(exc: BaseException, grammar_param: str | None = None) -> APIE
         return bad_request(str(exc), param=_SAMPLING_PARAM_NAMES.get(exc.field, exc.field))
     if isinstance(exc, SchemaError):
         return bad_request(str(exc), param=grammar_param, code="invalid_schema")
+    if isinstance(exc, GrammarLimitError):
+        return bad_request(str(exc), param=grammar_param, code="grammar_too_large")
+    if isinstance(exc, CompileBudgetError):
+        return bad_request(str(exc), param=grammar_param, code="grammar_budget_exceeded")
     if isinstance(exc, GrammarError):
         return bad_request(str(exc), param=grammar_param, code="invalid_grammar")
     if isinstance(exc, (RequestError, ValueError)) and isinstance(exc, FormcastError):

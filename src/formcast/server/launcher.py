@@ -1,10 +1,15 @@
 """Start the server: blocking (``formcast serve``) or in a background thread (tests, benchmarks).
 
-Both load the model into an `LLM`, wrap it in an `AsyncEngine` and run uvicorn on the app.
+Both load the model into an `LLM`, wrap it in an `AsyncEngine` and run uvicorn on the app,
+through `DrainingServer`: when uvicorn starts shutting down (SIGTERM, Ctrl-C, `stop`), the
+app's `RequestGate.drain` runs beside uvicorn's own wait for open connections, so in-flight
+requests get the drain timeout to finish and are then aborted cleanly; uvicorn's hard
+cancel comes only ``_ABORT_GRACE_S`` later, as a backstop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -13,14 +18,58 @@ from typing import Any
 import uvicorn
 
 from formcast.engine.llm_engine import LLM
+from formcast.errors import FormcastError
 from formcast.server.app import create_app
 from formcast.server.async_engine import AsyncEngine
+from formcast.server.limits import RequestGate, ServerLimits
 
 # idle keep-alive connections are closed by the server after this many seconds: longer than
 # clients keep them (httpx, under the openai client: 5 s), so a client never reuses a
 # connection the server is closing at the same moment (uvicorn's default is also 5 s: a
 # race that surfaced as ReadError under load, when a pooled connection sat idle ~5 s)
 KEEP_ALIVE_S = 30
+# after the drain aborted what was left, how long uvicorn still waits for those responses
+# (error events, 503 bodies) to go out before it cancels their tasks
+_ABORT_GRACE_S = 5.0
+
+
+class ServerStartError(FormcastError, RuntimeError):
+    """uvicorn did not start serving (port in use, bad host...)."""
+
+
+class DrainingServer(uvicorn.Server):
+    """A uvicorn server that drains the app's requests when it shuts down.
+
+    Parameters
+    ----------
+    config : uvicorn.Config
+        uvicorn's configuration (its ``timeout_graceful_shutdown`` is the backstop).
+    gate : RequestGate
+        The app's gate (``app.state.gate``); its `RequestGate.drain` starts with the shutdown.
+    """
+
+    def __init__(self, config: uvicorn.Config, gate: RequestGate) -> None:
+        super().__init__(config)
+        self.gate = gate
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Drain the app while uvicorn stops accepting and waits for connections."""
+        drain = asyncio.ensure_future(self.gate.drain())
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if not drain.done():
+                drain.cancel()
+
+
+def uvicorn_config(app: Any, limits: ServerLimits, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for a formcast app (keep-alive and shutdown timeouts)."""
+    return uvicorn.Config(
+        app,
+        timeout_graceful_shutdown=int(limits.drain_timeout_s + _ABORT_GRACE_S + 0.999),
+        timeout_keep_alive=KEEP_ALIVE_S,
+        **options,
+    )
 
 
 def build_engine(model: str, **engine_config: Any) -> AsyncEngine:
@@ -35,20 +84,27 @@ def serve(
     served_model_name: str | None = None,
     log_level: str = "info",
     api_key: str | None = None,
+    limits: ServerLimits | None = None,
     **engine_config: Any,
 ) -> None:
-    """Serve ``model`` on ``host:port`` until interrupted (Ctrl-C / SIGTERM); with
-    ``api_key``, ``/v1/`` requests need ``Authorization: Bearer <api_key>``."""
+    """Serve ``model`` on ``host:port`` until interrupted (Ctrl-C / SIGTERM: drain, then stop).
+
+    With ``api_key``, ``/v1/`` requests need ``Authorization: Bearer <api_key>``;
+    ``limits`` sets the body, queue, drain and stall limits (`ServerLimits`).
+
+    Raises
+    ------
+    ServerStartError
+        uvicorn could not start (the reason is in its log).
+    """
+    limits = limits if limits is not None else ServerLimits()
     engine = build_engine(model, **engine_config)
-    app = create_app(engine, served_model_name or str(model), api_key=api_key)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        timeout_graceful_shutdown=5,
-        timeout_keep_alive=KEEP_ALIVE_S,
-    )
+    app = create_app(engine, served_model_name or str(model), api_key=api_key, limits=limits)
+    config = uvicorn_config(app, limits, host=host, port=port, log_level=log_level)
+    server = DrainingServer(config, app.state.gate)
+    server.run()
+    if not server.started:
+        raise ServerStartError(f"the server did not start on {host}:{port} (see the log above)")
 
 
 class BackgroundServer:
@@ -64,6 +120,8 @@ class BackgroundServer:
         Interface to bind (port chosen by the OS).
     api_key : str, optional
         Require ``Authorization: Bearer <api_key>`` on ``/v1/`` requests.
+    limits : ServerLimits, optional
+        Body size, waiting queue, drain and stall limits.
 
     Examples
     --------
@@ -77,20 +135,19 @@ class BackgroundServer:
         model_name: str,
         host: str = "127.0.0.1",
         api_key: str | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.engine = engine
-        self.app = create_app(engine, model_name, api_key=api_key)
+        self.limits = limits if limits is not None else ServerLimits()
+        self.app = create_app(engine, model_name, api_key=api_key, limits=self.limits)
+        self.gate: RequestGate = self.app.state.gate
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, 0))
         self.host, self.port = self.socket.getsockname()[:2]
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            timeout_graceful_shutdown=5,
-            timeout_keep_alive=KEEP_ALIVE_S,
+        self.server = DrainingServer(
+            uvicorn_config(self.app, self.limits, log_level="warning"), self.gate
         )
-        self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
         )
@@ -111,9 +168,10 @@ class BackgroundServer:
         return self
 
     def stop(self) -> None:
-        """Stop uvicorn (the app's shutdown stops the engine thread)."""
+        """Stop uvicorn as SIGTERM would: drain (up to the drain timeout), abort what is left,
+        stop the engine thread; returns once all of that is done."""
         self.server.should_exit = True
-        self.thread.join(30)
+        self.thread.join(self.limits.drain_timeout_s + _ABORT_GRACE_S + 30)
         self.socket.close()
 
     def __enter__(self) -> BackgroundServer:

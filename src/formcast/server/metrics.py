@@ -1,196 +1,238 @@
-"""Server metrics in the Prometheus text exposition format (version 0.0.4), written by hand.
+"""Server metrics through ``prometheus_client``, in one `CollectorRegistry` per app.
 
-Counters, gauges and histograms are updated from the engine thread, the grammar threads and
-the event loop, so every update takes one lock. Histograms keep cumulative ``_bucket``
-counts with ``le`` labels ending in ``+Inf``, plus ``_sum`` and ``_count``.
+Names follow the ones vLLM users already scrape (``vllm:time_to_first_token_seconds``,
+``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``...) with the prefix
+``formcast:`` and the same suffixes, so existing dashboards and alerts carry over by changing
+the prefix. Every series carries a ``model_name`` label (the served model name), as vLLM's do.
+
+- gauges: ``num_requests_running``, ``num_requests_waiting``, ``kv_cache_usage_perc`` (0-1),
+  ``kv_blocks_in_use``, ``kv_blocks_total``, ``num_grammar_compiles_running``;
+- counters (exposed with ``_total``): ``prompt_tokens``, ``generation_tokens``,
+  ``request_success`` (by ``finished_reason``: stop, length, abort), ``prefix_cache_queries``
+  and ``prefix_cache_hits`` (prompt tokens looked up / found in the prefix cache, so
+  ``hits / queries`` is the hit rate), ``num_preemptions``, ``grammar_compiles``,
+  ``http_requests`` (by ``path`` and ``status``);
+- histograms: ``time_to_first_token_seconds``, ``inter_token_latency_seconds``,
+  ``request_time_per_output_token_seconds``, ``e2e_request_latency_seconds``,
+  ``request_queue_time_seconds``, ``request_prefill_time_seconds``,
+  ``request_decode_time_seconds``, ``request_inference_time_seconds``,
+  ``request_prompt_tokens``, ``request_generation_tokens``, ``grammar_compile_seconds``.
+
+Metrics are updated from the engine thread, the grammar threads and the event loop;
+``prometheus_client`` makes each update thread-safe.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections.abc import Iterable
+from collections.abc import Iterator
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+
+PREFIX = "formcast:"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-LATENCY_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5,
-    0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+
+# seconds: first token, end-to-end and phase times of a request
+REQUEST_TIME_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0,
+    7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0,
+)  # fmt: skip
+# seconds between tokens (one decode step, usually milliseconds)
+TOKEN_TIME_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+    0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+# seconds to compile one grammar
+COMPILE_TIME_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 
-Labels = tuple[tuple[str, str], ...]
+
+class _WithoutCreated:
+    """A view of a registry without the ``_created`` timestamp series.
+
+    ``prometheus_client`` adds a ``<name>_created`` gauge beside every counter and histogram;
+    vLLM-style dashboards never read them and they double the exposition, so scrapes leave them
+    out (without the process-wide ``disable_created_metrics`` switch).
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
 
 
-def _format_labels(labels: Labels, extra: tuple[tuple[str, str], ...] = ()) -> str:
-    items = labels + extra
-    if not items:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in items) + "}"
-
-
-def _escape(value: str) -> str:
-    """A label value escaped as the format requires (backslash, newline, double quote)."""
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _format_value(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-class _Metric:
-    kind = ""
-
-    def __init__(self, name: str, help_text: str, lock: threading.Lock) -> None:
-        self.name = name
-        self.help_text = help_text
-        self._lock = lock
-
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help_text}", f"# TYPE {self.name} {self.kind}"]
-
-
-class Counter(_Metric):
-    """A monotonically increasing value per label set."""
-
-    kind = "counter"
-
-    def __init__(self, name: str, help_text: str, lock: threading.Lock) -> None:
-        super().__init__(name, help_text, lock)
-        self.values: dict[Labels, float] = {}
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        """Add ``amount`` (>= 0) to the series of ``labels``."""
-        key = tuple(sorted(labels.items()))
-        with self._lock:
-            self.values[key] = self.values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        """Current value of one series (0 if never incremented)."""
-        return self.values.get(tuple(sorted(labels.items())), 0.0)
-
-    def header(self) -> list[str]:
-        name = self.name + "_total"
-        return [f"# HELP {name} {self.help_text}", f"# TYPE {name} counter"]
-
-    def lines(self) -> list[str]:
-        out = self.header()
-        for labels, value in sorted(self.values.items()) or [((), 0.0)]:
-            out.append(f"{self.name}_total{_format_labels(labels)} {_format_value(value)}")
-        return out
-
-
-class Gauge(_Metric):
-    """A value that goes up and down (set from a snapshot)."""
-
-    kind = "gauge"
-
-    def __init__(self, name: str, help_text: str, lock: threading.Lock) -> None:
-        super().__init__(name, help_text, lock)
-        self.current = 0.0
-
-    def set(self, value: float) -> None:
-        """Set the value."""
-        self.current = float(value)
-
-    def lines(self) -> list[str]:
-        return self.header() + [f"{self.name} {_format_value(self.current)}"]
-
-
-class Histogram(_Metric):
-    """Observations counted into cumulative buckets."""
-
-    kind = "histogram"
-
-    def __init__(
-        self,
-        name: str,
-        help_text: str,
-        lock: threading.Lock,
-        buckets: Iterable[float] = LATENCY_BUCKETS,
-    ) -> None:
-        super().__init__(name, help_text, lock)
-        self.buckets = tuple(sorted(buckets))
-        self.counts = [0] * (len(self.buckets) + 1)  # last: above every bound (+Inf only)
-        self.total = 0.0
-        self.count = 0
-
-    def observe(self, value: float) -> None:
-        """Count one observation."""
-        index = next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))
-        with self._lock:
-            self.counts[index] += 1
-            self.total += value
-            self.count += 1
-
-    def lines(self) -> list[str]:
-        out = self.header()
-        cumulative = 0
-        for bound, count in zip((*self.buckets, math.inf), self.counts, strict=True):
-            cumulative += count
-            le = (("le", _format_value(bound)),)
-            out.append(f"{self.name}_bucket{_format_labels((), le)} {cumulative}")
-        out.append(f"{self.name}_sum {_format_value(self.total)}")
-        out.append(f"{self.name}_count {self.count}")
-        return out
+def token_count_buckets(max_model_len: int) -> tuple[float, ...]:
+    """1, 2, 5, 10, 20, 50, ... below ``max_model_len``, then ``max_model_len`` itself."""
+    buckets: list[float] = []
+    scale = 1
+    while not buckets or buckets[-1] < max_model_len:
+        buckets.extend(float(step * scale) for step in (1, 2, 5))
+        scale *= 10
+    return (*(b for b in buckets if b < max_model_len), float(max_model_len))
 
 
 class ServerMetrics:
-    """Every metric the server exports (names start with ``formcast_``)."""
+    """Every metric the server exports, in its own registry (names start with ``formcast:``).
 
-    def __init__(self) -> None:
-        lock = threading.Lock()
-        self.http_requests = Counter(
-            "formcast_http_requests", "HTTP requests answered, by path and status.", lock
+    Parameters
+    ----------
+    model_name : str
+        Value of the ``model_name`` label on every series.
+    max_model_len : int
+        Upper end of the per-request token-count histograms.
+    registry : CollectorRegistry, optional
+        Where to register; default a new registry (so several servers in one process, as in
+        tests, never share or clash).
+
+    The metric attributes (``time_to_first_token``, ``prompt_tokens``, ``requests_waiting``...)
+    are ``prometheus_client`` metrics already bound to ``model_name``: call ``.inc()``,
+    ``.set()`` or ``.observe()`` on them. The two metrics with more labels are updated
+    through `count_http_request` and `count_finished`.
+    """
+
+    def __init__(
+        self,
+        model_name: str = "",
+        max_model_len: int = 8192,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.model_name = model_name
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._exported = _WithoutCreated(self.registry)
+        labels = ("model_name",)
+
+        def counter(name: str, help_text: str) -> Counter:
+            metric = Counter(PREFIX + name, help_text, labels, registry=self.registry)
+            return metric.labels(model_name)
+
+        def gauge(name: str, help_text: str) -> Gauge:
+            metric = Gauge(PREFIX + name, help_text, labels, registry=self.registry)
+            return metric.labels(model_name)
+
+        def histogram(name: str, help_text: str, buckets: tuple[float, ...]) -> Histogram:
+            metric = Histogram(
+                PREFIX + name, help_text, labels, registry=self.registry, buckets=buckets
+            )
+            return metric.labels(model_name)
+
+        # -- scheduler and cache state (gauges, set by the engine thread) ----------------------
+        self.requests_running = gauge(
+            "num_requests_running", "Sequences in the running batch (computed each step)."
         )
-        self.requests_finished = Counter(
-            "formcast_requests_finished",
-            "Engine requests finished, by finish reason of their first completion.",
-            lock,
+        self.requests_waiting = gauge(
+            "num_requests_waiting", "Sequences queued for admission to the running batch."
         )
-        self.prompt_tokens = Counter("formcast_prompt_tokens", "Prompt tokens processed.", lock)
-        self.generation_tokens = Counter(
-            "formcast_generation_tokens", "Tokens generated (all completions).", lock
+        self.kv_cache_usage = gauge(
+            "kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1)."
         )
-        self.grammar_compiles = Counter(
-            "formcast_grammar_compiles", "Grammar compilations run (cache misses).", lock
+        self.kv_blocks_in_use = gauge(
+            "kv_blocks_in_use", "KV cache blocks referenced by sequences."
         )
-        self.time_to_first_token = Histogram(
-            "formcast_time_to_first_token_seconds",
-            "Time from request arrival to its first generated token.",
-            lock,
+        self.kv_blocks_total = gauge("kv_blocks_total", "KV cache blocks.")
+        self.grammar_compiles_running = gauge(
+            "num_grammar_compiles_running", "Grammar compilations running in the grammar threads."
         )
-        self.inter_token_latency = Histogram(
-            "formcast_inter_token_latency_seconds",
+        # -- counters -------------------------------------------------------------------------
+        self.prompt_tokens = counter("prompt_tokens", "Prompt tokens of finished requests.")
+        self.generation_tokens = counter(
+            "generation_tokens", "Tokens generated by finished requests (all completions)."
+        )
+        self.prefix_cache_queries = counter(
+            "prefix_cache_queries", "Prompt tokens looked up in the prefix cache on admission."
+        )
+        self.prefix_cache_hits = counter(
+            "prefix_cache_hits", "Prompt tokens found in the prefix cache on admission."
+        )
+        self.num_preemptions = counter(
+            "num_preemptions", "Sequences preempted (blocks freed, recomputed later)."
+        )
+        self.grammar_compiles = counter(
+            "grammar_compiles", "Grammar compilations run (cache misses)."
+        )
+        self._request_success = Counter(
+            PREFIX + "request_success",
+            "Engine requests finished, by the finish reason of their first completion.",
+            ("model_name", "finished_reason"),
+            registry=self.registry,
+        )
+        self._http_requests = Counter(
+            PREFIX + "http_requests",
+            "HTTP requests answered, by path and status.",
+            ("model_name", "path", "status"),
+            registry=self.registry,
+        )
+        # -- per-request histograms -----------------------------------------------------------
+        self.time_to_first_token = histogram(
+            "time_to_first_token_seconds",
+            "Time from submission to the first generated token.",
+            REQUEST_TIME_BUCKETS,
+        )
+        self.inter_token_latency = histogram(
+            "inter_token_latency_seconds",
             "Time between consecutive outputs of a completion, per token.",
-            lock,
+            TOKEN_TIME_BUCKETS,
         )
-        self.request_latency = Histogram(
-            "formcast_e2e_request_latency_seconds", "Time from arrival to finish.", lock
+        self.time_per_output_token = histogram(
+            "request_time_per_output_token_seconds",
+            "Decode time of a request divided by its generated tokens after the first.",
+            TOKEN_TIME_BUCKETS,
         )
-        self.grammar_compile_time = Histogram(
-            "formcast_grammar_compile_seconds", "Wall time of one grammar compilation.", lock
+        self.request_latency = histogram(
+            "e2e_request_latency_seconds",
+            "Time from submission to finish.",
+            REQUEST_TIME_BUCKETS,
         )
-        self.requests_running = Gauge(
-            "formcast_num_requests_running", "Sequences in the running batch.", lock
+        self.queue_time = histogram(
+            "request_queue_time_seconds",
+            "Time from submission to the first step that computed the request.",
+            REQUEST_TIME_BUCKETS,
         )
-        self.requests_waiting = Gauge(
-            "formcast_num_requests_waiting", "Sequences queued for admission.", lock
+        self.prefill_time = histogram(
+            "request_prefill_time_seconds",
+            "Time from the first step that computed the request to its first token.",
+            REQUEST_TIME_BUCKETS,
         )
-        self.kv_blocks_in_use = Gauge(
-            "formcast_kv_blocks_in_use", "KV cache blocks referenced by sequences.", lock
+        self.decode_time = histogram(
+            "request_decode_time_seconds",
+            "Time from the first token to the finish.",
+            REQUEST_TIME_BUCKETS,
         )
-        self.kv_blocks_total = Gauge("formcast_kv_blocks_total", "KV cache blocks.", lock)
+        self.inference_time = histogram(
+            "request_inference_time_seconds",
+            "Time from the first step that computed the request to its finish.",
+            REQUEST_TIME_BUCKETS,
+        )
+        token_buckets = token_count_buckets(max_model_len)
+        self.request_prompt_tokens = histogram(
+            "request_prompt_tokens", "Prompt tokens per finished request.", token_buckets
+        )
+        self.request_generation_tokens = histogram(
+            "request_generation_tokens",
+            "Generated tokens per finished request (all completions).",
+            token_buckets,
+        )
+        self.grammar_compile_time = histogram(
+            "grammar_compile_seconds", "Wall time of one grammar compilation.", COMPILE_TIME_BUCKETS
+        )
 
-    def all(self) -> list[_Metric]:
-        """Every metric, in exposition order."""
-        return [value for value in vars(self).values() if isinstance(value, _Metric)]
+    def count_http_request(self, path: str, status: int | str) -> None:
+        """Count one answered HTTP request."""
+        self._http_requests.labels(self.model_name, path, str(status)).inc()
+
+    def count_finished(self, finish_reason: str) -> None:
+        """Count one finished engine request by the finish reason of its first completion."""
+        self._request_success.labels(self.model_name, finish_reason).inc()
 
     def render(self) -> str:
-        """The exposition text."""
-        lines: list[str] = []
-        for metric in self.all():
-            lines.extend(metric.lines())
-        return "\n".join(lines) + "\n"
+        """The Prometheus text exposition (format 0.0.4) of every metric.
+
+        Always this format, whatever the scraper's ``Accept`` asks: ``prometheus_client``'s
+        OpenMetrics writer escapes the ``:`` of sample names to ``_`` (but not of the
+        ``# HELP`` / ``# TYPE`` names) unless the scraper allows UTF-8 names, which would
+        break the ``formcast:`` names; every Prometheus reads format 0.0.4.
+        """
+        return generate_latest(self._exported).decode()

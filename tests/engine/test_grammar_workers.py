@@ -1,0 +1,125 @@
+"""Grammar worker processes: hard time and memory budgets, errors rebuilt with their details,
+results loaded from the disk cache with the same masks, and the engine keeps serving while a
+worker compiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from formcast.engine.grammar_workers import GrammarWorkers
+from formcast.engine.llm_engine import LLM
+from formcast.errors import CompileBudgetError, GrammarError, GrammarLimitError, SchemaError
+from formcast.grammar import allocate_token_bitmask
+from formcast.grammar.index.compile import compile_regex
+from formcast.grammar.limits import GrammarLimits
+from formcast.grammar.spec import GrammarSpec
+from formcast.samplers import SamplingParams
+
+# minutes to compile here (3,000 optional properties: ~25 s already for 1,500), far past the
+# budgets the tests set, on any machine
+SLOW_SCHEMA = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(3000)}}
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FORMCAST_CACHE", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def workers(smollm2_vocab):
+    pool = GrammarWorkers(
+        smollm2_vocab, 1, GrammarLimits(compile_timeout_s=4.0, compile_memory_bytes=300 << 20)
+    )
+    pool.start_all()
+    yield pool
+    pool.shutdown()
+
+
+def masks(grammar, text: bytes, vocab_size: int) -> list[np.ndarray]:
+    """The token bitmask after each prefix of ``text``."""
+    matcher = grammar.matcher()
+    rows = []
+    for end in range(len(text) + 1):
+        bitmask = allocate_token_bitmask(1, vocab_size)
+        matcher.fill_bitmask(bitmask, 0)
+        rows.append(bitmask.numpy().copy())
+        if end < len(text):
+            assert matcher.accept_bytes(text[end : end + 1])
+    return rows
+
+
+def test_worker_result_loads_from_disk_with_the_same_masks(workers, smollm2_vocab, cache_dir):
+    spec = GrammarSpec.regex(r"[A-Z]{2}-\d{3}( [a-z]+)?")
+    seconds = workers.compile(spec.recipe)
+    assert seconds > 0
+    assert any((cache_dir / "grammars").iterdir())  # the worker left it on disk
+    loaded = spec.compile_fn(smollm2_vocab)
+    fresh = compile_regex(r"[A-Z]{2}-\d{3}( [a-z]+)?", smollm2_vocab, cache=False)
+    text = b"AB-123 xy"
+    vocab_size = smollm2_vocab.vocab_size
+    for got, want in zip(
+        masks(loaded, text, vocab_size), masks(fresh, text, vocab_size), strict=True
+    ):
+        assert np.array_equal(got, want)
+
+
+def test_errors_come_back_with_their_details(workers, cache_dir):
+    with pytest.raises(SchemaError) as schema_info:
+        workers.compile(GrammarSpec.json_schema({"properties": {"a": {"minimum": "x"}}}).recipe)
+    assert schema_info.value.pointer == "/properties/a"
+    assert schema_info.value.keyword == "minimum"
+    with pytest.raises(GrammarError) as regex_info:
+        workers.compile(GrammarSpec.regex("ab(c").recipe)
+    assert regex_info.value.position == 2
+
+
+def test_time_budget_ends_the_worker_and_the_next_compile_works(workers, cache_dir):
+    (pid_before,) = workers.worker_pids
+    killed_before = workers.num_killed
+    with pytest.raises(CompileBudgetError, match="compile_timeout_s=4 s"):
+        workers.compile(GrammarSpec.json_schema(SLOW_SCHEMA).recipe)
+    assert workers.num_killed == killed_before + 1
+    assert workers.worker_pids == []  # the slot restarts on next use
+    assert workers.compile(GrammarSpec.regex("[ab]+").recipe) > 0
+    (pid_after,) = workers.worker_pids
+    assert pid_after != pid_before
+
+
+def test_memory_budget_ends_the_worker(workers, cache_dir):
+    # a counted chain of 100k states: a few hundred MB while its token index is built
+    with pytest.raises(CompileBudgetError, match="compile_memory_bytes=314,572,800"):
+        workers.compile(GrammarSpec.regex("[0-9]{1,100000}").recipe)
+
+
+def test_engine_serves_a_plain_request_while_a_worker_compiles(tiny_folders, cache_dir):
+    limits = GrammarLimits(compile_timeout_s=6.0)
+    llm = LLM(
+        tiny_folders["llama"],
+        max_num_seqs=4,
+        num_kv_blocks=64,
+        block_size=4,
+        num_grammar_workers=1,
+        grammar_limits=limits,
+    )
+    try:
+        llm.structured_output.compiler.workers.start_all()
+        params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+        slow_id = llm.add_request("Write:", params, grammar={"json_schema": SLOW_SCHEMA})
+        plain_id = llm.add_request("Hello", params)
+        (future,) = llm.structured_output.compiler._futures.values()
+        while not llm.get_output(plain_id).finished:
+            llm.step()
+        # the plain request ran to the end while the worker was still compiling
+        assert not future.done()
+        assert len(llm.take_output(plain_id).outputs[0].token_ids) == 8
+        with pytest.raises(CompileBudgetError, match="compile_timeout_s=6 s"):
+            while llm.has_unfinished_requests():
+                llm.step()
+        assert llm.get_output(slow_id).finished
+        # over-limit input is refused at once, before any compile
+        with pytest.raises(GrammarLimitError, match="max_repeat_count"):
+            llm.add_request("x", params, grammar={"regex": "a{1,1000000}"})
+    finally:
+        llm.structured_output.shutdown()
