@@ -10,6 +10,10 @@ Rules for the unfinished end of the text:
 
 So every snapshot of a growing JSON text is a structural prefix of the final value: keys and
 items only get added, and only the last one of each open container may still change.
+
+Checked prefix by prefix against the maintained ``partial-json-parser`` (tests/api): the
+same snapshots, except that it reads ``1.`` / ``1e`` as ``1`` and keeps a lone high-surrogate
+escape, where these rules wait for text that can be read.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """parse_partial_json against json.loads: every prefix of a JSON text gives a structural prefix
-of the final value, and the whole text gives exactly the value."""
+of the final value, and the whole text gives exactly the value; and against the maintained
+``partial-json-parser``: the same snapshot for every prefix, but for one documented rule."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from partial_json_parser import Allow
+from partial_json_parser import loads as reference_loads
 
 from formcast.errors import OutputError
 from formcast.partial_json import NOTHING, parse_partial_json
@@ -77,3 +81,51 @@ def test_unfinished_pieces_are_left_out():
 def test_not_a_json_prefix_raises(text):
     with pytest.raises(OutputError, match="not a JSON prefix"):
         parse_partial_json(text)
+
+
+# a number cut where it cannot be read yet: a dangling '.', exponent mark or exponent sign
+_UNREADABLE_NUMBER_END = re.compile(r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?)?$")
+# a high surrogate escape still waiting for its low half
+_HALF_SURROGATE_END = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\(?:u[0-9a-fA-F]{0,3})?)?$")
+_REFERENCE_ALLOW = Allow.STR | Allow.NUM | Allow.ARR | Allow.OBJ  # what we allow partially
+
+
+def _ends_in_string(prefix: str) -> bool:
+    is_inside = is_escaped = False
+    for char in prefix:
+        if is_escaped:
+            is_escaped = False
+        elif char == "\\" and is_inside:
+            is_escaped = True
+        elif char == '"':
+            is_inside = not is_inside
+    return is_inside
+
+
+def reference_snapshot(prefix: str):
+    """partial-json-parser's snapshot of ``prefix``, with our two differences applied: it reads
+    ``1.`` / ``1e`` / ``1e+`` as ``1``, we leave a number out until it can be read; it keeps a
+    lone high surrogate (``"\\ud800``, not encodable as UTF-8), we wait for the pair."""
+    cut = _UNREADABLE_NUMBER_END.search(prefix)
+    if cut is not None and prefix[-1] in ".eE+-" and not _ends_in_string(prefix):
+        prefix = prefix[: cut.start()]
+    half = _HALF_SURROGATE_END.search(prefix)
+    if half is not None and _ends_in_string(prefix):
+        prefix = prefix[: half.start()]
+    if not prefix.strip() or prefix.strip() == "-":
+        return NOTHING
+    try:
+        return reference_loads(prefix, _REFERENCE_ALLOW)
+    except Exception:  # noqa: BLE001 - the reference's "nothing readable yet" (tr, nu, -)
+        return NOTHING
+
+
+@settings(max_examples=200, deadline=None)
+@given(values, st.sampled_from([None, 2]), st.booleans())
+def test_every_prefix_agrees_with_partial_json_parser(value, indent, ensure_ascii):
+    text = json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
+    for cut in range(1, len(text) + 1):
+        prefix = text[:cut]
+        if prefix[-1].isspace() and _ends_in_string(prefix):
+            continue  # the reference str.strip()s the text, so cuts a string's last spaces
+        assert parse_partial_json(prefix) == reference_snapshot(prefix), prefix
