@@ -42,10 +42,13 @@ from formcast.engine.grammar_workers import GrammarWorkers
 from formcast.engine.sequence import Sequence
 from formcast.errors import RequestError
 from formcast.grammar import Grammar, MaskHook, Vocabulary, allocate_token_bitmask
+from formcast.grammar.caches import held_bytes
+from formcast.grammar.index.token_index import VocabTable
 from formcast.grammar.limits import GrammarLimits
 from formcast.grammar.spec import GrammarLike, GrammarSpec
 
 _MAX_ENTRIES = 256
+_MAX_BYTES = 2 << 30  # arrays of the compiled grammars kept for reuse (beyond: oldest go)
 
 
 class CompileObserver(Protocol):
@@ -69,6 +72,9 @@ class GrammarCompiler:
         Worker threads (compilations that run at once).
     max_entries : int
         Compiled grammars remembered by key for reuse.
+    max_bytes : int
+        Bytes of arrays those grammars may hold together (`caches.held_bytes`); past it the
+        least recently used are forgotten (a running compile never is, nor the newest).
     limits : GrammarLimits or None
         Size limits checked on submit, and the budgets the workers enforce (defaults if None).
     num_workers : int
@@ -82,9 +88,13 @@ class GrammarCompiler:
         max_entries: int = _MAX_ENTRIES,
         limits: GrammarLimits | None = None,
         num_workers: int = 0,
+        max_bytes: int = _MAX_BYTES,
     ) -> None:
         self.vocab = vocab
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._sizes: dict[Hashable, int] = {}  # finished keys -> held bytes
+        self.num_held_bytes = 0
         self.limits = limits if limits is not None else GrammarLimits()
         self.workers = GrammarWorkers(vocab, num_workers, self.limits) if num_workers > 0 else None
         if self.workers is not None:  # start them now, so the first request does not wait
@@ -118,12 +128,20 @@ class GrammarCompiler:
             future = self._executor.submit(self._compile, spec)
             self.num_compiles += 1
             self._futures[spec.key] = future
-            while len(self._futures) > self.max_entries:
-                oldest = next(iter(self._futures))
-                if not self._futures[oldest].done():
-                    break  # never forget a running compilation
-                del self._futures[oldest]
+            self._evict()
             return future
+
+    def _evict(self) -> None:
+        """Forget the oldest finished entries while over ``max_entries`` or ``max_bytes``
+        (lock held); a running compile and the newest entry stay."""
+        while len(self._futures) > 1 and (
+            len(self._futures) > self.max_entries or self.num_held_bytes > self.max_bytes
+        ):
+            oldest = next(iter(self._futures))
+            if not self._futures[oldest].done():
+                break  # never forget a running compilation
+            del self._futures[oldest]
+            self.num_held_bytes -= self._sizes.pop(oldest, 0)
 
     def _reusable(self, key: Hashable) -> Future[Grammar] | None:
         """The running or successful future of ``key`` (lock held), or None."""
@@ -142,7 +160,14 @@ class GrammarCompiler:
             is_cached = spec.recipe is not None and spec.recipe.options.get("cache", True)
             if self.workers is not None and is_cached:
                 self.workers.compile(spec.recipe)  # type: ignore[arg-type]  # checked above
-            return spec.compile_fn(self.vocab)  # with a worker: loaded from the disk cache
+            grammar = spec.compile_fn(self.vocab)  # with a worker: loaded from the disk cache
+            size = held_bytes(grammar, shared=(Vocabulary, VocabTable))  # both shared
+            with self._lock:
+                if spec.key in self._futures and spec.key not in self._sizes:
+                    self._sizes[spec.key] = size
+                    self.num_held_bytes += size
+                    self._evict()
+            return grammar
         finally:
             if observer is not None:
                 observer.compile_finished(time.perf_counter() - started)

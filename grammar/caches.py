@@ -70,3 +70,46 @@ def clear_all() -> None:
     """Empty every registered memo (the on-disk grammar cache is left alone)."""
     for memo in registered():
         memo.clear()
+
+
+def held_bytes(root: object, shared: tuple[type, ...] = ()) -> int:
+    """Bytes of the numpy arrays reachable from ``root``: what keeping it in a memo costs.
+
+    Walks attributes (``__dict__`` and ``__slots__``), lists, tuples, sets and dict values,
+    each object once; instances of ``shared`` (a vocabulary every grammar points to) are not
+    entered. Python objects other than arrays are not counted: in compiled grammars the
+    arrays are the bulk, and an estimate that is cheap and stable is what eviction needs.
+    """
+    import types
+
+    import numpy as np  # the registry above stays import-light
+
+    opaque = (type, types.ModuleType, types.FunctionType, types.MethodType, *shared)
+
+    seen: set[int] = set()
+    stack: list[object] = [root]
+    total = 0
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, (str, bytes, int, float, bool, type(None))):
+            continue
+        seen.add(id(item))
+        if isinstance(item, np.ndarray):
+            total += item.nbytes if item.base is None else 0  # views share their base
+            if item.base is not None:
+                stack.append(item.base)
+            continue
+        if isinstance(item, opaque) or callable(item) and not hasattr(item, "__dict__"):
+            continue
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        else:
+            stack.extend(getattr(item, "__dict__", {}).values())
+            for cls in type(item).__mro__:
+                slots = getattr(cls, "__slots__", ())
+                for name in (slots,) if isinstance(slots, str) else slots:
+                    if hasattr(item, name):
+                        stack.append(getattr(item, name))
+    return total

@@ -123,3 +123,30 @@ def test_engine_serves_a_plain_request_while_a_worker_compiles(tiny_folders, cac
             llm.add_request("x", params, grammar={"regex": "a{1,1000000}"})
     finally:
         llm.structured_output.shutdown()
+
+
+def test_compiled_grammars_kept_for_reuse_are_bounded_by_bytes(smollm2_vocab):
+    from formcast.engine.structured import GrammarCompiler
+    from formcast.grammar.caches import held_bytes
+    from formcast.grammar.index.token_index import VocabTable, vocab_table
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+    one = compile_regex("[a-z]{1,300}", smollm2_vocab)
+    size = held_bytes(one, shared=(Vocabulary, VocabTable))
+    assert size >= one.dfa.transitions.nbytes  # the grammar's own arrays are counted
+    # the vocabulary's table, which every grammar points to, is not
+    assert held_bytes(one, shared=(Vocabulary,)) >= size + held_bytes(vocab_table(smollm2_vocab))
+    compiler = GrammarCompiler(smollm2_vocab, 1, max_bytes=int(size * 2.5))
+    try:
+        specs = [GrammarSpec.regex(f"[a-z]{{1,{300 + k}}}") for k in range(4)]
+        for spec in specs:
+            compiler.submit(spec).result()
+        kept = list(compiler._futures)
+        assert len(kept) in (2, 3) and kept[-1] == specs[-1].key  # the newest stays
+        assert compiler.num_held_bytes <= compiler.max_bytes
+        assert compiler.num_held_bytes == sum(compiler._sizes.values())
+        assert set(compiler._sizes) == set(kept)
+        again = compiler.submit(specs[0])  # forgotten: compiled again (a disk-cache hit)
+        assert again.result().matcher().accept_bytes(b"abc")
+    finally:
+        compiler.shutdown()
