@@ -45,6 +45,7 @@ from formcast.engine.postprocess import Postprocessor
 from formcast.engine.prompt import Prompt, check_prompt
 from formcast.engine.request import Request
 from formcast.engine.scheduler import Scheduler, SchedulerOutput
+from formcast.engine.scoring import ScoreReader, ScoreState
 from formcast.engine.sequence import Sequence, SequenceStatus
 from formcast.engine.speculative.chain_speculator import Speculator
 from formcast.engine.structured import MaskFiller, StructuredOutputManager
@@ -164,6 +165,14 @@ class LLM:
         self._pending_deltas: list[StreamDelta] = []  # finished outside a step (jump-forward)
         self.beams = BeamSearchManager(
             self.scheduler, self.block_manager, tokenizer, self.eos_token_ids
+        )
+        self.scores = ScoreReader(
+            self.requests,
+            self.scheduler,
+            self.block_manager,
+            self.postprocessor,
+            tokenizer,
+            self.eos_token_ids,
         )
         self.model_path = folder
         self.speculator = _build_speculator(self, self.config.speculative)
@@ -301,6 +310,112 @@ class LLM:
             self._start_grammar(seq, compiled)
         else:
             self.scheduler.add(seq)
+        return request_id
+
+    def add_score_request(
+        self,
+        prompt: Prompt,
+        continuations: SequenceABC[SequenceABC[int]],
+        request_id: str | None = None,
+    ) -> str:
+        """Queue a request that scores ``continuations`` of ``prompt`` instead of generating.
+
+        Completion ``k`` of the output is continuation ``k``: its ``token_ids``, ``text``,
+        ``logprobs`` (``{token_id: log-prob}`` per token, given the prompt and the tokens before
+        it), ``cumulative_logprob`` (their sum) and ``stop_logprob`` (log-probability of any EOS
+        token right after it), under the model's own distribution (no sampling parameters, no
+        grammar). The prompt is computed once and its KV blocks are shared by the
+        continuations (see `formcast.engine.scoring`); a score request takes two steps.
+
+        Parameters
+        ----------
+        prompt : str, list[int] or list[dict]
+            Text, token ids or chat messages (the chat template is applied).
+        continuations : sequence of sequences of int
+            The token ids to score after the prompt, one non-empty list per continuation.
+        request_id : str, optional
+            Default: a fresh integer string.
+
+        Raises
+        ------
+        RequestLimitError
+            More continuations than ``max_num_seqs`` (they run in the same step).
+        RequestError
+            Empty prompt or continuation list, an empty continuation, unknown token ids, a
+            prompt plus continuation longer than ``max_model_len``, a request that cannot fit in
+            the KV cache, a duplicate id.
+        """
+        text, token_ids = self.encode_prompt(prompt)
+        request_id = str(next(self._request_ids)) if request_id is None else request_id
+        where = f"score request {request_id!r}"
+        if request_id in self.requests:
+            raise RequestError(f"{where}: the id is already in use")
+        if not token_ids:
+            raise RequestError(f"{where}: the prompt is empty (no tokens)")
+        if isinstance(continuations, (str, bytes)) or not isinstance(continuations, SequenceABC):
+            raise RequestError(
+                f"{where}: continuations must be a list of token id lists, got "
+                f"{type(continuations).__name__}"
+            )
+        if not continuations:
+            raise RequestError(f"{where}: no continuations to score")
+        limit = self.config.max_num_seqs
+        if len(continuations) > limit:
+            raise RequestLimitError(
+                "len(continuations)",
+                len(continuations),
+                "max_num_seqs",
+                limit,
+                "the continuations of a score request run in the same step; score fewer at "
+                "once or raise max_num_seqs",
+            )
+        bm = self.block_manager
+        prompt_blocks = len(token_ids) // bm.block_size  # full blocks the continuations share
+        needed = bm.blocks_for(len(token_ids))
+        checked: list[list[int]] = []
+        for k, continuation in enumerate(continuations):
+            if isinstance(continuation, (str, bytes)) or not isinstance(continuation, SequenceABC):
+                raise RequestError(
+                    f"{where}: continuation #{k} must be a list of token ids, got "
+                    f"{type(continuation).__name__}"
+                )
+            ids = list(continuation)
+            if not ids:
+                raise RequestError(f"{where}: continuation #{k} is empty")
+            bad = [
+                t
+                for t in ids
+                if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size
+            ]
+            if bad:
+                raise RequestError(
+                    f"{where}: continuation #{k} holds {bad[:5]}, not token ids in "
+                    f"[0, {self.vocab_size})"
+                )
+            total = len(token_ids) + len(ids)
+            if total > self.config.max_model_len:
+                raise RequestError(
+                    f"{where}: the prompt ({len(token_ids)} tokens) plus continuation #{k} "
+                    f"({len(ids)}) exceed max_model_len={self.config.max_model_len}"
+                )
+            needed += bm.blocks_for(total) - prompt_blocks
+            checked.append(ids)
+        usable = bm.num_blocks - bm.watermark_blocks
+        if needed > usable:
+            raise RequestError(
+                f"{where}: needs {needed} KV blocks (a {len(token_ids)}-token prompt shared by "
+                f"{len(checked)} continuations) but the cache has {usable} usable; raise "
+                "num_kv_blocks or score fewer continuations at once"
+            )
+        longest = max(len(ids) for ids in checked)
+        params = SamplingParams(max_tokens=longest, logprobs=0)
+        request = Request(request_id, text, token_ids, params, longest)
+        seq = Sequence(request_id, token_ids, params, arrival_time=request.arrival_time)
+        seq.score = ScoreState(len(token_ids) - 1, pending=checked)
+        seq.num_pending_forks = len(checked) - 1  # admitted with room for its forks
+        self._attach(request, seq)
+        self.requests[request_id] = request
+        self.scheduler.add(seq)
         return request_id
 
     def _check_num_seqs(self, params: SamplingParams, beam_search: BeamSearchParams | None) -> None:
@@ -468,6 +583,7 @@ class LLM:
         bitmask = self.mask_filler.result()
         seqs: list[Sequence] = []
         rows: list[int] = []
+        scored: list[tuple[Sequence, int, int]] = []  # score requests' spans: read, not sampled
         row = 0
         for item in plan.scheduled:
             seq = item.seq
@@ -478,6 +594,10 @@ class LLM:
             seq.num_steps += 1
             self.block_manager.commit_inplace(seq)
             row += item.num_logits
+            if seq.score is not None:
+                if item.num_logits:
+                    scored.append((seq, row - item.num_logits, item.num_logits))
+                continue
             if not item.num_logits or seq.num_cached_tokens < seq.num_tokens:
                 continue  # mid-prefill chunk: nothing to sample yet
             # the span's last logits row is the next-token distribution
@@ -487,6 +607,8 @@ class LLM:
                 for child in self._fork(seq):
                     seqs.append(child)
                     rows.append(row - 1)
+        if scored:
+            deltas += self.scores.read(scored, logits)
         if self.speculator is not None:
             deltas += self.speculator.verify(plan, logits)
         if not seqs:
@@ -514,8 +636,8 @@ class LLM:
         matchers: list[MaskHook | None] = []
         for item in plan.scheduled:
             seq = item.seq
-            if item.is_verification:
-                continue  # the speculator fills its own mask rows
+            if item.is_verification or seq.score is not None:
+                continue  # the speculator fills its own mask rows; score rows are read
             if item.num_logits and seq.num_cached_tokens + item.num_new_tokens == seq.num_tokens:
                 matchers.extend([seq.matcher] * (1 + seq.num_pending_forks))
         return matchers

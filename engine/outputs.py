@@ -23,10 +23,13 @@ class CompletionOutput:
     # unfinished structure, e.g. cut by max_tokens); None without a grammar
     is_grammar_complete: bool | None = None
     num_forced_tokens: int = 0  # tokens appended by jump-forward (not sampled)
-    # beam search: sum of the tokens' log-probs, and that sum / length ** length_penalty
-    # (transformers' ``sequences_scores``); None for sampled completions
+    # beam search and score requests: sum of the tokens' log-probs; beam search: that sum /
+    # length ** length_penalty (transformers' ``sequences_scores``); None for sampled completions
     cumulative_logprob: float | None = None
     beam_score: float | None = None
+    # score requests (`LLM.add_score_request`): log-probability that the model stops right
+    # after this continuation (any EOS token)
+    stop_logprob: float | None = None
 
 
 @dataclass

@@ -36,6 +36,13 @@ from formcast.errors import DeadEndError, EngineError
 from formcast.samplers import SamplerOutput
 
 
+def _drawable(entry: dict[int, float] | None, token_id: int) -> dict[int, float] | None:
+    """``entry`` without the alternatives of log-probability ``-inf`` (never ``token_id``)."""
+    if entry is None or all(value != -math.inf for value in entry.values()):
+        return entry
+    return {t: value for t, value in entry.items() if t == token_id or value != -math.inf}
+
+
 class Postprocessor:
     """Commits tokens to the sequences of one engine (see module docstring).
 
@@ -93,7 +100,8 @@ class Postprocessor:
             Emitted by speculative verification (names the token so in a matcher error).
         logprobs_entry : dict[int, float], optional
             ``{token: logprob, ...}`` of a sampled token, kept when the request asks for
-            logprobs.
+            logprobs; alternatives at ``-inf`` (tokens that could not be drawn, e.g. masked
+            by the grammar in ``"processed"`` mode) are left out.
         now : float, optional
             The step's time: the sequence's first-token time if it has none yet (None for
             jump-forward tokens committed outside sampling).
@@ -114,7 +122,7 @@ class Postprocessor:
             self.stats.num_sampled_tokens += 1
             self.stats.num_constrained_rows += seq.matcher is not None
         if seq.sampling_params.logprobs is not None:
-            seq.logprobs.append(logprobs_entry)
+            seq.logprobs.append(_drawable(logprobs_entry, token_id))
         if seq.matcher is not None and not seq.matcher.accept_token(token_id):
             raise self._rejected(seq, token_id, is_forced, is_verified)
         return self.check_stop(seq, token_id)

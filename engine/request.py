@@ -59,6 +59,8 @@ class Request:
                     stop_reason=stop_reason,
                     is_grammar_complete=is_grammar_complete(seq, text, stop_reason),
                     num_forced_tokens=seq.num_forced_tokens,
+                    cumulative_logprob=None if seq.score is None else seq.score.cumulative_logprob,
+                    stop_logprob=None if seq.score is None else seq.score.stop_logprob,
                 )
             )
         metrics = {

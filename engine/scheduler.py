@@ -91,6 +91,8 @@ class Scheduler:
             if len(self.running) + num_seqs > self.config.max_num_seqs:
                 break
             hit_ids = bm.match_prefix(seq)
+            if seq.score is not None:  # its rows from score.start on must be computed
+                del hit_ids[seq.score.start // bm.block_size :]
             num_new = seq.num_tokens - len(hit_ids) * bm.block_size
             if num_new > budget:
                 if not self.config.enable_chunked_prefill:
@@ -110,8 +112,12 @@ class Scheduler:
 
     @staticmethod
     def _span(seq: Sequence, num_new: int) -> ScheduledSeq:
-        reaches_end = seq.num_cached_tokens + num_new == seq.num_tokens
-        return ScheduledSeq(seq, num_new, 1 if reaches_end else 0)
+        end = seq.num_cached_tokens + num_new
+        if seq.score is not None:  # a score request reads every row from score.start on
+            return ScheduledSeq(
+                seq, num_new, max(0, end - max(seq.num_cached_tokens, seq.score.start))
+            )
+        return ScheduledSeq(seq, num_new, 1 if end == seq.num_tokens else 0)
 
     def _preempt(self, seq: Sequence) -> None:
         self.block_manager.free_inplace(seq)

@@ -11,11 +11,14 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from formcast.grammar import Grammar, MaskHook
+
+if TYPE_CHECKING:
+    from formcast.engine.scoring import ScoreState
 
 
 class SequenceStatus(enum.Enum):
@@ -67,6 +70,7 @@ class Sequence:
     num_reserved_seqs: int = 0  # num_beams - 1 beams a beam search will fork (admission counts)
     num_preemptions: int = 0
     num_prompt_hit_tokens: int = 0  # prompt tokens served by the prefix cache on admission
+    score: ScoreState | None = None  # a score request's sequence: rows read, never sampled
     first_token_time: float | None = None
     # once finished: whether the output is a complete sentence of its grammar (computed once,
     # by request.is_grammar_complete, for the last stream delta and the request output alike)

@@ -78,6 +78,8 @@ class SamplingBatch:
         Rows that own a generator; ``is_seeded`` is the same as a (B,) bool tensor.
     num_logprobs : tuple[int | None, ...]
         Per-row ``params.logprobs``; ``max_num_logprobs`` is their max (None if none asked).
+    logprobs_modes : tuple[str | None, ...]
+        Per-row ``params.logprobs_mode`` (None: the sampler's default).
     """
 
     num_rows: int
@@ -98,6 +100,7 @@ class SamplingBatch:
     seeded_rows: tuple[int, ...]
     is_seeded: torch.Tensor
     num_logprobs: tuple[int | None, ...]
+    logprobs_modes: tuple[str | None, ...]
     all_greedy: bool
     any_greedy: bool
     any_top_k: bool
@@ -201,6 +204,7 @@ class SamplingBatch:
             seeded_rows=tuple(r for r, g in enumerate(generators) if g is not None),
             is_seeded=column([g is not None for g in generators], torch.bool),
             num_logprobs=tuple(p.logprobs for p in params),
+            logprobs_modes=tuple(p.logprobs_mode for p in params),
             all_greedy=all(is_greedy),
             any_greedy=any(is_greedy),
             any_top_k=any(k > 0 and not g for k, g in zip(top_k, is_greedy, strict=True)),

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from formcast.errors import SamplingParamsError
 
 _MAX_SEED = 2**64
+LOGPROBS_MODES = ("raw", "processed")
 
 
 def _is_int(value: object) -> bool:
@@ -78,6 +79,11 @@ class SamplingParams:
         EOS does not stop generation (and is not masked by ``min_tokens``).
     logprobs : int | None
         Number of top log-probabilities to return per token; ``0`` = only the chosen token's.
+    logprobs_mode : {"raw", "processed"} | None
+        Which distribution the logprobs describe: ``"raw"``, the model's own (``log_softmax``
+        of its logits); ``"processed"``, the one the token was drawn from (after penalties,
+        bias, the grammar mask, temperature and truncation; greedy rows at temperature 1,
+        untruncated); None, the sampler's default (the engine's: ``"raw"``, as vLLM).
     """
 
     temperature: float = 1.0
@@ -97,6 +103,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     logprobs: int | None = None
+    logprobs_mode: str | None = None
 
     def __post_init__(self) -> None:
         if not _is_real(self.temperature) or not math.isfinite(self.temperature):
@@ -141,6 +148,10 @@ class SamplingParams:
             raise SamplingParamsError("ignore_eos", self.ignore_eos, "must be a bool")
         if self.logprobs is not None and (not _is_int(self.logprobs) or self.logprobs < 0):
             raise SamplingParamsError("logprobs", self.logprobs, "must be None or an int >= 0")
+        if self.logprobs_mode not in LOGPROBS_MODES + (None,):
+            raise SamplingParamsError(
+                "logprobs_mode", self.logprobs_mode, "must be None, 'raw' or 'processed'"
+            )
 
     @property
     def is_greedy(self) -> bool:

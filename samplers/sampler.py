@@ -7,10 +7,12 @@ tokens all lie in its top-``C`` candidates races over those alone (the common ca
 top-k / top-p), the others race over the full vocabulary. No stage loops over rows in
 Python; only the noise of seeded rows is drawn row by row (from each row's own generator).
 
-Log-probabilities: ``logprobs_mode="raw"`` (default, as vLLM) reports the model's own
-distribution, ``log_softmax`` of the input logits before any processing;
-``"processed"`` reports the distribution the token was drawn from (penalties, bias, mask,
-temperature, truncation; greedy rows at temperature 1, untruncated).
+Log-probabilities, per row (``SamplingParams.logprobs_mode``, or the sampler's
+``logprobs_mode`` for rows that leave it None): ``"raw"`` (the default, as vLLM) reports the
+model's own distribution, ``log_softmax`` of the input logits before any processing;
+``"processed"`` reports the distribution the token was drawn from (penalties, bias, grammar
+mask, temperature, truncation; greedy rows at temperature 1, untruncated). Tokens removed by
+the processing have log-probability ``-inf`` there; they sort last among the top tokens.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from formcast.samplers.batch import SamplingBatch
 from formcast.samplers.filters import NEG_INF, apply_typical_inplace, find_truncation
 from formcast.samplers.inputs import SamplerInputError, check_bitmask, check_logits
 from formcast.samplers.noise import exponential_noise
+from formcast.samplers.params import LOGPROBS_MODES, SamplingParams
 from formcast.samplers.penalties import apply_penalties_inplace
 from formcast.samplers.reductions import row_logsumexp as row_logsumexp_fast
 from formcast.samplers.triton_logits import mask_scale_logits_inplace
@@ -42,11 +45,12 @@ class SamplerOutput:
     token_ids : torch.Tensor
         (B,) int64 chosen tokens.
     logprobs : torch.Tensor
-        (B,) float32 log-probability of the chosen token (distribution per ``logprobs_mode``).
-        Always filled, for every row.
+        (B,) float32 log-probability of the chosen token (each row's distribution per its
+        logprobs mode). Always filled, for every row.
     top_logprob_ids, top_logprobs : torch.Tensor | None
         (B, K) int64 / float32, the K most likely tokens, ``K = max(params.logprobs)`` over
-        the batch (rows that asked fewer slice their own); None when no row asked K > 0.
+        the batch (rows that asked fewer slice their own); None when no row asked K > 0. In
+        ``"processed"`` rows, tokens the processing removed come last with ``-inf``.
     """
 
     token_ids: torch.Tensor
@@ -62,13 +66,14 @@ class Sampler:
     Parameters
     ----------
     logprobs_mode : {"raw", "processed"}
-        Which distribution `SamplerOutput.logprobs` describes (see module docstring).
+        Which distribution `SamplerOutput.logprobs` describes for rows whose
+        ``SamplingParams.logprobs_mode`` is None (see module docstring).
     num_candidates : int
         First candidate count for top-k / top-p (raised automatically when needed).
     """
 
     def __init__(self, logprobs_mode: LogprobsMode = "raw", num_candidates: int = 256) -> None:
-        if logprobs_mode not in ("raw", "processed"):
+        if logprobs_mode not in LOGPROBS_MODES:
             raise SamplerInputError(
                 f"logprobs_mode must be 'raw' or 'processed', got {logprobs_mode!r}"
             )
@@ -118,19 +123,36 @@ class Sampler:
             )
 
         num_top = min(batch.max_num_logprobs or 0, batch.vocab_size)
-        if self.logprobs_mode == "processed":
+        processed_rows = [
+            row
+            for row, mode in enumerate(batch.logprobs_modes)
+            if (mode or self.logprobs_mode) == "processed"
+        ]
+        if len(processed_rows) == batch.num_rows:
             processed = self.process_logits(logits, batch, token_bitmask)
             return _logprobs_output(processed, token_ids, num_top)
         # raw: the model's distribution; the input logits were never modified
         raw = logits if logits.dtype == torch.float32 else logits.float()
         raw_logsumexp = row_logsumexp_fast(raw, scratch=work)  # (B,) work is free now
         chosen = raw.gather(1, token_ids.unsqueeze(1)).squeeze(1) - raw_logsumexp
-        if num_top == 0:
-            return SamplerOutput(token_ids, chosen, None, None)
-        top = raw.topk(num_top, dim=-1)
-        return SamplerOutput(
-            token_ids, chosen, top.indices, top.values - raw_logsumexp.unsqueeze(1)
-        )
+        top_ids = top_values = None
+        if num_top > 0:
+            top = raw.topk(num_top, dim=-1)
+            top_ids, top_values = top.indices, top.values - raw_logsumexp.unsqueeze(1)
+        if processed_rows:  # a mixed batch: those rows from the distribution sampled from
+            processed = _logprobs_output(
+                self.process_logits(logits, batch, token_bitmask), token_ids, num_top
+            )
+            rows = torch.tensor(processed_rows, dtype=torch.int64, device=chosen.device)
+            chosen[rows] = processed.logprobs[rows]
+            if top_ids is not None:
+                top_ids[rows] = processed.top_logprob_ids[rows]
+                top_values[rows] = processed.top_logprobs[rows]
+        return SamplerOutput(token_ids, chosen, top_ids, top_values)
+
+    def reports_processed(self, params: SamplingParams) -> bool:
+        """True when a row with ``params`` gets ``"processed"`` logprobs from this sampler."""
+        return (params.logprobs_mode or self.logprobs_mode) == "processed"
 
     def process_logits(
         self,

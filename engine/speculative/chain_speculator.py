@@ -257,6 +257,8 @@ class Speculator:
     def _can_speculate(self, seq: Sequence) -> bool:
         if seq.status is not SequenceStatus.RUNNING or seq.num_pending_forks:
             return False
+        if seq.score is not None:  # a score request's rows are read, not sampled
+            return False
         if not 1 <= seq.num_uncached_tokens <= MAX_UNCACHED_FOR_SPECULATION:
             return False
         matcher = seq.matcher
@@ -478,7 +480,8 @@ class Speculator:
     def _judge(
         self, states: list[ProposalState], logits: torch.Tensor
     ) -> tuple[list[Verdict], list[torch.Tensor]]:
-        """Verdicts and each state's raw sample-row logits ``(K_i + 1, V)``."""
+        """Verdicts and each state's sample-row logits ``(K_i + 1, V)`` for its logprobs (raw,
+        or processed when the sampler reports processed logprobs for it)."""
         row_ids, params, prompts, outputs, mask_rows = [], [], [], [], []
         for state in states:
             seq = state.seq
@@ -505,7 +508,8 @@ class Speculator:
         for i, state in enumerate(states):
             count = state.proposal.num_drafts + 1
             block = processed[start : start + count]
-            sample_logits.append(rows[start : start + count])
+            is_processed = self.llm.sampler.reports_processed(state.seq.sampling_params)
+            sample_logits.append(block if is_processed else rows[start : start + count])
             start += count
             if state.seq.sampling_params.is_greedy:
                 verdicts[i] = verify_greedy(state.proposal, block.argmax(dim=-1).tolist())
@@ -534,8 +538,9 @@ class Speculator:
         """Apply a verdict: truncate KV and tokens, then commit token by token as plain decoding.
 
         ``state.proposal`` holds the proposal's tokens in cache order (for a tree: the
-        accepted path, already moved to consecutive cache slots); ``raw_logits`` the raw
-        logits rows of its drafts and the final token, in order (logprobs)."""
+        accepted path, already moved to consecutive cache slots); ``raw_logits`` the logits
+        rows of its drafts and the final token, in order, whose ``log_softmax`` gives the
+        logprobs (raw or processed, see ``_judge``)."""
         llm = self.llm
         postprocessor = llm.postprocessor
         seq = state.seq
@@ -581,7 +586,7 @@ class Speculator:
 
     @staticmethod
     def _logprobs_entry(log_probs: torch.Tensor, token_id: int, num_top: int) -> dict[int, float]:
-        """``{token: logprob}`` plus the ``num_top`` most likely tokens (raw model logprobs)."""
+        """``{token: logprob}`` plus the ``num_top`` most likely tokens of ``log_probs``."""
         entry = {token_id: float(log_probs[token_id])}
         if num_top > 0:
             top = log_probs.topk(min(num_top, log_probs.shape[-1]))

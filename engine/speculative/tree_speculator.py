@@ -324,7 +324,9 @@ class TreeSpeculator(Speculator):
             verdict = self._judge_tree(
                 state, processed[start : start + count], probs[start : start + count]
             )
-            deltas.append(self._apply(state, verdict, raw[start : start + count], hidden))
+            is_processed = self.llm.sampler.reports_processed(state.seq.sampling_params)
+            rows = (processed if is_processed else raw)[start : start + count]
+            deltas.append(self._apply(state, verdict, rows, hidden))
             start += count
         self._tree_states = {}
         self.stats.verify_seconds += time.perf_counter() - begin

@@ -148,6 +148,32 @@ class Model:
             raise
         return self.wait(request_ids)
 
+    def score(
+        self, prompts: Sequence[Prompt], continuations: Sequence[Sequence[Sequence[int]]]
+    ) -> list[RequestOutput]:
+        """Score token continuations of every prompt (one engine batch); outputs in order.
+
+        Output ``i`` has one completion per continuation of prompt ``i``, with its tokens'
+        ``logprobs``, their sum ``cumulative_logprob`` and ``stop_logprob`` (see
+        `formcast.engine.LLM.add_score_request`).
+        """
+        if len(prompts) != len(continuations):
+            raise UsageError(
+                f"score: {len(prompts)} prompts but {len(continuations)} continuation lists"
+            )
+        request_ids: list[str] = []
+        try:
+            with self._lock:
+                for prompt, options in zip(prompts, continuations, strict=True):
+                    engine_prompt = self.engine_prompt(prompt)
+                    request_id = self.llm.add_score_request(engine_prompt, options)
+                    self._pending[request_id] = _Pending()
+                    request_ids.append(request_id)
+        except BaseException:
+            self.cancel(request_ids)
+            raise
+        return self.wait(request_ids)
+
     def stream(
         self, prompt: Prompt, params: SamplingParams, grammar: Grammar | None = None
     ) -> Iterator[StreamDelta]:

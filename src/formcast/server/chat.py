@@ -30,32 +30,51 @@ def message_text(content: Any, where: str) -> str:
     if isinstance(content, list):
         texts = []
         for i, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            if not isinstance(part, dict) or "type" not in part:
                 raise bad_request(
-                    f"content part of type {kind!r} is not supported (text only)",
+                    "a content part must be an object with a 'type' (text parts only)",
                     param=f"{where}.content[{i}]",
                 )
-            texts.append(str(part.get("text", "")))
+            if part["type"] != "text":
+                raise bad_request(
+                    f"content part of type {part['type']!r} is not supported (text only)",
+                    param=f"{where}.content[{i}]",
+                )
+            if not isinstance(part.get("text"), str):
+                raise bad_request(
+                    "a text content part needs 'text', a string",
+                    param=f"{where}.content[{i}].text",
+                )
+            texts.append(part["text"])
         return "".join(texts)
     raise bad_request("content must be a string or a list of parts", param=f"{where}.content")
 
 
 def _tool_calls_text(tool_calls: Any, where: str) -> str:
+    if not isinstance(tool_calls, list):
+        raise bad_request("tool_calls must be a list of calls", param=f"{where}.tool_calls")
     lines = []
     for i, call in enumerate(tool_calls):
-        try:
-            function = call["function"]
-            arguments = function.get("arguments") or "{}"
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-            lines.append(
-                json.dumps({"name": function["name"], "arguments": parsed}, ensure_ascii=False)
-            )
-        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        at = f"{where}.tool_calls[{i}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise bad_request(
-                f"malformed tool call ({type(exc).__name__}: {exc})",
-                param=f"{where}.tool_calls[{i}]",
-            ) from exc
+                "a tool call needs 'function' with the function's 'name' (a string)",
+                param=f"{at}.function",
+            )
+        arguments = function.get("arguments") or "{}"
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as exc:
+                raise bad_request(
+                    f"the tool call's arguments are not valid JSON ({exc.msg} at character "
+                    f"{exc.pos})",
+                    param=f"{at}.function.arguments",
+                ) from exc
+        lines.append(
+            json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False)
+        )
     return "\n".join(lines)
 
 
@@ -74,8 +93,10 @@ def chat_messages(
     converted: list[dict[str, str]] = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
-        role = message.get("role")
-        if role not in _ROLES:
+        if "role" not in message:
+            raise bad_request("the message has no 'role'", param=f"{where}.role")
+        role = message["role"]
+        if not isinstance(role, str) or role not in _ROLES:
             raise bad_request(
                 f"role {role!r} is not supported; use one of {sorted(_ROLES)}",
                 param=f"{where}.role",

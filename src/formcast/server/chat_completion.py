@@ -2,9 +2,15 @@
 
 Tool calls (see `formcast.server.tools`): a completion whose text is a complete call becomes
 ``message.tool_calls`` (``content`` null, ``finish_reason`` ``"tool_calls"``). When streaming,
-text that may be a call is held back (``"required"``: all of it; ``"auto"``: once its first
-character is ``{``) and sent as one ``tool_calls`` delta when the completion ends; a call cut
-by ``max_tokens`` is sent as content with ``finish_reason`` ``"length"``.
+text that is a call (``"required"``: all of it; ``"auto"``: when its first character is
+``{``, which the grammar reserves for calls) is parsed as it arrives and sent as OpenAI
+streams calls: a ``tool_calls`` delta with the call's index, id, type and name as soon as the
+name is complete, then deltas carrying the next piece of ``arguments``; the pieces concatenate
+to the ``arguments`` a non-streamed completion of the same tokens returns. The finish reason
+is ``"tool_calls"`` for a complete call; a call cut by ``max_tokens`` ends with ``"length"``
+after its partial arguments (as OpenAI), or, cut before its name was complete, is sent as
+content. With logprobs, a step's logprobs ride on its first chunk (``delta`` ``{}`` when the
+step completed no delta of the call).
 """
 
 from __future__ import annotations
@@ -23,7 +29,13 @@ from formcast.server.protocol import ChatCompletionRequest, ToolDefinition, chec
 from formcast.server.responses import envelope, new_id, now, sse, usage
 from formcast.server.sampling import max_new_tokens, sampling_params_from
 from formcast.server.serving_context import ServingContext
-from formcast.server.tools import openai_tool_call, parse_tool_call, selected_tools, tool_grammar
+from formcast.server.tools import (
+    ToolCallStream,
+    openai_tool_call,
+    parse_tool_call,
+    selected_tools,
+    tool_grammar,
+)
 
 
 class ChatCompletion:
@@ -82,10 +94,10 @@ class ChatCompletion:
         message: dict[str, Any] = {"role": "assistant", "content": completion.text}
         reason = completion.finish_reason
         if self.tool_mode != "none":
-            call = parse_tool_call(completion.text, self.tools)
+            call = openai_tool_call(completion.text, self.tools)
             if call is not None:
                 message["content"] = None
-                message["tool_calls"] = [openai_tool_call(call)]
+                message["tool_calls"] = [call]
                 reason = "tool_calls"
         message["refusal"] = None
         return message, reason
@@ -142,10 +154,13 @@ class ChatCompletion:
         return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
 
     async def stream(self) -> AsyncIterator[str]:
-        """SSE chunks: a role chunk per choice, content deltas, finish chunks, usage, [DONE]."""
+        """SSE chunks: a role chunk per choice, content or tool-call deltas, finish chunks,
+        usage, [DONE]."""
         n = self.generation.requests[0].params.n
-        held = {i: "" for i in range(n)}  # text held back while it may be a tool call
-        is_holding = {i: self.tool_mode == "required" for i in range(n)}
+        texts = {i: "" for i in range(n)}  # each choice's text so far
+        calls: dict[int, ToolCallStream | None] = {
+            i: ToolCallStream() if self.tool_mode == "required" else None for i in range(n)
+        }
         is_undecided = {i: self.tool_mode == "auto" for i in range(n)}
         for i in range(n):
             yield self._chunk([self._choice(i, {"role": "assistant", "content": ""})])
@@ -159,17 +174,16 @@ class ChatCompletion:
                     continue
                 delta: StreamDelta = payload
                 i = delta.index
-                text = delta.text
-                if is_undecided[i] and text:
-                    stripped = (held[i] + text).lstrip()
-                    if stripped:
-                        is_undecided[i] = False
-                        is_holding[i] = stripped.startswith("{")
-                        text, held[i] = held[i] + text, ""
-                    else:
-                        held[i] += text
-                        text = ""
-                logprobs = None
+                texts[i] += delta.text
+                if is_undecided[i] and delta.text:
+                    is_undecided[i] = False  # the grammar: "{" starts a call, else text
+                    if delta.text.startswith("{"):
+                        calls[i] = ToolCallStream()
+                call = calls[i]
+                if call is not None:
+                    deltas = [{"tool_calls": [entry]} for entry in call.feed(delta.text)]
+                else:
+                    deltas = [{"content": delta.text}] if delta.text else []
                 if delta.logprobs is not None:
                     logprobs = {
                         "content": self.context.token_texts.chat_logprobs(
@@ -177,26 +191,27 @@ class ChatCompletion:
                         ),
                         "refusal": None,
                     }
-                if is_holding[i]:
-                    held[i] += text
-                    text = ""
-                if text or logprobs is not None:
-                    yield self._chunk([self._choice(i, {"content": text}, logprobs=logprobs)])
+                    if not deltas:
+                        deltas = [{} if call is not None else {"content": ""}]
+                    yield self._chunk([self._choice(i, deltas[0], logprobs=logprobs)])
+                    deltas = deltas[1:]
+                for piece in deltas:
+                    yield self._chunk([self._choice(i, piece)])
                 if delta.finish_reason is not None:
-                    for chunk in self._finish(i, held[i], delta.finish_reason):
+                    for chunk in self._finish(i, texts[i], call, delta.finish_reason):
                         yield chunk
         except APIError as exc:
             yield sse(exc.body())
         yield sse("[DONE]")
 
-    def _finish(self, index: int, held: str, reason: str) -> list[str]:
+    def _finish(self, index: int, text: str, call: ToolCallStream | None, reason: str) -> list[str]:
+        """The last chunks of choice ``index``: the rest of its call, and its finish reason."""
         chunks = []
-        if self.tool_mode != "none":
-            call = parse_tool_call(held, self.tools)
-            if call is not None:
-                tool_call = {"index": 0, **openai_tool_call(call)}
-                chunks.append(self._chunk([self._choice(index, {"tool_calls": [tool_call]})]))
-                return chunks + [self._chunk([self._choice(index, {}, "tool_calls")])]
-        if held:
-            chunks.append(self._chunk([self._choice(index, {"content": held})]))
+        if call is not None and call.has_started:
+            for entry in call.finish():
+                chunks.append(self._chunk([self._choice(index, {"tool_calls": [entry]})]))
+            if call.is_complete and parse_tool_call(text, self.tools) is not None:
+                reason = "tool_calls"
+        elif call is not None and text:  # cut before the name was complete: plain content
+            chunks.append(self._chunk([self._choice(index, {"content": text})]))
         return chunks + [self._chunk([self._choice(index, {}, reason)])]

@@ -9,7 +9,10 @@ the schema and refused with a 400 by `check_unsupported`.
 
 formcast extensions (send them with the client's ``extra_body``): ``top_k``, ``min_p``,
 ``typical_p``, ``repetition_penalty``, ``min_tokens``, ``ignore_eos``, ``stop_token_ids``,
-``jump_forward``, and the grammar fields ``regex``, ``choice`` and ``grammar`` (Lark text).
+``jump_forward``, ``logprobs_mode`` (``"processed"``, the default: logprobs of the
+distribution each token was drawn from; ``"raw"``: the model's own distribution, before the
+grammar mask and the sampling parameters), and the grammar fields ``regex``, ``choice`` and
+``grammar`` (Lark text).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class SamplingFields(BaseModel):
     ignore_eos: bool | None = None
     stop_token_ids: list[int] | None = None
     jump_forward: bool | None = None
+    logprobs_mode: Literal["processed", "raw"] | None = None
     regex: str | None = None
     choice: list[str] | None = None
     grammar: str | None = None

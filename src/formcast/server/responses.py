@@ -1,8 +1,15 @@
 """Response pieces shared by the endpoints: ids, usage, logprobs, finish reasons, SSE framing.
 
-Logprobs are the engine's (log-probabilities of the distribution each token was sampled
-from). Requests asking for logprobs run without jump-forward, so every token was sampled; a
-value that is not finite is reported as ``-9999.0`` (OpenAI's floor), as JSON has no NaN.
+Logprobs are the engine's. By default (``logprobs_mode="processed"``, see
+`formcast.server.sampling`) they are the log-probabilities of the distribution each token was
+drawn from: the model's logits after ``logit_bias``, the penalties, the grammar mask,
+temperature and top-k / top-p / min-p / typical truncation (a greedy token: after bias,
+penalties and mask, at temperature 1). A token the grammar or truncation removed could not
+be drawn (probability 0): it is never listed in ``top_logprobs``, which then holds fewer
+entries than asked. With ``logprobs_mode="raw"`` they are the model's own distribution.
+Requests asking for logprobs run without jump-forward, so every token was sampled. JSON has no
+infinity or NaN: a chosen token's value that is not finite is reported as ``-9999.0``
+(OpenAI's floor) and a non-finite alternative is left out.
 """
 
 from __future__ import annotations
@@ -61,6 +68,12 @@ def _finite(value: float) -> float:
     return value if math.isfinite(value) else _LOGPROB_FLOOR
 
 
+def _top(entry: dict[int, float], num_top: int) -> list[tuple[int, float]]:
+    """The ``num_top`` most likely ``(token, logprob)`` of ``entry`` with a finite logprob."""
+    finite = [(t, lp) for t, lp in entry.items() if math.isfinite(lp)]
+    return sorted(finite, key=lambda item: -item[1])[:num_top]
+
+
 class TokenTexts:
     """Token id -> (text, bytes) for logprobs; special tokens by their name."""
 
@@ -86,14 +99,14 @@ class TokenTexts:
         """Chat ``logprobs.content``: one entry per token with ``num_top`` alternatives."""
         content = []
         for token_id, entry in zip(token_ids, entries, strict=True):
-            top = sorted(entry.items(), key=lambda item: -_finite(item[1]))[:num_top]
+            top = _top(entry, num_top)
             content.append(
                 {
                     "token": self.text(token_id),
                     "logprob": _finite(entry.get(token_id, math.nan)),
                     "bytes": self.raw(token_id),
                     "top_logprobs": [
-                        {"token": self.text(t), "logprob": _finite(lp), "bytes": self.raw(t)}
+                        {"token": self.text(t), "logprob": lp, "bytes": self.raw(t)}
                         for t, lp in top
                     ],
                 }
@@ -114,8 +127,7 @@ class TokenTexts:
             text = self.text(token_id)
             tokens.append(text)
             token_logprobs.append(_finite(entry.get(token_id, math.nan)))
-            top = sorted(entry.items(), key=lambda item: -_finite(item[1]))[:num_top]
-            top_logprobs.append({self.text(t): _finite(lp) for t, lp in top})
+            top_logprobs.append({self.text(t): lp for t, lp in _top(entry, num_top)})
             offsets.append(offset)
             offset += len(text)
         return {

@@ -4,7 +4,11 @@ OpenAI defaults apply where they differ from formcast's: ``temperature=1``, ``to
 no ``max_tokens`` cap (the rest of the context window). ``max_completion_tokens`` is the
 newer name of ``max_tokens`` (setting both is refused). Chat ``logprobs=true`` with
 ``top_logprobs=k`` asks for ``k`` alternatives per token; text completions take
-``logprobs=k`` directly. Invalid values raise `SamplingParamsError` (a 400 naming the field).
+``logprobs=k`` directly. Logprobs describe the distribution each token was drawn from
+(``logprobs_mode="processed"``: after the grammar mask, penalties, ``logit_bias``,
+temperature and truncation; greedy tokens at temperature 1); the extension field
+``logprobs_mode="raw"`` asks for the model's own distribution instead. Invalid values raise
+`SamplingParamsError` (a 400 naming the field).
 """
 
 from __future__ import annotations
@@ -65,6 +69,10 @@ def sampling_params_from(request: SamplingFields) -> SamplingParams:
         "seed": request.seed,
         "logprobs": num_logprobs(request),
     }
+    if fields["logprobs"] is not None:
+        fields["logprobs_mode"] = request.logprobs_mode or "processed"
+    elif request.logprobs_mode is not None:
+        raise bad_request("logprobs_mode needs logprobs", param="logprobs_mode")
     optional = {
         "presence_penalty": request.presence_penalty,
         "frequency_penalty": request.frequency_penalty,

@@ -161,7 +161,7 @@ def test_separate_draft_model_folder(tiny_folders):
 
 
 def test_logprobs_stop_strings_and_min_tokens_match_plain(tiny_folders):
-    """Raw logprobs (top-2), stop strings found inside accepted drafts, stop ids,
+    """Raw and processed logprobs (top-2), stop strings found inside accepted drafts, stop ids,
     min_tokens and penalties behave as without speculation (half-correct drafts)."""
     folder = tiny_folders["llama"]
     generator = torch.Generator().manual_seed(9)
@@ -176,6 +176,14 @@ def test_logprobs_stop_strings_and_min_tokens_match_plain(tiny_folders):
     stop_text = [plain.tokenizer.decode([o.token_ids[6]]) for o in free]
     cases = [
         SamplingParams(temperature=0, max_tokens=12, logprobs=2),
+        # processed logprobs (here: after the penalty) come from the verified rows too
+        SamplingParams(
+            temperature=0,
+            max_tokens=12,
+            logprobs=2,
+            logprobs_mode="processed",
+            repetition_penalty=1.5,
+        ),
         SamplingParams(temperature=0, max_tokens=12, stop=[t for t in stop_text if t.strip()]),
         SamplingParams(temperature=0, max_tokens=12, stop_token_ids=[free[0].token_ids[5]]),
         SamplingParams(temperature=0, max_tokens=12, min_tokens=8, repetition_penalty=1.3),
