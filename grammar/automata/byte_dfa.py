@@ -227,6 +227,26 @@ def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.nd
     )
 
 
+def restrict_bytes(dfa: ByteDFA, is_allowed: np.ndarray) -> ByteDFA:
+    """The trimmed (not necessarily minimal) DFA of the strings of ``dfa``'s language that
+    consist only of bytes ``b`` with ``is_allowed[b]``.
+
+    A byte class holding allowed and disallowed bytes is split in two; transitions on
+    disallowed bytes become dead, then states that can no longer reach acceptance are dropped.
+
+    Raises
+    ------
+    GrammarError
+        If no string of the language consists of allowed bytes only.
+    """
+    allowed = np.asarray(is_allowed, dtype=bool)
+    pairs = dfa.byte_to_class.astype(np.int64) * 2 + allowed  # (old class, allowed) per byte
+    kept_pairs, byte_to_class = np.unique(pairs, return_inverse=True)
+    transitions = dfa.transitions[:, kept_pairs // 2]
+    transitions[:, kept_pairs % 2 == 0] = DEAD
+    return trim(transitions, byte_to_class.reshape(256), dfa.is_accepting)
+
+
 def same_language(first: ByteDFA, second: ByteDFA) -> bool:
     """True if the two DFAs accept the same byte strings.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from formcast.grammar import caches
-from formcast.grammar.regex.char_classes import Ranges
+from formcast.grammar.regex.char_classes import Ranges, normalize
 
 ByteRange = tuple[int, int]
 # (num_nodes, edges) with node 0 = entry, node 1 = exit; edges are (src, lo, hi, dst).
@@ -27,9 +27,14 @@ def _encode(cp: int) -> bytes:
 
 
 def byte_sequences(ranges: Ranges) -> list[tuple[ByteRange, ...]]:
-    """Split code point ranges into sequences of byte ranges with the same UTF-8 language."""
+    """Split code point ranges into sequences of byte ranges with the same UTF-8 language.
+
+    Surrogates (U+D800..U+DFFF) have no UTF-8 encoding: they are left out, whoever built the
+    set (a literal ``"\ud800"`` from a JSON Schema ``const`` or a ``choice`` matches nothing,
+    as it does in a regex), so no automaton accepts bytes that are not UTF-8.
+    """
     out: list[tuple[ByteRange, ...]] = []
-    stack = [r for r in reversed(ranges)]
+    stack = [r for r in reversed(normalize(ranges))]
     while stack:
         lo, hi = stack.pop()
         # 1. split at encoding-length boundaries

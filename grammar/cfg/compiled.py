@@ -5,16 +5,19 @@ Like :class:`~formcast.grammar.index.compiled_grammar.CompiledGrammar` it is sha
 independent of the parser (terminal automata, per-lexer-state token walks) is built once and
 memoised; masks are memoised per parse configuration (see :mod:`formcast.grammar.cfg.runtime`).
 
-Caching: ``compile_cfg`` keeps compiled grammars in memory (LRU) and on disk (one pickle per
-key in the directory of :mod:`formcast.grammar.index.grammar_cache`): the prepared grammar (terminal
-automata) and the lexer with every token walk computed at compile time, without the
-vocabulary, which is re-attached on load. A disk hit skips grammar parsing, automaton
-construction and the first vocabulary walks. Plain pickling keeps only the grammar and the
-vocabulary; the automata are rebuilt on load.
+Caching: ``compile_cfg`` keeps compiled grammars in memory (LRU) and on disk (one grammar file
+per key in the directory of :mod:`formcast.grammar.index.grammar_cache`; data only, see
+:mod:`formcast.grammar.index.grammar_file`): the prepared grammar (terminal automata) and the
+lexer with every token walk computed at compile time, without the vocabulary, which is
+re-attached on load. A disk hit skips grammar parsing, automaton construction and the first
+vocabulary walks; an unreadable or stale entry is logged and rebuilt. Plain pickling of a
+``CompiledCFG`` (not the disk cache) keeps only the grammar and the vocabulary; the automata
+are rebuilt on load.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -33,9 +36,12 @@ from formcast.grammar.cfg.lexer import CfgLexer, pack_ids
 from formcast.grammar.cfg.matcher import CfgMatcher
 from formcast.grammar.cfg.rules import CfgGrammar, PreparedGrammar, prepare_grammar
 from formcast.grammar.cfg.runtime import NUM_EXACT_HEADS, CfgRuntime
+from formcast.grammar.index.compile import writable_bytes
 from formcast.grammar.index.grammar_cache import cache_key, load_payload, store_payload
 from formcast.grammar.index.token_index import VocabTable, vocab_table
 from formcast.grammar.index.vocabulary import Vocabulary
+
+logger = logging.getLogger(__name__)
 
 _MAX_CACHED = 64
 _CACHE: OrderedDict[str, CompiledCFG] = OrderedDict()
@@ -43,7 +49,7 @@ _CACHE_LOCK = threading.Lock()
 # compile-time target (thread CPU seconds): lexer walks are precomputed until a compile has
 # spent this long (see CfgLexer.precompute); what is left is walked on first use
 _COMPILE_TARGET_S = 0.02
-_DISK_VERSION = 8  # bump when the pickled layout of PreparedGrammar / CfgLexer changes
+_DISK_VERSION = 8  # bump when the stored layout of PreparedGrammar / CfgLexer changes
 # vocabulary tables are cached weakly by the regex side; keep the last few alive here so
 # compiling grammar after grammar does not rebuild them
 _RECENT_TABLES: OrderedDict[str, VocabTable] = OrderedDict()
@@ -148,7 +154,9 @@ class CompiledCFG:
         self, prepared: PreparedGrammar | None, lexer_state: dict | None, started: float
     ) -> None:
         if prepared is None:
-            prepared = prepare_grammar(self.cfg, lenient=self.lenient)
+            prepared = prepare_grammar(
+                self.cfg, lenient=self.lenient, is_writable=writable_bytes(self.vocab)
+            )
         self.prepared: PreparedGrammar = prepared
         check_deadline("preparing the grammar")
         table = _table(self.vocab)
@@ -241,12 +249,21 @@ class CompiledCFG:
 
 
 def _from_disk(key: str, vocab: Vocabulary) -> CompiledCFG | None:
-    payload = load_payload(key)
-    if payload is None or payload.get("cfg_version") != _DISK_VERSION:
+    payload = load_payload(key)  # (logs a file it cannot read)
+    if payload is None:
+        return None
+    if payload.get("cfg_version") != _DISK_VERSION:
+        logger.warning(
+            "ignoring CFG cache entry %s of version %r (expected %d)",
+            key,
+            payload.get("cfg_version"),
+            _DISK_VERSION,
+        )
         return None
     try:
         return CompiledCFG.from_cache_payload(payload, vocab)
-    except Exception:  # noqa: BLE001 - a stale or corrupt entry is a miss, not a failure
+    except Exception as exc:  # noqa: BLE001 - a stale or corrupt entry is a miss, not a failure
+        logger.warning("ignoring unusable CFG cache entry %s: %s", key, exc)
         return None
 
 

@@ -14,7 +14,9 @@ ends at the first unescaped quote, as with Lark's non-greedy match).
 
 from __future__ import annotations
 
+import os
 import warnings
+from typing import Any
 
 from formcast.errors import GrammarError
 from formcast.grammar.cfg.compiled import DEFAULT_TUNING, CfgTuning, CompiledCFG, compile_cfg
@@ -44,6 +46,33 @@ def _lark_error(exc: Exception, text: str) -> GrammarError:
     return GrammarError(f"invalid Lark grammar{where}: {first}", position=position)
 
 
+def _library_grammars_only(base_path: Any, grammar_path: str) -> tuple[Any, str]:
+    """Lark's import hook: ``%import`` may load lark's own library grammars (``common``,
+    ``unicode``, ...) and nothing else. Lark would otherwise look for other names as files
+    relative to the working directory, and fail with a bare ``FileNotFoundError`` (or an
+    ``AssertionError`` where such a file exists).
+
+    Raises
+    ------
+    GrammarError
+        For any other import, naming it.
+    """
+    from lark.load_grammar import PackageResource, stdlib_loader
+
+    in_library = isinstance(base_path, PackageResource) and base_path.pkg_name == "lark"
+    if base_path is None or in_library:
+        try:
+            return stdlib_loader(base_path, grammar_path)
+        except OSError:
+            pass
+    name = os.path.splitext(grammar_path)[0].replace(os.sep, ".")
+    prefix = "" if base_path is None else "."
+    raise GrammarError(
+        f"%import {prefix}{name}: only lark's library grammars (common, unicode, ...) can be "
+        "imported"
+    )
+
+
 def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> CfgGrammar:
     """Parse Lark grammar ``text`` with the ``lark`` library into a :class:`CfgGrammar`.
 
@@ -58,7 +87,7 @@ def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> Cf
 
     # one pass of lark's grammar loader (no parser construction: the parser is ours)
     try:
-        loaded, _ = load_grammar(text, "<grammar>", [], False)
+        loaded, _ = load_grammar(text, "<grammar>", [_library_grammars_only], False)
         if start not in {str(name) for name, *_ in loaded.rule_defs}:
             raise GrammarError(f"start rule {start!r} is not defined")
         terminals, lark_rules, ignore_tokens = loaded.compile([start], set())
@@ -72,8 +101,8 @@ def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> Cf
         regexes.append(_KNOWN_REGEXES.get(rx, rx))
     nonterminals: dict[str, int] = {}
 
-    def nt(name: str) -> int:
-        return nonterminals.setdefault(name, len(nonterminals))
+    def nt(name: str) -> int:  # (lark hands some names as Token, a str subclass)
+        return nonterminals.setdefault(str(name), len(nonterminals))
 
     nt(start)
     rules = []
@@ -84,7 +113,7 @@ def lark_to_cfg(text: str, start: str = "start", *, lenient: bool = False) -> Cf
     if missing:
         raise GrammarError(f"%ignore names undefined terminals: {', '.join(missing)}")
     return CfgGrammar(
-        terminal_names=[t.name for t in terminals],
+        terminal_names=[str(t.name) for t in terminals],
         terminal_regexes=regexes,
         nonterminal_names=list(nonterminals),
         rules=rules,

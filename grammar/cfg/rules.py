@@ -9,7 +9,9 @@ number of times, before and after every terminal (Lark's ``%ignore``).
 terminal, terminals that match the empty string split into "empty or non-empty" (a nullable
 helper nonterminal, so no lexeme is ever empty), and compile-time checks: every nonterminal is
 reachable from the start symbol and can derive a finite sentence (else ``GrammarError``
-naming the rules).
+naming the rules). Given the bytes a vocabulary's tokens hold (``is_writable``), terminals are
+cut down to what those bytes can write and rules that need an unwritable terminal are dropped,
+so a constrained generation never reaches a point where no token fits.
 
 Symbol encoding in rules: terminal ``t`` is ``t >= 0``; nonterminal ``n`` is ``~n`` (< 0).
 """
@@ -24,9 +26,9 @@ import numpy as np
 
 from formcast.errors import GrammarError
 from formcast.grammar import caches
-from formcast.grammar.automata.budget import check_deadline
+from formcast.grammar.automata.budget import CompileBudget, check_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
-from formcast.grammar.index.compile import regex_to_dfa
+from formcast.grammar.index.compile import regex_to_dfa, writable_dfa
 from formcast.grammar.regex.syntax_tree import Node, to_python_regex
 
 
@@ -137,27 +139,41 @@ def _terminal_dfa(name: str, regex: str | Node) -> ByteDFA:
         raise GrammarError(f"terminal {name} (regex {shown[:200]!r}): {exc}") from exc
 
 
-def prepare_grammar(grammar: CfgGrammar, *, lenient: bool = False) -> PreparedGrammar:
+def prepare_grammar(
+    grammar: CfgGrammar, *, lenient: bool = False, is_writable: np.ndarray | None = None
+) -> PreparedGrammar:
     """Check ``grammar`` and build its terminal automata (see module docstring).
+
+    ``is_writable`` (``(256,)`` bool, the bytes a vocabulary's tokens hold: `writable_bytes`)
+    cuts every terminal down to the strings those bytes can write, and drops the rules that
+    need a terminal none of whose strings can be written (then the rules that need a
+    nonterminal left with no rule), so generation never reaches a point where no token fits.
 
     Raises
     ------
     GrammarError
         A terminal regex is malformed/unsupported or matches nothing; a nonterminal has no
         rules, cannot derive any finite sentence, or is unreachable from the start symbol
-        (unreachable rules only warn with ``lenient=True``).
+        (unreachable rules only warn with ``lenient=True``); with ``is_writable``, no
+        sentence can be written.
     """
     names = list(grammar.nonterminal_names)
     rules = [(lhs, tuple(rhs)) for lhs, rhs in grammar.rules]
     dfas: list[ByteDFA] = []
     replacement: dict[int, int] = {}  # terminal matching "" -> symbol that replaces it
     dropped: set[int] = set()  # terminals matching only ""
+    unwritable: set[int] = set()  # terminals whose every string needs an unwritable byte
     extra_rules: list[tuple[int, tuple[int, ...]]] = []
     for t, (name, regex) in enumerate(
         zip(grammar.terminal_names, grammar.terminal_regexes, strict=True)
     ):
         check_deadline(f"building the automaton of terminal {name}")
         dfa = _terminal_dfa(name, regex)
+        if is_writable is not None:
+            try:
+                dfa = writable_dfa(dfa, is_writable, CompileBudget())
+            except GrammarError:
+                unwritable.add(t)  # "" is always writable: such a terminal is not nullable
         nonempty = _without_empty(dfa)
         dfas.append(nonempty if nonempty is not None else dfa)
         if nonempty is None:
@@ -173,7 +189,10 @@ def prepare_grammar(grammar: CfgGrammar, *, lenient: bool = False) -> PreparedGr
             (lhs, tuple(replacement.get(s, s) for s in rhs if s not in dropped))
             for lhs, rhs in rules
         ]
-    rules = [(-1, (~grammar.start,))] + rules + extra_rules  # rule 0: S' -> start
+    rules = rules + extra_rules
+    if unwritable:
+        rules = _writable_rules(grammar, rules, unwritable, len(names))
+    rules = [(-1, (~grammar.start,))] + rules  # rule 0: S' -> start
     num_nt = len(names)
     rules_by_lhs: list[list[int]] = [[] for _ in range(num_nt)]
     for r, (lhs, _) in enumerate(rules[1:], start=1):
@@ -183,7 +202,7 @@ def prepare_grammar(grammar: CfgGrammar, *, lenient: bool = False) -> PreparedGr
     _check_reachable(grammar.start, rules, rules_by_lhs, names, lenient)
     ignore_dfas = []
     for t in grammar.ignore:
-        if t in dropped:
+        if t in dropped or t in unwritable:
             continue
         ignore_dfas.append(dfas[t])
     return PreparedGrammar(
@@ -197,6 +216,55 @@ def prepare_grammar(grammar: CfgGrammar, *, lenient: bool = False) -> PreparedGr
         ignore_dfas=ignore_dfas,
         start=grammar.start,
     )
+
+
+def _writable_rules(
+    grammar: CfgGrammar,
+    rules: list[tuple[int, tuple[int, ...]]],
+    unwritable: set[int],
+    num_nonterminals: int,
+) -> list[tuple[int, tuple[int, ...]]]:
+    """``rules`` without those that need an ``unwritable`` terminal or a nonterminal left
+    with no finite sentence, nor the rules only those made reachable."""
+    kept = [(lhs, rhs) for lhs, rhs in rules if not unwritable.intersection(rhs)]
+    is_productive = [False] * num_nonterminals
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in kept:
+            if not is_productive[lhs] and all(s >= 0 or is_productive[~s] for s in rhs):
+                is_productive[lhs] = changed = True
+    if not is_productive[grammar.start]:
+        needed = []
+        for t in sorted(unwritable)[:5]:
+            regex = grammar.terminal_regexes[t]
+            shown = regex if isinstance(regex, str) else to_python_regex(regex)
+            needed.append(f"{grammar.terminal_names[t]} {shown[:40]!r}")
+        raise GrammarError(
+            "no output of this grammar can be written with this model's vocabulary: it "
+            "needs terminals whose every string has a byte that no token holds: "
+            + ", ".join(needed)
+        )
+    kept = [(lhs, rhs) for lhs, rhs in kept if all(s >= 0 or is_productive[~s] for s in rhs)]
+    was_reachable = _reachable(grammar.start, rules)
+    is_reachable = _reachable(grammar.start, kept)
+    return [(lhs, rhs) for lhs, rhs in kept if lhs in is_reachable or lhs not in was_reachable]
+
+
+def _reachable(start: int, rules: list[tuple[int, tuple[int, ...]]]) -> set[int]:
+    """The nonterminals ``rules`` reach from ``start``."""
+    by_lhs: dict[int, list[tuple[int, ...]]] = {}
+    for lhs, rhs in rules:
+        by_lhs.setdefault(lhs, []).append(rhs)
+    seen = {start}
+    stack = [start]
+    while stack:
+        for rhs in by_lhs.get(stack.pop(), ()):
+            for s in rhs:
+                if s < 0 and ~s not in seen:
+                    seen.add(~s)
+                    stack.append(~s)
+    return seen
 
 
 def _check_defined(grammar, rules, rules_by_lhs, names) -> None:

@@ -14,21 +14,26 @@ stages are public for grammars that build one large expression themselves as a s
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from formcast.errors import GrammarError
 from formcast.grammar import caches
-from formcast.grammar.automata.budget import DEFAULT_MAX_STATES, DEFAULT_TIMEOUT_S, CompileBudget
-from formcast.grammar.automata.byte_dfa import ByteDFA, determinize
+from formcast.grammar.automata.budget import (
+    DEFAULT_MAX_STATES,
+    DEFAULT_TIMEOUT_S,
+    CompileBudget,
+    gc_paused,
+)
+from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, restrict_bytes
 from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.automata.nfa_builder import build_nfa, counted_chain_dfa
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
 from formcast.grammar.index.grammar_cache import GRAMMAR_CACHE, cache_key
-from formcast.grammar.index.token_index import TokenIndex
+from formcast.grammar.index.token_index import TokenIndex, vocab_table
 from formcast.grammar.index.vocabulary import Vocabulary
 from formcast.grammar.regex.parser import parse_regex
 from formcast.grammar.regex.syntax_tree import (
@@ -65,24 +70,6 @@ _DFA_MEMO_TOTAL_CELLS = 16_000_000
 _memo_cells = 0
 _is_warm = False
 _WARM_LOCK = threading.Lock()
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the duration (re-entrant).
-
-    Automaton construction allocates millions of small lists and tuples, none of them in
-    reference cycles; every allocation burst triggers generation scans of the whole heap
-    (tokenizer and vocabulary tables included), which cost 25-40% of compile time. Reference
-    counting still frees everything as usual; the collector resumes afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def warm_kernels(vocab: Vocabulary) -> None:
@@ -189,13 +176,25 @@ def compile_dfa(
     source: str = "",
     eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    marker_bytes: bytes = b"",
 ) -> CompiledGrammar:
     """Index ``dfa`` over ``vocab``.
 
     Eager (every state now) if the DFA has at most ``eager_max_states`` states and indexing
     them takes at most ``EAGER_MAX_S`` seconds; otherwise lazy (every state not indexed yet
     on first use, memoised; the start state now).
+
+    The language is first cut down to what ``vocab``'s tokens can write (`writable_dfa`), so
+    no prefix the masks allow leads where no token continues. ``marker_bytes`` stand for
+    something other than text (``AnyValueGrammar``'s container markers) and are kept.
+
+    Raises
+    ------
+    GrammarError
+        No string of the language can be written with ``vocab``'s tokens.
     """
+    budget = CompileBudget(timeout_s=timeout_s)
+    dfa = writable_dfa(dfa, writable_bytes(vocab, marker_bytes), budget)
     is_eager = dfa.num_states <= eager_max_states
     index = TokenIndex(dfa, vocab, is_eager=is_eager)
     with gc_paused():
@@ -203,6 +202,49 @@ def compile_dfa(
             index.build_eager(CompileBudget(timeout_s=timeout_s), max_s=EAGER_MAX_S)
         index.row(dfa.start_state)  # the first mask is always needed
     return CompiledGrammar(kind, source, dfa, vocab, index)
+
+
+def writable_bytes(vocab: Vocabulary, marker_bytes: bytes = b"") -> np.ndarray:
+    """``(256,)`` bool: the bytes some text token of ``vocab`` holds, plus ``marker_bytes``.
+
+    A byte-level vocabulary may lack some bytes altogether: SmolLM2 has no token holding
+    0x04 0x06 0x13 0x14 0x16 0x1d, nor 0xf1 / 0xf2, the lead bytes of U+40000..U+BFFFF.
+    """
+    is_writable = np.bincount(vocab_table(vocab).bytes_by_step.ravel(), minlength=257)[:256] > 0
+    for byte in marker_bytes:
+        is_writable[byte] = True
+    return is_writable
+
+
+def writable_dfa(dfa: ByteDFA, is_writable: np.ndarray, budget: CompileBudget) -> ByteDFA:
+    """``dfa`` cut down to the strings made of ``is_writable`` bytes (trimmed, minimal).
+
+    A DFA state whose every continuation needs a byte no token holds (`writable_bytes`) can
+    be reached by tokens but allows none: a dead end mid-generation. Restricting the DFA to
+    the writable bytes removes those states, so every state a mask allows reaches acceptance
+    through tokens (exact where each byte some token holds is also a one-byte token, as in
+    byte-level vocabularies; otherwise a sound superset). ``dfa`` is returned as it is when
+    no state is lost (its other transitions are on bytes no token walks).
+
+    Raises
+    ------
+    GrammarError
+        If no string of the language can be written (names the bytes it would need).
+    """
+    if is_writable.all():
+        return dfa
+    try:
+        restricted = restrict_bytes(dfa, is_writable)
+    except GrammarError:
+        used = (dfa.transitions >= 0).any(axis=0)[dfa.byte_to_class]  # (256,) per byte
+        missing = ", ".join(f"0x{b:02x}" for b in np.flatnonzero(used & ~is_writable)[:8])
+        raise GrammarError(
+            "no output can match this grammar with this model's vocabulary: every string it "
+            f"matches needs a byte that no token holds ({missing})"
+        ) from None
+    if restricted.num_states == dfa.num_states:
+        return dfa
+    return minimize(restricted, budget)
 
 
 def compile_regex(
@@ -333,6 +375,7 @@ def compile_tree(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
     cache: bool = True,
+    marker_bytes: bytes = b"",
 ) -> CompiledGrammar:
     """Compile the syntax tree a grammar builds (JSON Schema), cached by what it was built from.
 
@@ -345,6 +388,8 @@ def compile_tree(
         tree depends on: together they are the cache key, so they must determine the tree.
     max_states, timeout_s, eager_max_states, cache:
         As :func:`compile_regex`.
+    marker_bytes:
+        Bytes of the tree that are markers, not text (:func:`compile_dfa`).
 
     Raises
     ------
@@ -364,6 +409,7 @@ def compile_tree(
         timeout_s=timeout_s,
         eager_max_states=eager_max_states,
         cache=cache,
+        marker_bytes=marker_bytes,
     )
 
 
@@ -379,6 +425,7 @@ def _compile_cached(
     timeout_s: float,
     eager_max_states: int,
     cache: bool,
+    marker_bytes: bytes = b"",
 ) -> CompiledGrammar:
     """DFA of ``make_pattern()`` indexed over ``vocab``, through the grammar cache keyed by
     ``(kind, source, options)`` unless ``cache`` is off."""
@@ -395,6 +442,7 @@ def _compile_cached(
             source=source,
             eager_max_states=eager_max_states,
             timeout_s=timeout_s,
+            marker_bytes=marker_bytes,
         )
 
     if not cache:

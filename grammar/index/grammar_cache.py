@@ -1,20 +1,23 @@
 """GrammarCache: compiled grammars kept in memory (LRU) and on disk, keyed by content.
 
-Key = sha256(kind, grammar text, options, vocabulary hash). On disk a grammar is one pickle
-under ``$FORMCAST_CACHE/grammars`` (default ``~/.cache/formcast/grammars``), written atomically
-(temp file + rename) without the vocabulary, which is re-attached on load. A corrupt or
-unreadable file is treated as a miss and recompiled. ``load_payload`` / ``store_payload`` are the
-disk layer alone; context-free grammars (``cfg_compiled``) use it with their own payloads
-(keys prefixed ``cfg-`` before hashing, so they never collide with regex entries).
+Key = sha256(kind, grammar text, options, vocabulary hash). On disk a grammar is one grammar
+file (:mod:`~formcast.grammar.index.grammar_file`: data only, never executable, unlike the
+pickles of earlier versions, whose ``*.pkl`` files are never opened) named ``<key>.fcg`` under
+``$FORMCAST_CACHE/grammars`` (default ``~/.cache/formcast/grammars``), written atomically (temp
+file + rename) without the vocabulary, which is re-attached on load. A corrupt, truncated,
+foreign or stale file is a miss: a warning is logged and the grammar is recompiled and written
+again. ``load_payload`` / ``store_payload`` are the disk layer alone; context-free grammars
+(``cfg_compiled``) use it with their own payloads (keys prefixed ``cfg-`` before hashing, so
+they never collide with regex entries).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
-import pickle
 import tempfile
 import threading
 from collections import OrderedDict
@@ -23,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from formcast.grammar import caches
+from formcast.grammar.index import grammar_file
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
 from formcast.grammar.index.token_index import TokenIndex
 from formcast.grammar.index.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-_FORMAT_VERSION = 4  # 2: distinct index rows; 3: SplitGroup.records_key; 4: ByteDFA.walk_keys
+# 2: distinct index rows; 3: SplitGroup.records_key; 4: ByteDFA.walk_keys; 5: grammar files
+_FORMAT_VERSION = 5
+_SUFFIX = ".fcg"  # grammar files; the pickles of format versions <= 4 were "*.pkl"
 _MAX_IN_MEMORY = 128
 
 
@@ -49,7 +55,7 @@ def default_cache_dir() -> Path:
 
 
 class GrammarCache:
-    """In-memory LRU plus on-disk pickles of compiled grammars."""
+    """In-memory LRU plus on-disk grammar files of compiled grammars."""
 
     def __init__(self, max_in_memory: int = _MAX_IN_MEMORY) -> None:
         self.max_in_memory = max_in_memory
@@ -82,7 +88,15 @@ class GrammarCache:
 
     def _load(self, key: str, vocab: Vocabulary) -> CompiledGrammar | None:
         payload = load_payload(key)
-        if payload is None or payload.get("version") != _FORMAT_VERSION:
+        if payload is None:
+            return None
+        if payload.get("version") != _FORMAT_VERSION:
+            logger.warning(
+                "ignoring grammar cache entry %s of format version %r (expected %d)",
+                key,
+                payload.get("version"),
+                _FORMAT_VERSION,
+            )
             return None
         try:
             dfa = payload["dfa"]
@@ -104,36 +118,58 @@ class GrammarCache:
 
 
 def _payload_path(key: str) -> Path:
-    return default_cache_dir() / f"{key}.pkl"
+    return default_cache_dir() / f"{key}{_SUFFIX}"
 
 
 def load_payload(key: str) -> dict | None:
-    """The pickled dict stored under ``key`` on disk, or ``None`` (missing or unreadable).
+    """The dict stored under ``key`` on disk, or ``None`` (missing, or unreadable: logged).
 
     Shared by the regex cache above and the context-free grammar cache (``cfg_compiled``).
+    The file is read as a grammar file, which holds data only, so a file planted in the cache
+    folder can at worst be a miss.
     """
     path = _payload_path(key)
     try:
-        with open(path, "rb") as handle:
-            payload = pickle.load(handle)
+        payload = grammar_file.load(path)
     except FileNotFoundError:
         return None
     except Exception as exc:  # noqa: BLE001 - a bad cache file is a miss, not a failure
         logger.warning("ignoring unreadable grammar cache file %s: %s", path, exc)
         return None
-    return payload if isinstance(payload, dict) else None
+    if not isinstance(payload, dict):
+        logger.warning(
+            "ignoring grammar cache file %s: it holds a %s, not a dict",
+            path,
+            type(payload).__name__,
+        )
+        return None
+    return payload
 
 
 def store_payload(key: str, payload: dict) -> None:
-    """Write ``payload`` under ``key`` atomically (temp file + rename); errors only warn."""
+    """Write ``payload`` under ``key`` atomically (temp file + rename); disk errors only warn.
+
+    Raises
+    ------
+    grammar_file.UnsupportedValueError
+        ``payload`` holds something a grammar file cannot store (an object of a class outside
+        ``grammar_file.ALLOWED_CLASSES``): a bug in the caller, not a disk problem.
+    """
+    chunks = grammar_file.encode(payload)
     directory = default_cache_dir()
+    tmp_name: str | None = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as tmp:
-            pickle.dump(payload, tmp, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp.name, _payload_path(key))
+            tmp_name = tmp.name
+            for chunk in chunks:
+                tmp.write(chunk)
+        os.replace(tmp_name, _payload_path(key))
     except OSError as exc:
         logger.warning("could not write grammar cache in %s: %s", directory, exc)
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp_name)
 
 
 GRAMMAR_CACHE = GrammarCache()

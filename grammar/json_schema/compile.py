@@ -62,7 +62,7 @@ from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.automata.budget import compile_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.index.compile import compile_tree, gc_paused, warm_kernels
-from formcast.grammar.json_schema.any_value.grammar import AnyValueGrammar
+from formcast.grammar.json_schema.any_value.grammar import MARKER_BYTES, AnyValueGrammar
 from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_any_marker
 from formcast.grammar.json_schema.layout import make_layout
 from formcast.grammar.json_schema.sources import schema_of
@@ -388,6 +388,7 @@ def _compile_json_schema(
             options=options,
             timeout_s=timeout_s / 2 if is_auto else timeout_s,
             cache=cache,
+            marker_bytes=MARKER_BYTES,
         )
     except CompileBudgetError:
         if route == "regex":

@@ -71,6 +71,10 @@ DEFAULT_CUT_CHARS = 2_000
 STRING_CHUNK = 256  # plain strings with a larger maxLength are chunked (see _chunked)
 STRING_CUT_CHARS = 24  # string regexes longer than this are nonterminals (module docstring)
 INLINE_REF_CHARS = 300  # $ref targets up to this many regex characters are inlined
+# most copies of a counted repetition around references written out as rules (one rule per
+# copy): maxItems 100,000, or a plain string's maxLength 25.6 M (chunks of STRING_CHUNK);
+# above, a CompileBudgetError at once (maxLength 10**12 was minutes and all of memory)
+MAX_UNROLLED_COPIES = 100_000
 _ANNOTATIONS = {
     "$ref", "description", "title", "default", "examples", "$comment", "deprecated",
     "readOnly", "writeOnly",
@@ -346,6 +350,15 @@ class _TreeToRules:
             self.define(n, node)
             return (~n,)
         assert isinstance(node, Repeat)
+        num_copies = max(node.min_count, node.max_count or 0)
+        if num_copies > MAX_UNROLLED_COPIES:
+            digits = len(str(num_copies))
+            shown = f"{num_copies:,}" if digits <= 15 else f"about 10^{digits - 1}"
+            raise CompileBudgetError(
+                f"a counted repetition of {shown} items (from maxLength, minLength, "
+                f"maxItems or minItems) is over the {MAX_UNROLLED_COPIES:,} copies the "
+                "context-free route writes out as rules; lower the bound"
+            )
         item = self.sequence(node.item)
         if node.max_count is None:
             star = self.fresh()
@@ -354,7 +367,9 @@ class _TreeToRules:
         # up to k more items as a chain R_k -> "" | item R_{k-1} (unambiguous, unlike k
         # independent optional items)
         chain: int | None = None
-        for _ in range(node.max_count - node.min_count):
+        for k in range(node.max_count - node.min_count):
+            if k % 4096 == 0:
+                check_deadline("writing out a counted repetition as rules")
             link = self.fresh()
             more = item if chain is None else (*item, ~chain)
             self.rules += [(link, ()), (link, more)]

@@ -129,6 +129,10 @@ def _build_candidates(vocab: Vocabulary) -> Candidates:
     )
 
 
+# the bytes that stand for nesting, not text: kept when a DFA is cut down to what a
+# vocabulary can write (compile_dfa)
+MARKER_BYTES = bytes((frames.MARKER_BYTE, frames.DEPTH_BYTE))
+
 # container automata by (layout, depth, vocabulary hash): the same few for every schema of a
 # layout
 _CONTAINERS: dict[tuple[Layout, int, str], CompiledGrammar] = {}
@@ -144,7 +148,13 @@ def container_grammar(layout: Layout, depth: int, vocab: Vocabulary) -> Compiled
         found = _CONTAINERS.get(key)
     if found is None:
         dfa = regex_to_dfa(container_tree(layout, depth))
-        found = compile_dfa(dfa, vocab, kind="json_container", source=f"{layout.key()} @{depth}")
+        found = compile_dfa(
+            dfa,
+            vocab,
+            kind="json_container",
+            source=f"{layout.key()} @{depth}",
+            marker_bytes=MARKER_BYTES,
+        )
         with _CONTAINERS_LOCK:
             if len(_CONTAINERS) >= _MAX_CONTAINERS:
                 _CONTAINERS.clear()

@@ -97,7 +97,7 @@ def test_second_compile_is_served_from_disk(
     monkeypatch.setenv("FORMCAST_CACHE", str(tmp_path))
     text = JSON_LARK + "\n// disk cache test\n"
     first = compile_lark(text, smollm2_vocab, max_depth=50)
-    assert len(list((tmp_path / "grammars").glob("*.pkl"))) == 1
+    assert len(list((tmp_path / "grammars").glob("*.fcg"))) == 1
     cfg_compiled.clear_memory_cache()
 
     def forbidden(*args, **kwargs):
@@ -121,8 +121,8 @@ def test_corrupt_disk_entry_is_a_miss(smollm2_vocab, tmp_path, monkeypatch):
     monkeypatch.setenv("FORMCAST_CACHE", str(tmp_path))
     text = 'start: "x" start | "y"\n'
     compile_lark(text, smollm2_vocab)
-    (path,) = (tmp_path / "grammars").glob("*.pkl")
-    path.write_bytes(b"not a pickle")
+    (path,) = (tmp_path / "grammars").glob("*.fcg")
+    path.write_bytes(b"not a grammar file")
     cfg_compiled.clear_memory_cache()
     again = compile_lark(text, smollm2_vocab)
     assert _accepts_bytes(again, b"xxy") and not _accepts_bytes(again, b"xx")

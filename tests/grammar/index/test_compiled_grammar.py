@@ -84,7 +84,7 @@ def test_disk_cache_roundtrip(smollm2_vocab, tmp_path, monkeypatch):
     key = cache_key("regex", r"(?:ab|cd)+e?", {"dialect": "python"}, smollm2_vocab)
     first = cache.get_or_compile(key, smollm2_vocab, build)
     assert cache.get_or_compile(key, smollm2_vocab, build) is first  # in-memory hit
-    assert list((tmp_path / "grammars").glob("*.pkl"))
+    assert list((tmp_path / "grammars").glob("*.fcg"))
     cache.clear_memory()
     second = cache.get_or_compile(key, smollm2_vocab, build)  # disk hit
     assert len(calls) == 1 and second is not first
@@ -93,8 +93,8 @@ def test_disk_cache_roundtrip(smollm2_vocab, tmp_path, monkeypatch):
         assert matcher.accept_bytes(b"abcd")
     assert np.array_equal(first.index.row(0), second.index.row(0))
     # a corrupt file is a miss, not a failure
-    for path in (tmp_path / "grammars").glob("*.pkl"):
-        path.write_bytes(b"not a pickle")
+    for path in (tmp_path / "grammars").glob("*.fcg"):
+        path.write_bytes(b"not a grammar file")
     cache.clear_memory()
     cache.get_or_compile(key, smollm2_vocab, build)
     assert len(calls) == 2
