@@ -295,5 +295,5 @@ class Postprocessor:
                 f"{what} at output position {seq.num_output_tokens} "
                 f"(text so far ends with {tail!r})"
             )
-        cause = "" if empty_rows else f" after logit_bias / min_tokens masking ({error})"
+        cause = "" if empty_rows else f" after logit_bias masking ({error})"
         return DeadEndError("dead end" + cause + ": " + "; ".join(parts or [str(error)]))

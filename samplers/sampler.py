@@ -17,13 +17,13 @@ the processing have log-probability ``-inf`` there; they sort last among the top
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 
 from formcast.errors import DeadEndError
-from formcast.samplers.batch import SamplingBatch
+from formcast.samplers.batch import SamplingBatch, SparseLogitEdit
 from formcast.samplers.filters import NEG_INF, apply_typical_inplace, find_truncation
 from formcast.samplers.inputs import SamplerInputError, check_bitmask, check_logits
 from formcast.samplers.noise import exponential_noise
@@ -109,7 +109,7 @@ class Sampler:
             On shape / dtype mismatches or NaN logits.
         """
         work = self._load_workspace(logits, batch, token_bitmask)  # (B, V) float32 copy
-        row_max, row_logsumexp = _prepare_inplace(work, batch, token_bitmask)
+        row_max, row_logsumexp = _prepare_inplace(work, batch, token_bitmask, logits)
 
         token_ids = torch.empty(batch.num_rows, dtype=torch.int64, device=work.device)
         if batch.all_greedy:
@@ -168,7 +168,7 @@ class Sampler:
         """
         check_logits(logits, batch.num_rows, batch.vocab_size)
         work = logits.to(torch.float32, copy=True).contiguous()
-        row_max, row_logsumexp = _prepare_inplace(work, batch, token_bitmask)
+        row_max, row_logsumexp = _prepare_inplace(work, batch, token_bitmask, logits)
         if batch.all_greedy:
             return work
         rows = (~batch.is_greedy).nonzero().squeeze(1)
@@ -255,29 +255,38 @@ class Sampler:
 
 
 def _prepare_inplace(
-    work: torch.Tensor, batch: SamplingBatch, token_bitmask: torch.Tensor | None
+    work: torch.Tensor,
+    batch: SamplingBatch,
+    token_bitmask: torch.Tensor | None,
+    logits: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Penalties, bias, bans, bitmask and temperature on ``work`` (B, V); checks dead ends.
 
+    ``work`` holds a float32 copy of ``logits`` (B, V) on entry. The ``min_tokens`` ban of
+    EOS / stop ids yields to the grammar: a row whose bitmask allows nothing but banned ids
+    (the constrained output is complete) is prepared again without its ban, so it can end.
     A row holding +inf logits (overflow, e.g. 3e38 / 0.5) becomes its limit distribution,
     uniform over its +inf tokens, instead of NaN.
     """
     if token_bitmask is not None:
         check_bitmask(token_bitmask, batch.num_rows, batch.vocab_size)
-    apply_penalties_inplace(work, batch)
-    row_max, row_logsumexp = mask_scale_logits_inplace(
-        work, token_bitmask, batch.temperature, need_logsumexp=False
-    )  # row_logsumexp: None on CPU, computed later only for rows that need it
-    is_nan = torch.isnan(row_max)
-    if bool(is_nan.any()):
-        raise SamplerInputError(f"logits of rows {is_nan.nonzero().flatten().tolist()} hold NaN")
+    row_max, row_logsumexp = _mask_scale_inplace(work, batch, token_bitmask)
     is_dead = row_max == NEG_INF  # (B,)
+    if bool(is_dead.any()) and batch.banned_ids is not None:
+        banned = batch.banned_ids
+        is_kept = ~is_dead[banned.row_ids]  # (N,) bans of live rows stay
+        unbanned = replace(
+            batch,
+            banned_ids=SparseLogitEdit(
+                banned.flat_ids[is_kept], banned.row_ids[is_kept], banned.values
+            ),
+        )
+        work.copy_(logits)
+        row_max, row_logsumexp = _mask_scale_inplace(work, unbanned, token_bitmask)
+        is_dead = row_max == NEG_INF
     if bool(is_dead.any()):
         dead_rows = is_dead.nonzero().flatten().tolist()
-        raise DeadEndError(
-            f"rows {dead_rows} have no allowed token after logit_bias, min_tokens masking and "
-            f"the grammar bitmask"
-        )
+        raise DeadEndError(f"rows {dead_rows} have no token allowed by the grammar bitmask")
     is_infinite = row_max == float("inf")  # (B,) a logit overflowed to +inf
     if bool(is_infinite.any()):
         # the limit distribution is uniform over the +inf tokens: logits 0 there, -inf elsewhere
@@ -288,6 +297,20 @@ def _prepare_inplace(
         row_max[rows] = 0.0
         if row_logsumexp is not None:
             row_logsumexp[rows] = is_top.sum(dim=-1).float().log()
+    return row_max, row_logsumexp
+
+
+def _mask_scale_inplace(
+    work: torch.Tensor, batch: SamplingBatch, token_bitmask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Penalties, bias, bans, bitmask, temperature; (row_max (B,), row_logsumexp or None)."""
+    apply_penalties_inplace(work, batch)
+    row_max, row_logsumexp = mask_scale_logits_inplace(
+        work, token_bitmask, batch.temperature, need_logsumexp=False
+    )  # row_logsumexp: None on CPU, computed later only for rows that need it
+    is_nan = torch.isnan(row_max)
+    if bool(is_nan.any()):
+        raise SamplerInputError(f"logits of rows {is_nan.nonzero().flatten().tolist()} hold NaN")
     return row_max, row_logsumexp
 
 

@@ -277,6 +277,20 @@ def test_dead_end_names_the_grammar_and_position(llm):
     _assert_idle(llm)
 
 
+def test_min_tokens_gives_way_when_the_grammar_only_allows_the_end(llm):
+    # "ab?" is complete after "a" (EOS or "b") and after "ab" (EOS only): min_tokens bans EOS
+    # after "a", and yields after "ab", where ending is the only valid continuation
+    for seed in range(4):
+        params = SamplingParams(temperature=1.0, seed=seed, min_tokens=3, max_tokens=5)
+        out = llm.generate(["Letters:"], params, grammar={"regex": "ab?"})[0]
+        assert (out.text, out.finish_reason, out.is_grammar_complete) == ("ab", "stop", True)
+    empty = llm.generate(
+        ["Nothing:"], SamplingParams(min_tokens=1, max_tokens=1), grammar={"regex": ""}
+    )[0]
+    assert (empty.text, empty.finish_reason, empty.is_grammar_complete) == ("", "stop", True)
+    _assert_idle(llm)
+
+
 def test_grammar_for_another_vocabulary_is_refused(llm, smollm2_tokenizer):
     from formcast.grammar import Vocabulary
 

@@ -98,8 +98,8 @@ def fuzz_compile(
             return
         tally.crash(f"{type(exc).__name__}: {exc}")
         raise
-    tally.record("ok", time.monotonic() - began)
     data = walk(grammar, random.Random(seed))
+    tally.record("ok", time.monotonic() - began)  # (seconds: compile and walk)
     if data is None:
         return
     text = data.decode("utf-8")  # a finished output is UTF-8 (raises otherwise)
@@ -171,7 +171,9 @@ def test_fuzz_json_schema_compile(smollm2_vocab):
 def _regex_oracle(pattern: str) -> Callable[[str], bool | None]:
     def is_accepted(text: str) -> bool | None:
         try:
-            compiled = re.compile(pattern)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # re's FutureWarning on "[[" and the like
+                compiled = re.compile(pattern)
         except (re.error, OverflowError, RecursionError):
             return None
         return compiled.fullmatch(text) is not None
@@ -206,6 +208,12 @@ def _lark_oracle(grammar_text: str) -> Callable[[str], bool | None]:
         import lark
 
         if "/a|ab/" in grammar_text:  # leftmost-greedy terminal: documented to differ
+            return None
+        # %ignore: lark's dynamic lexer is no oracle where an ignored terminal overlaps the
+        # grammar's (with `start: ["a"] "\n"` and `%ignore WS` it parses "\n\n" but not
+        # " \n", and `start: ["\n"]` ends in its "Earley should not generate multiple start
+        # symbol items" RuntimeError); formcast allows ignored text between any two terminals
+        if "%ignore" in grammar_text:
             return None
         try:
             parser = lark.Lark(grammar_text, parser="earley", lexer="dynamic_complete")

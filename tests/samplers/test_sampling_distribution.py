@@ -119,16 +119,22 @@ def test_dead_end_row_raises_naming_the_row():
         assert "rows [1]" in str(error)
     else:
         raise AssertionError("no DeadEndError")
-    # min_tokens bans EOS (id 0): a grammar that allows only EOS is then a dead end too
-    only_eos = torch.zeros(1, 40, dtype=torch.bool)
-    only_eos[0, 0] = True
-    early = build([SamplingParams(min_tokens=2)], 40, outputs=[[5]])
-    try:
-        Sampler()(logits[:1], early, pack_bitmask(only_eos))
-    except DeadEndError as error:
-        assert "rows [0]" in str(error)
-    else:
-        raise AssertionError("no DeadEndError")
+
+
+def test_min_tokens_ban_yields_to_a_grammar_that_only_allows_the_end():
+    logits = torch.randn(2, 40)
+    allowed = torch.zeros(2, 40, dtype=torch.bool)
+    allowed[0, 0] = True  # row 0: the grammar is complete, only EOS (id 0) is allowed
+    allowed[1, [0, 7, 9]] = True  # row 1: EOS or two other tokens
+    early = build([SamplingParams(min_tokens=2)] * 2, 40, outputs=[[5], [5]])
+    sampler = Sampler(logprobs_mode="processed")
+    for _ in range(20):
+        out = sampler(logits, early, pack_bitmask(allowed))
+        assert out.token_ids[0].item() == 0  # the ban gave way in row 0 only
+        assert out.token_ids[1].item() in (7, 9)  # row 1 keeps its ban
+    processed = sampler.process_logits(logits, early, pack_bitmask(allowed))
+    assert processed[0].isfinite().nonzero().flatten().tolist() == [0]
+    assert processed[1].isfinite().nonzero().flatten().tolist() == [7, 9]
 
 
 def test_seeded_row_is_independent_of_the_rest_of_the_batch():
