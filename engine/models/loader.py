@@ -46,6 +46,8 @@ REGISTRY: dict[str, EmbeddedModel] = {
 }
 DEFAULT_MODEL = "smollm2-135m"
 _CONVERTED_MARKER = "formcast-converted.json"
+# 2: config.json names its architecture (vLLM and other engines need it)
+_CONVERSION_VERSION = 2
 
 
 def cache_dir() -> Path:
@@ -110,8 +112,15 @@ def converted_dir(gguf_path: Path) -> Path:
 
 
 def is_converted(folder: Path) -> bool:
-    """True if ``folder`` holds a finished conversion (the marker is written last)."""
-    return (folder / _CONVERTED_MARKER).is_file()
+    """True if ``folder`` holds a finished conversion of the current format (the marker is
+    written last; older formats are converted again)."""
+    marker = folder / _CONVERTED_MARKER
+    if not marker.is_file():
+        return False
+    try:
+        return json.loads(marker.read_text()).get("version") == _CONVERSION_VERSION
+    except ValueError:
+        return False
 
 
 def convert_gguf(gguf_path: Path) -> Path:
@@ -136,6 +145,7 @@ def convert_gguf(gguf_path: Path) -> Path:
         config: dict[str, Any] = model.config.to_dict()
         config.pop("quantization_config", None)
         config.pop("_name_or_path", None)
+        config["architectures"] = config.get("architectures") or [type(model).__name__]
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
         model.generation_config.to_json_file(tmp / "generation_config.json")
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
@@ -143,7 +153,11 @@ def convert_gguf(gguf_path: Path) -> Path:
             del state["lm_head.weight"]  # tied: the embedding is the head
         save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
         tokenizer.save_pretrained(tmp)
-        marker = {"source": str(gguf_path), "seconds": round(time.monotonic() - started, 1)}
+        marker = {
+            "source": str(gguf_path),
+            "seconds": round(time.monotonic() - started, 1),
+            "version": _CONVERSION_VERSION,
+        }
         (tmp / _CONVERTED_MARKER).write_text(json.dumps(marker))
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)

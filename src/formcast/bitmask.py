@@ -106,6 +106,17 @@ def copy_packed_row(target: torch.Tensor, words: np.ndarray) -> None:
         target[num_words:].zero_()
 
 
+def allow_only_inplace(bitmask: torch.Tensor, row: int, token_ids: Sequence[int]) -> None:
+    """Set bitmask row ``row`` to allow exactly ``token_ids`` (e.g. EOS after a finished text)."""
+    target = bitmask_row(bitmask, row)
+    words = np.zeros(target.shape[0], dtype=np.uint32)
+    for token_id in token_ids:
+        if not 0 <= token_id < 32 * len(words):
+            raise GrammarError(f"token id {token_id} is outside a bitmask of {len(words)} words")
+        words[token_id // 32] |= np.uint32(1 << (token_id % 32))
+    target.copy_(torch.from_numpy(words.view(np.int32)))
+
+
 _BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
 
 
