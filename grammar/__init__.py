@@ -3,6 +3,7 @@
 from formcast.bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
+    apply_token_bitmask_inplace_cpu,
     apply_token_bitmask_inplace_torch,
     apply_token_bitmask_inplace_triton,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "Vocabulary",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "apply_token_bitmask_inplace_cpu",
     "apply_token_bitmask_inplace_torch",
     "apply_token_bitmask_inplace_triton",
     "compile_choice",

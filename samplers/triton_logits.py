@@ -10,14 +10,15 @@ with no token). The torch reference skips the log-sum-exp pass (returns None) wh
 ``need_logsumexp`` is False; the kernel computes it for free in the same pass. One read and one write of the logits instead of four passes. The Triton
 kernel runs one program per row and streams the vocabulary in ``BLOCK`` chunks with an online
 (max, sum-exp) per lane; the torch reference is the oracle. `mask_scale_logits_inplace`
-dispatches by device: CUDA -> Triton, otherwise torch.
+dispatches by device: CUDA -> Triton, CPU -> the numba bitmask kernel of `formcast.bitmask`
+with the reference's scale and reductions, otherwise torch.
 """
 
 from __future__ import annotations
 
 import torch
 
-from formcast.bitmask import apply_token_bitmask_inplace_torch
+from formcast.bitmask import apply_token_bitmask_inplace_cpu, apply_token_bitmask_inplace_torch
 
 try:  # triton is optional on platforms without it; CPU never needs it
     import triton
@@ -37,6 +38,25 @@ def mask_scale_logits_inplace_torch(
     each (``row_logsumexp`` None unless ``need_logsumexp``)."""
     if bitmask is not None:
         apply_token_bitmask_inplace_torch(logits, bitmask)
+    return _scale_reduce_inplace(logits, temperature, need_logsumexp)
+
+
+def mask_scale_logits_inplace_cpu(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor | None,
+    temperature: torch.Tensor,
+    need_logsumexp: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """CPU fast path: the mask by formcast's numba kernel, then the reference's scale and
+    reductions; same contract as `mask_scale_logits_inplace_torch`."""
+    if bitmask is not None:
+        apply_token_bitmask_inplace_cpu(logits, bitmask)
+    return _scale_reduce_inplace(logits, temperature, need_logsumexp)
+
+
+def _scale_reduce_inplace(
+    logits: torch.Tensor, temperature: torch.Tensor, need_logsumexp: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     logits.div_(temperature[:, None])
     row_max = logits.amax(dim=-1)  # (B,)
     return row_max, torch.logsumexp(logits, dim=-1) if need_logsumexp else None
@@ -127,7 +147,10 @@ def mask_scale_logits_inplace(
     temperature: torch.Tensor,
     need_logsumexp: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Dispatch by device: CUDA with triton -> kernel, otherwise the torch reference."""
+    """Dispatch by device: CUDA with triton -> kernel, CPU -> the numba mask, otherwise the
+    torch reference."""
     if logits.is_cuda and triton is not None:
         return mask_scale_logits_inplace_triton(logits, bitmask, temperature)
+    if logits.device.type == "cpu":
+        return mask_scale_logits_inplace_cpu(logits, bitmask, temperature, need_logsumexp)
     return mask_scale_logits_inplace_torch(logits, bitmask, temperature, need_logsumexp)

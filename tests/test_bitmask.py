@@ -15,6 +15,7 @@ from formcast.errors import GrammarError  # noqa: E402
 from formcast.grammar import (  # noqa: E402
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
+    apply_token_bitmask_inplace_cpu,
     apply_token_bitmask_inplace_torch,
     apply_token_bitmask_inplace_triton,
     compile_regex,
@@ -52,8 +53,11 @@ def test_triton_matches_torch(batch, vocab):
     apply_token_bitmask_inplace_torch(by_torch, bitmask)
     by_triton = logits.clone()
     apply_token_bitmask_inplace_triton(by_triton, bitmask)
+    by_cpu = logits.clone()
+    apply_token_bitmask_inplace_cpu(by_cpu, bitmask)
     assert torch.equal(by_torch, expected)
     assert torch.equal(by_triton, expected)
+    assert torch.equal(by_cpu, expected)
 
 
 @pytest.mark.parametrize("vocab", [32001, 49152])
@@ -64,7 +68,12 @@ def test_strided_rows_and_indices(vocab):
     assert logits.stride(0) != vocab and bitmask.stride(0) != bitmask.shape[1]
     rows = [3, 0]
     expected = _naive(logits.contiguous(), bitmask.contiguous(), rows, vocab)
-    for fn in (apply_token_bitmask_inplace_torch, apply_token_bitmask_inplace_triton):
+    fns = (
+        apply_token_bitmask_inplace_torch,
+        apply_token_bitmask_inplace_triton,
+        apply_token_bitmask_inplace_cpu,
+    )
+    for fn in fns:
         target = base_logits.clone()[::2, :vocab]
         fn(target, bitmask, indices=rows)
         assert torch.equal(target, expected), fn.__name__
@@ -75,7 +84,12 @@ def test_width_mismatch_follows_xgrammar():
     logits, bitmask = _random_case(2, 64, seed=3)
     wide = torch.randn(2, 64 + 40)
     wide[:, :64] = logits
-    for fn in (apply_token_bitmask_inplace_torch, apply_token_bitmask_inplace_triton):
+    fns = (
+        apply_token_bitmask_inplace_torch,
+        apply_token_bitmask_inplace_triton,
+        apply_token_bitmask_inplace_cpu,
+    )
+    for fn in fns:
         target = wide.clone()
         fn(target, bitmask)
         assert torch.equal(target[:, 64:], wide[:, 64:])
@@ -86,6 +100,22 @@ def test_width_mismatch_follows_xgrammar():
     assert torch.equal(narrow, _naive(logits, bitmask, range(2), 64)[:, :50])
     with pytest.raises(GrammarError):
         apply_token_bitmask_inplace(logits.clone(), bitmask.to(torch.int64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_cpu_kernel_on_every_float_dtype_and_1d(dtype):
+    logits, bitmask = _random_case(5, 1000, seed=11)
+    bitmask[1] = -1  # a row with every word all-allowed
+    bitmask[2] = 0  # a row with nothing allowed
+    logits = logits.to(dtype)
+    expected = _naive(logits.float(), bitmask, [0, 1, 2, 4], 1000).to(dtype)
+    target = logits.clone()
+    apply_token_bitmask_inplace(target, bitmask, indices=[0, 1, 2, 4])  # dispatches to numba
+    assert torch.equal(target, expected)
+    assert target[2].isneginf().all() and torch.equal(target[3], logits[3])
+    one = logits[0].clone()  # (V,) logits with a (W,) bitmask
+    apply_token_bitmask_inplace_cpu(one, bitmask[0])
+    assert torch.equal(one, expected[0])
 
 
 def test_allocate_is_all_allowed():
