@@ -17,6 +17,8 @@ A row whose grammar has terminated (it produced EOS, and ``generate`` pads it wi
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +31,7 @@ from formcast.bitmask import (
     apply_token_bitmask_inplace,
 )
 from formcast.errors import RequestError
-from formcast.grammar import Vocabulary
+from formcast.grammar import Vocabulary, caches
 from formcast.grammar.protocol import Grammar, Matcher
 from formcast.grammar.spec import GrammarLike, GrammarSpec
 
@@ -37,6 +39,37 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = ["GrammarLogitsProcessor", "generate"]
+
+# tokenizer -> {(logits width, EOS ids): Vocabulary}; building one takes ~0.2-0.4 s
+_VOCABULARIES: weakref.WeakKeyDictionary[Any, dict[tuple[int, tuple[int, ...]], Vocabulary]]
+_VOCABULARIES = weakref.WeakKeyDictionary()
+_VOCABULARIES_LOCK = threading.Lock()
+
+
+def _clear_vocabularies() -> None:
+    with _VOCABULARIES_LOCK:
+        _VOCABULARIES.clear()
+
+
+caches.register(
+    "integrations.transformers.vocabularies",
+    "weak keys: entries live as long as their tokenizer",
+    _clear_vocabularies,
+)
+
+
+def vocabulary_of(
+    tokenizer: PreTrainedTokenizerBase, vocab_size: int, eos_token_ids: Sequence[int]
+) -> Vocabulary:
+    """The (memoised) `Vocabulary` of ``tokenizer`` for logits of width ``vocab_size``."""
+    key = (vocab_size, tuple(eos_token_ids))
+    with _VOCABULARIES_LOCK:
+        vocab = _VOCABULARIES.get(tokenizer, {}).get(key)
+    if vocab is None:
+        vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size, eos_token_ids)
+        with _VOCABULARIES_LOCK:
+            _VOCABULARIES.setdefault(tokenizer, {})[key] = vocab
+    return vocab
 
 
 class GrammarLogitsProcessor(LogitsProcessor):
@@ -113,8 +146,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
                     f"{vocab_size}"
                 )
             return source
-        vocab = Vocabulary.from_tokenizer(self.tokenizer, vocab_size, self.eos_token_ids)
-        return source.compile_fn(vocab)
+        return source.compile_fn(vocabulary_of(self.tokenizer, vocab_size, self.eos_token_ids))
 
     def _matcher_after(self, key: tuple[int, ...]) -> Matcher:
         """The matcher after the generated tokens ``key``, from the longest known prefix."""

@@ -229,6 +229,12 @@ class FormcastLogitsProcessor(LogitsProcessor):
         self.rows: dict[int, _Row] = {}  # persistent-batch index -> constrained request
         self._filled_rows: list[int] = []  # rows whose masks the filler is computing
         self.eos_token_ids = sorted(self.vocab.eos_token_ids)
+        # host rows for the step's masks, reused (pinned where vLLM pins: non-blocking copy)
+        self._host_bitmask = torch.empty(
+            (vllm_config.scheduler_config.max_num_seqs, (self.vocab_size + 31) // 32),
+            dtype=torch.int32,
+            pin_memory=is_pin_memory,
+        )
 
     def is_argmax_invariant(self) -> bool:
         """False: the mask changes greedy choices."""
@@ -273,9 +279,12 @@ class FormcastLogitsProcessor(LogitsProcessor):
         indices = sorted(index for index in self.rows if index < logits.shape[0])
         if not indices:
             return logits
-        bitmask = torch.empty(
-            (logits.shape[0], (self.vocab_size + 31) // 32), dtype=torch.int32
-        )  # (B, ceil(V / 32)); rows outside `indices` are not read
+        if self._host_bitmask.shape[0] < logits.shape[0]:
+            self._host_bitmask = torch.empty(
+                (logits.shape[0], self._host_bitmask.shape[1]), dtype=torch.int32
+            )
+        bitmask = self._host_bitmask[: logits.shape[0]]  # (B, ceil(V / 32)); rows outside
+        # `indices` are not read
         position = {index: k for k, index in enumerate(self._filled_rows)}
         for index in indices:
             row = self.rows[index]
