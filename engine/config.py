@@ -38,6 +38,30 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     return _DTYPES[dtype]
 
 
+_MIN_TRITON_BLOCK_SIZE = 16
+
+
+def _resolve_device(device: str | torch.device | None) -> str:
+    """A device string (``"cpu"``, ``"cuda:1"``) that exists here; ``None``: CUDA if any."""
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise EngineConfigError(f"EngineConfig.device={device!r} is not a device: {exc}") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise EngineConfigError(f"EngineConfig.device={device!r}: CUDA is not available")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise EngineConfigError(
+                f"EngineConfig.device={device!r}: only {torch.cuda.device_count()} CUDA "
+                "device(s) exist"
+            )
+    elif resolved.type != "cpu":
+        raise EngineConfigError(f"EngineConfig.device={device!r}: use 'cpu' or 'cuda[:N]'")
+    return str(resolved)
+
+
 @dataclass
 class EngineConfig:
     """Engine configuration.
@@ -51,7 +75,7 @@ class EngineConfig:
     max_model_len : int or None
         Longest sequence (prompt + output); ``None`` means the model's context length.
     block_size : int
-        Tokens per KV block.
+        Tokens per KV block: a power of two, at least 16 with the Triton backend.
     num_kv_blocks : int or None
         KV cache size in blocks; overrides ``kv_cache_memory_bytes``.
     kv_cache_memory_bytes : int or None
@@ -64,8 +88,9 @@ class EngineConfig:
         Fraction of blocks kept free when admitting new sequences, so running ones can grow.
     dtype : str or torch.dtype
         Weights and KV cache dtype (``"float32"`` or ``"bfloat16"``).
-    device : str or None
-        ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
+    device : str, torch.device or None
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; ``None`` picks CUDA when
+        available. Kept as the device's string; a CUDA device that does not exist is refused.
     attention_backend : str or None
         ``"torch"`` or ``"triton"``; ``None`` chooses by device (CUDA -> Triton).
     jump_forward : bool
@@ -97,7 +122,7 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     watermark: float = 0.01
     dtype: str | torch.dtype = "float32"
-    device: str | None = None
+    device: str | torch.device | None = None
     attention_backend: str | None = None
     jump_forward: bool = True
     overlap_masks: bool = True
@@ -146,10 +171,20 @@ class EngineConfig:
             )
         self.speculative = SpeculativeConfig.coerce(self.speculative)
         self.torch_dtype = resolve_dtype(self.dtype)
-        if self.device is None:
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = _resolve_device(self.device)
         if self.attention_backend is None:
             self.attention_backend = "triton" if self.device.startswith("cuda") else "torch"
+        if self.block_size & (self.block_size - 1):
+            raise EngineConfigError(
+                f"EngineConfig.block_size={self.block_size} must be a power of two "
+                "(KV blocks are tiled by powers of two)"
+            )
+        if self.attention_backend == "triton" and self.block_size < _MIN_TRITON_BLOCK_SIZE:
+            raise EngineConfigError(
+                f"EngineConfig.block_size={self.block_size} must be >= "
+                f"{_MIN_TRITON_BLOCK_SIZE} with the Triton attention backend (its tl.dot "
+                "tiles need K >= 16)"
+            )
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -49,6 +49,9 @@ class ModelRunner:
         self.config = config
         self.model_config = model_config
         self.device = torch.device(config.device)
+        if self.device.type == "cuda" and self.device.index is not None:
+            # kernels, streams and plain "cuda" tensors default to the current device
+            torch.cuda.set_device(self.device)
         self.dtype = config.torch_dtype
         self.block_size = config.block_size
         self.model = build_model(

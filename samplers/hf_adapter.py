@@ -79,15 +79,19 @@ class FormcastLogitsProcessor(LogitsProcessor):
             raise SamplerInputError(
                 f"FormcastLogitsProcessor got {len(self.params)} SamplingParams for {num_rows} rows"
             )
-        prompt = input_ids[:, : self.prompt_length]
-        output = input_ids[:, self.prompt_length :]
+        # token ids as host lists (one copy): the batch's sparse edits are built on the host
+        # and moved to the scores' device, whatever device input_ids live on
+        prompt = input_ids[:, : self.prompt_length].tolist()
+        output = input_ids[:, self.prompt_length :].tolist()
         batch = SamplingBatch.build(
             row_params,
-            list(prompt),
-            list(output),
+            prompt,
+            output,
             vocab_size,
             self.eos_token_ids,
             device=scores.device,
         )
         bitmask = None if self.bitmask_fn is None else self.bitmask_fn(input_ids)
+        if bitmask is not None:  # matchers fill host memory; the kernels read the scores' device
+            bitmask = bitmask.to(scores.device, non_blocking=True)
         return self.sampler.process_logits(scores, batch, bitmask)

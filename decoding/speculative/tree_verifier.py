@@ -63,6 +63,13 @@ class TreeVerdict:
         return self.path[-1] + 1 if self.path else 0
 
 
+def _uniform(generator: torch.Generator | None) -> torch.Tensor:
+    """One U[0, 1) float64 draw on the generator's own device (a CUDA generator cannot
+    drive a CPU draw)."""
+    device = generator.device if generator is not None else torch.device("cpu")
+    return torch.rand((), generator=generator, dtype=torch.float64, device=device)
+
+
 def _check_rows(tree: DraftTree, num_rows: int, name: str) -> None:
     if num_rows != len(tree) + 1:
         raise EngineError(f"{name}: {num_rows} target rows for a tree of {len(tree)} nodes")
@@ -174,7 +181,7 @@ def recursive_rejection(
     for i, a in enumerate(accept):
         if a >= 1.0:
             return i, int(candidates[i])
-        if a > 0.0 and float(torch.rand((), generator=generator, dtype=torch.float64)) < a:
+        if a > 0.0 and float(_uniform(generator)) < a:
             return i, int(candidates[i])
     return None, int(torch.multinomial(residual, 1, generator=generator))
 

@@ -139,6 +139,30 @@ def test_bad_input_raises_clear_errors(llm, tiny_folders):
     _assert_pool_is_full(llm)
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"block_size": 24}, "power of two"),
+        ({"block_size": 8, "attention_backend": "triton"}, ">= 16 with the Triton"),
+        ({"device": "cuda:1"} if not torch.cuda.is_available() else {"device": "cuda:99"}, "CUDA"),
+        ({"device": "meta"}, "use 'cpu' or 'cuda"),
+        ({"device": "not a device"}, "is not a device"),
+    ],
+)
+def test_config_refuses_what_would_fail_later(options, message):
+    from formcast.engine.config import EngineConfig
+
+    with pytest.raises(EngineConfigError, match=message):
+        EngineConfig(**options)
+
+
+def test_config_takes_a_torch_device_and_small_blocks_on_the_torch_backend():
+    from formcast.engine.config import EngineConfig
+
+    config = EngineConfig(device=torch.device("cpu"), block_size=4, attention_backend="torch")
+    assert config.device == "cpu" and config.attention_backend == "torch"
+
+
 def test_more_sequences_than_max_num_seqs_are_refused_when_added(llm):
     # n completions (or num_beams beams) run in the same steps: above max_num_seqs = 8 the
     # request could never be admitted, so add_request refuses it before queueing anything
