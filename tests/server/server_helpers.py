@@ -79,3 +79,18 @@ def wait_until(condition: Any, timeout: float = 30.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def is_server_quiet(server: Any) -> bool:
+    """No engine request, KV block, grammar compile or gate count left in a ``BackgroundServer``."""
+    engine, gate = server.engine, server.gate
+    block_manager = engine.llm.block_manager
+    return (
+        engine.num_active == 0
+        and engine.num_unfinished == 0
+        and not engine.llm.requests
+        and block_manager.num_free_blocks == block_manager.num_blocks
+        and engine.num_grammar_compiles_running == 0
+        and gate.num_in_flight == 0
+        and gate.num_admitting == 0
+    )

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from server_helpers import get, wait_until
+from server_helpers import get, is_server_quiet, wait_until
 
 from tests.fuzz.strategies import RAW_DAMAGE, chat_bodies, completion_bodies, raw_body
 from tests.fuzz.tally import FuzzTally, fuzz_settings
@@ -36,20 +36,6 @@ from tests.fuzz.tally import FuzzTally, fuzz_settings
 # liveness: above the grammar compile budget (GrammarLimits.compile_timeout_s, 60 s)
 REQUEST_TIMEOUT_S = 150.0
 ERROR_FIELDS = {"message", "type", "param", "code"}
-
-
-def _is_quiet(server: Any) -> bool:
-    engine, gate = server.engine, server.gate
-    block_manager = engine.llm.block_manager
-    return (
-        engine.num_active == 0
-        and engine.num_unfinished == 0
-        and not engine.llm.requests
-        and block_manager.num_free_blocks == block_manager.num_blocks
-        and engine.num_grammar_compiles_running == 0
-        and gate.num_in_flight == 0
-        and gate.num_admitting == 0
-    )
 
 
 def _error_problem(body: Any) -> str | None:
@@ -128,7 +114,7 @@ def fuzz_endpoint(server: Any, name: str, path: str, bodies: st.SearchStrategy, 
         tally.checks[f"body_{damage}"] += 1
 
     one()
-    is_quiet = wait_until(lambda: _is_quiet(server), timeout=60)
+    is_quiet = wait_until(lambda: is_server_quiet(server), timeout=60)
     status, _, health = get(server, "/health")
     tally.num_leaks = int(not is_quiet)
     tally.report()

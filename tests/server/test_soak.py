@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from server_helpers import MODEL, wait_until
+from server_helpers import MODEL, is_server_quiet, wait_until
 
 SOAK_SECONDS = float(os.environ.get("FORMCAST_SOAK_SECONDS", "40"))
 NUM_ROUNDS = 2  # the soak runs in rounds of SOAK_SECONDS / NUM_ROUNDS; RSS read after each
@@ -354,20 +354,6 @@ class Soak:
             self.outcomes["completed"] += 1
 
 
-def _is_quiet(server) -> bool:
-    engine, gate = server.engine, server.gate
-    block_manager = engine.llm.block_manager
-    return (
-        engine.num_active == 0
-        and engine.num_unfinished == 0
-        and not engine.llm.requests
-        and block_manager.num_free_blocks == block_manager.num_blocks
-        and engine.num_grammar_compiles_running == 0
-        and gate.num_in_flight == 0
-        and gate.num_admitting == 0
-    )
-
-
 def run_soak() -> dict:
     """Warm-up round, soak round, quiet check and RSS: the report (in this process)."""
     from formcast.server import BackgroundServer, ServerLimits, build_engine
@@ -378,7 +364,7 @@ def run_soak() -> dict:
         warmup = Soak(server.host, server.port, seed=1)
         asyncio.run(warmup.run(WARMUP_SECONDS))
         assert warmup.failures == []
-        assert wait_until(lambda: _is_quiet(server), timeout=60)
+        assert wait_until(lambda: is_server_quiet(server), timeout=60)
         rss_before = rss_bytes()
 
         soak = Soak(server.host, server.port, seed=2)
@@ -387,7 +373,7 @@ def run_soak() -> dict:
         is_quiet = True
         for _ in range(NUM_ROUNDS):  # one tally; a quiet check and an RSS reading per round
             asyncio.run(soak.run(SOAK_SECONDS / NUM_ROUNDS))
-            is_quiet = wait_until(lambda: _is_quiet(server), timeout=60) and is_quiet
+            is_quiet = wait_until(lambda: is_server_quiet(server), timeout=60) and is_quiet
             rss_rounds.append(rss_bytes())
         seconds = time.monotonic() - began
         rss_after = rss_rounds[-1]
