@@ -28,13 +28,18 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     without it, masks across split tokens; set walks over many key terminals), and the
     unbounded-value frames of JSON Schema (an open object with nested containers).
     """
+    import numpy as np
+
     from formcast.bitmask import allocate_token_bitmask
+    from formcast.grammar.automata import kernels as automata_kernels
     from formcast.grammar.cfg.lark_frontend import compile_lark
     from formcast.grammar.index.compile import compile_regex, warm_kernels
     from formcast.grammar.json_schema.compile import compile_json_schema
     from formcast.grammar.json_schema.structural import compile_json_schema_cfg
 
     warm_kernels(vocab)
+    # a DFA table's cycle check (the lexer's set-walk eligibility of wide terminals)
+    automata_kernels.is_acyclic(np.array([[1, -1], [-1, -1]], dtype=np.int32))
     compile_regex(r"[a-z]{1,4}(,[0-9]+)?", vocab, cache=False)
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     for text, prefix in (

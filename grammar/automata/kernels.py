@@ -459,3 +459,36 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
                 stack[depth] = new
                 depth += 1
     return block_of, num_blocks
+
+
+@numba.njit(cache=True, nogil=True)
+def is_acyclic(transitions):  # pragma: no cover - jitted
+    """True if the ``(N, K)`` table (``-1`` = dead) has no cycle (self-loops included): Kahn's
+    algorithm over its edges, a parallel edge counted once per class that carries it (it
+    is decremented as many times), O(N K)."""
+    num_states, num_classes = transitions.shape
+    indegree = np.zeros(num_states, np.int64)
+    for s in range(num_states):
+        for c in range(num_classes):
+            t = transitions[s, c]
+            if t >= 0:
+                indegree[t] += 1
+    ready = np.empty(num_states, np.int64)
+    num_ready = 0
+    for s in range(num_states):
+        if indegree[s] == 0:
+            ready[num_ready] = s
+            num_ready += 1
+    num_done = 0
+    while num_ready:
+        num_ready -= 1
+        s = ready[num_ready]
+        num_done += 1
+        for c in range(num_classes):
+            t = transitions[s, c]
+            if t >= 0:
+                indegree[t] -= 1
+                if indegree[t] == 0:
+                    ready[num_ready] = t
+                    num_ready += 1
+    return num_done == num_states

@@ -46,6 +46,7 @@ from collections import OrderedDict
 import numpy as np
 
 from formcast.grammar import caches
+from formcast.grammar.automata import kernels as automata_kernels
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.automata.chain_keys import canonical_chain, chain_acceptance
 from formcast.grammar.cfg.first_follow import bit_set, first_follow
@@ -100,27 +101,9 @@ def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
 
 
 def is_acyclic(transitions: np.ndarray) -> bool:
-    """True if the DFA table ``(S, K)`` (``-1`` = dead) has no cycle (Kahn's algorithm)."""
-    num_states = transitions.shape[0]
-    sources = np.repeat(np.arange(num_states), transitions.shape[1])
-    targets = transitions.reshape(-1)
-    is_edge = targets >= 0
-    sources, targets = sources[is_edge], targets[is_edge]
-    pairs = np.unique(np.stack([sources, targets], axis=1), axis=0)  # one edge per state pair
-    indegree = np.bincount(pairs[:, 1], minlength=num_states)
-    successors = [[] for _ in range(num_states)]
-    for a, b in pairs.tolist():
-        successors[a].append(b)
-    ready = [s for s in range(num_states) if indegree[s] == 0]
-    num_done = 0
-    while ready:
-        state = ready.pop()
-        num_done += 1
-        for nxt in successors[state]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                ready.append(nxt)
-    return num_done == num_states
+    """True if the DFA table ``(S, K)`` (``-1`` = dead) has no cycle (Kahn's algorithm, jitted:
+    it runs for every small terminal on a grammar's first set walk)."""
+    return bool(automata_kernels.is_acyclic(np.ascontiguousarray(transitions)))
 
 
 _SHARED_MAX_BYTES = 256 * 2**20
@@ -195,8 +178,15 @@ class DfaWalker:
         self.follow = follow_first_bytes(grammar)
         self._follow_keys = [follow.tobytes() for follow in self.follow]
         self.horizon = table.matrix.shape[1] + 1  # longest token + 1 (chain_keys)
-        self._stacked: tuple[np.ndarray, ...] | None = None
         self._set_walkable: dict[int, bool] = {}
+        # the stacked tables of set walks, grown one terminal at a time (see _stack_terminal)
+        self._stack_lock = threading.Lock()
+        self._offsets = np.full(len(self.dfas), -1, dtype=np.int64)
+        self._num_stacked = 0
+        self._stacked_table = np.empty((0, 256), dtype=np.int32)
+        self._stacked_term_of = np.empty(0, dtype=np.int64)
+        self._stacked_accepting = np.empty(0, dtype=bool)
+        self._stacked_follow: np.ndarray | None = None
 
     def can_walk_in_set(self, t: int) -> bool:
         """True if terminal ``t``'s DFA has at most ``SET_MAX_STATES`` states and is acyclic
@@ -212,40 +202,68 @@ class DfaWalker:
         return found
 
     def _stack(self) -> tuple[np.ndarray, ...]:
-        """The small terminal DFAs side by side, built on first use: ``(table, term_of,
-        is_accepting, follow, offsets)``, ``table`` ``(S, 256)`` int32 over global states
-        (terminal ``t``'s state ``q`` is ``offsets[t] + q``), ``follow`` ``(T, 257)``."""
-        if self._stacked is None:
-            offsets = np.full(len(self.dfas), -1, dtype=np.int64)
-            total = 0
-            for t, dfa in enumerate(self.dfas):
-                if self.can_walk_in_set(t):
-                    offsets[t] = total
-                    total += dfa.num_states
-            table = np.empty((total, 256), dtype=np.int32)
-            term_of = np.empty(total, dtype=np.int64)
-            is_accepting = np.empty(total, dtype=bool)
-            for t in np.flatnonzero(offsets >= 0).tolist():
-                lo, dfa = int(offsets[t]), self.dfas[t]
-                hi = lo + dfa.num_states
-                full = self._table(t)
-                table[lo:hi] = np.where(full >= 0, full + lo, -1)
-                term_of[lo:hi] = t
-                is_accepting[lo:hi] = dfa.is_accepting
-            follow = np.ascontiguousarray(np.stack(self.follow))
-            self._stacked = (table, term_of, is_accepting, follow, offsets)
-        return self._stacked
+        """The terminal DFAs stacked so far, side by side: ``(table, term_of, is_accepting,
+        follow)``, ``table`` ``(S, 256)`` int32 over global states (terminal ``t``'s state
+        ``q`` is ``offsets[t] + q``), ``follow`` ``(T, 257)``. Views of the first ``S`` rows:
+        later growth only writes rows past them, so a walk on this snapshot stays valid."""
+        with self._stack_lock:
+            if self._stacked_follow is None:
+                self._stacked_follow = np.ascontiguousarray(np.stack(self.follow))
+            num = self._num_stacked
+            return (
+                self._stacked_table[:num],
+                self._stacked_term_of[:num],
+                self._stacked_accepting[:num],
+                self._stacked_follow,
+            )
 
     def set_start(self, t: int, state: int) -> int:
-        """The stacked state of ``(t, state)`` (``t`` must :meth:`can_walk_in_set`)."""
-        return int(self._stack()[4][t]) + state
+        """The stacked state of ``(t, state)`` (``t`` must :meth:`can_walk_in_set`).
+
+        A terminal joins the stack on its first use, so a grammar's first set walk costs the
+        terminals it reads, not all of the grammar's (a Kubernetes schema has 1,000+ small
+        terminals; stacking them all at once was a 30-60 ms first mask). States only lead
+        inside their own terminal's block, so appending blocks never changes a walk from
+        states already stacked.
+        """
+        offset = int(self._offsets[t])
+        if offset < 0:
+            offset = self._stack_terminal(t)
+        return offset + state
+
+    def _stack_terminal(self, t: int) -> int:
+        """Append terminal ``t``'s DFA to the stacked tables (capacity doubling); its offset."""
+        full = self._table(t)
+        dfa = self.dfas[t]
+        with self._stack_lock:
+            if self._offsets[t] >= 0:  # another thread stacked it meanwhile
+                return int(self._offsets[t])
+            lo = self._num_stacked
+            hi = lo + dfa.num_states
+            if hi > self._stacked_table.shape[0]:
+                capacity = max(hi, 2 * self._stacked_table.shape[0], 64)
+                table = np.empty((capacity, 256), dtype=np.int32)
+                term_of = np.empty(capacity, dtype=np.int64)
+                is_accepting = np.empty(capacity, dtype=bool)
+                table[:lo] = self._stacked_table[:lo]
+                term_of[:lo] = self._stacked_term_of[:lo]
+                is_accepting[:lo] = self._stacked_accepting[:lo]
+                self._stacked_table = table
+                self._stacked_term_of = term_of
+                self._stacked_accepting = is_accepting
+            self._stacked_table[lo:hi] = np.where(full >= 0, full + lo, -1)
+            self._stacked_term_of[lo:hi] = t
+            self._stacked_accepting[lo:hi] = dfa.is_accepting
+            self._num_stacked = hi
+            self._offsets[t] = lo
+        return lo
 
     def set_walk(self, starts: np.ndarray) -> tuple[np.ndarray, ...]:
         """Every token from a set of ``(terminal, state)`` pairs (small terminals, by their
         :meth:`set_start` states) at once: one trie walk with the set of live states per node.
         Returns ``(within_row, split_rows, split_steps, split_terminals)``: what the pairs' own
         walks give together (records of tokens within some pair dropped)."""
-        return walk_trie_set(*self._stack()[:4], starts, self.table)
+        return walk_trie_set(*self._stack(), starts, self.table)
 
     def set_walk_records(
         self,
@@ -255,9 +273,7 @@ class DfaWalker:
         steps: np.ndarray,
     ) -> tuple[np.ndarray, ...]:
         """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
-        return walk_suffixes_set(
-            *self._stack()[:4], starts, rows, steps, first_byte_bounds, self.table
-        )
+        return walk_suffixes_set(*self._stack(), starts, rows, steps, first_byte_bounds, self.table)
 
     def _table(self, t: int) -> np.ndarray:
         """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
