@@ -18,6 +18,12 @@ accept what the checker rejects):
   it, minus the trailing newline its ``$`` lets through.
 - email: the checker only asks for an ``@``; so do we (any characters around it).
 - ipv4, ipv6, date, json-pointer, relative-json-pointer: exact.
+- uri-template: the checker (package ``uri_template``) takes any text without braces around
+  expressions ``{op? varspec,...}``; we accept RFC 6570 level-4 expressions: an operator of
+  ``+#./;?&`` or none, variable names ``[A-Za-z0-9_]`` then those, ``.`` or ``%XX``, each with
+  an optional prefix ``:1``..``:999`` or explode ``*`` (or the checker's ``[]``). Not taken:
+  the checker's extensions (defaults ``{x=1}``, ``name/key`` pairs, the ``,`` operator,
+  trailing joiners ``{a,}``).
 
 Formats a draft does not define (or that ``jsonschema`` does not check in that draft, e.g.
 ``int32``) are annotations: the specification says to ignore them, and we do.
@@ -99,6 +105,11 @@ URI_REFERENCE = f"(?:{URI}|{_RELATIVE}(?:\\?{_QUERY})?(?:#{_QUERY})?)"
 
 _POINTER_CHAR = "(?:[\\x00-\\x2e\\x30-\\x7d\\x7f-\\U0010ffff]|~[01])"
 JSON_POINTER = f"(?:/{_POINTER_CHAR}*)*"
+
+_TEMPLATE_LITERAL = "[\\x00-\\x7a\\x7c\\x7e-\\U0010ffff]"  # any character but { and }
+_VARNAME = "[A-Za-z0-9_](?:[A-Za-z0-9_.]|%[0-9A-Fa-f]{2})*"
+_VARSPEC = f"{_VARNAME}(?::(?:[1-9][0-9]{{0,2}}|0[1-9][0-9]?|00[1-9])|\\*|\\[\\])?"
+URI_TEMPLATE = f"(?:{_TEMPLATE_LITERAL}|\\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\\}})*"
 RELATIVE_JSON_POINTER = f"(?:0|[1-9][0-9]*)(?:#|{JSON_POINTER})"
 
 FORMAT_REGEXES: dict[str, str] = {
@@ -114,6 +125,7 @@ FORMAT_REGEXES: dict[str, str] = {
     "uri": URI,
     "uri-reference": URI_REFERENCE,
     "json-pointer": JSON_POINTER,
+    "uri-template": URI_TEMPLATE,
     "relative-json-pointer": RELATIVE_JSON_POINTER,
 }
 
