@@ -209,6 +209,7 @@ FORMAT_SAMPLES = {
     "uri-reference": ["//a/b", "a/b", "?q", "#f", "a b", "%zz"],
     "json-pointer": ["", "/a~0b~1c", "/a~2", "a"],
     "relative-json-pointer": ["0", "1/a", "01", "2#", "#"],
+    "uri-template": ["/a/{b}{?c,d*}", "{+x:3}", "{", "{}", "a}", "{a:0}", "{%41}"],
 }
 
 
