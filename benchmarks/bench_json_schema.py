@@ -3,11 +3,17 @@
 Per split: coverage (compiled within the budget vs refused, by reason), false rejections
 (valid instance rejected) and false accepts (invalid instance accepted) walking the SmolLM2
 tokens of each instance, schema->regex time, compile time p50/p90/p99, per-mask time
-p50/p99/p99.9 while walking valid instances. All engines: strict=False semantics, compact
+p50/p99/p99.9 while walking valid instances, and per schema the slowest single mask of its
+first walk (a valid instance walked before any other, so every state is a first visit): the 10
+worst schemas per engine and how many exceed 1 ms. ``--corpus PATH`` adds a jsonl in the
+same row format (benchmarks/data/wild_corpus.jsonl, built by wild_corpus.py), reported by
+its ``split`` field; ``--splits ''`` runs the corpus alone. All engines: strict=False semantics, compact
 separators. outlines-core runs in a forked child per schema, killed when over budget (its
 ``Index`` build has no timeout). Run by hand:
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_json_schema.py --per-split 40
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_json_schema.py --splits '' \
+        --corpus benchmarks/data/wild_corpus.jsonl --engines formcast,xgrammar,llguidance
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench"
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "jsonschemabench"
 SPLITS = ["Glaiveai2K", "Github_easy", "Github_medium", "Kubernetes", "Snowplow"]
 BUDGET_S = 10.0
+SLOW_MASK_S = 1e-3  # a first-visit mask slower than this is counted per engine
 
 
 def pct(xs, q):
@@ -168,7 +176,8 @@ class OutlinesCore:
 
 def evaluate(eng, schema, items) -> dict:
     """Compile ``schema`` and walk every ``(token_ids, is_valid)`` item; times in seconds."""
-    out: dict = {"reason": None, "compile": None, "accepted": [], "masks": [], "route": None}
+    out: dict = {"reason": None, "compile": None, "accepted": [], "masks": [], "route": None,
+                 "first_walk_max": None, "first_walk_tokens": 0}  # fmt: skip
     t, cpu = time.perf_counter(), time.process_time()
     try:
         g = eng.compile(schema)
@@ -190,6 +199,10 @@ def evaluate(eng, schema, items) -> dict:
         out["accepted"].append(accepted)
         if is_valid:
             out["masks"] += masks
+            if out["first_walk_max"] is None and masks:
+                # items come valid-first: this walk visits every state for the first time
+                out["first_walk_max"] = max(wall for wall, _ in masks)
+                out["first_walk_tokens"] = len(masks)
     return out
 
 
@@ -215,10 +228,42 @@ def evaluate_isolated(eng, schema, items) -> dict:
     return out
 
 
-def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -> dict:
-    import jsonschema
-    from jsonschema import validators
+def load_rows(per_split: int, splits: list[str], corpus: Path | None) -> dict[str, list[dict]]:
+    """Rows by split: every ``len/per_split``-th of each shared split, all rows of the corpus."""
+    by_split: dict[str, list[dict]] = {}
+    for split in splits:
+        rows = [json.loads(x) for x in open(DATA / f"{split}.jsonl", encoding="utf-8")]
+        by_split[split] = rows[:: max(1, len(rows) // per_split)][:per_split]
+    if corpus is not None:
+        for line in open(corpus, encoding="utf-8"):
+            row = json.loads(line)
+            by_split.setdefault(row["split"], []).append(row)
+    return by_split
 
+
+def oracle_for(schema):
+    """The tests' oracle (exact multipleOf, OpenAPI nullable) when importable, else jsonschema's
+    format-checking validator of the schema's draft."""
+    if str(REPO) not in sys.path:
+        sys.path.append(str(REPO))
+    try:
+        from tests.grammar.schema_oracle import validator
+
+        return validator(schema)
+    except ImportError:
+        import jsonschema
+        from jsonschema import validators
+
+        cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def run(
+    per_split: int,
+    engines_wanted: list[str],
+    splits: list[str] = SPLITS,
+    corpus: Path | None = None,
+) -> dict:
     from formcast.engine.models.loader import load_tokenizer
     from formcast.grammar import Vocabulary
     from formcast.grammar.json_schema.values import serialize
@@ -234,19 +279,21 @@ def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -
         except Exception as exc:  # a peer not installed / incompatible: reported, not fatal
             print(f"skip {cls.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     results: dict = {}
-    for split in splits:
-        rows = [json.loads(x) for x in open(DATA / f"{split}.jsonl", encoding="utf-8")]
-        rows = rows[:: max(1, len(rows) // per_split)][:per_split]
+    worst: dict = {}  # engine -> [(first walk's slowest mask s, split, id, tokens, compile s)]
+    for split, rows in load_rows(per_split, splits, corpus).items():
         prepared = []
         for row in rows:
             schema = row["schema"]
-            cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            oracle = cls(schema, format_checker=cls.FORMAT_CHECKER)
+            oracle = oracle_for(schema)
             items = []
             for test in row["tests"]:
                 text = serialize(test["data"], schema, schema)
                 is_valid = oracle.is_valid(json.loads(text))
-                items.append((tok.encode(text, add_special_tokens=False), is_valid))
+                ids = tok.encode(text, add_special_tokens=False)
+                if tok.decode(ids) != text:  # the walk would test the tokenizer, not the engine
+                    print(f"  {row['id']}: tokens do not round-trip {text[:80]!r}", file=sys.stderr)
+                items.append((ids, is_valid))
+            items.sort(key=lambda item: not item[1])  # valid first (stable): first visits
             prepared.append((row["id"], schema, items))
         for eng in engines:
             r = results.setdefault(split, {}).setdefault(
@@ -269,6 +316,11 @@ def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -
                     r["refused"]["over 10 s"] += 1
                     continue
                 r["ok"] += 1
+                if ev["first_walk_max"] is not None:
+                    worst.setdefault(eng.name, []).append(
+                        (ev["first_walk_max"], split, row_id, ev["first_walk_tokens"],
+                         ev["compile"])
+                    )  # fmt: skip
                 r["compile"].append(ev["compile"])
                 r["compile_cpu"].append(ev["compile_cpu"])
                 r["mask"] += [wall for wall, _ in ev["masks"]]
@@ -289,14 +341,47 @@ def run(per_split: int, engines_wanted: list[str], splits: list[str] = SPLITS) -
                         r["fa"] += int(accepted)
             print(split, eng.name, r["ok"], "/", r["n"], dict(r["refused"]), "FR", r["fr"],
                   "FA", r["fa"], r["fr_ids"], flush=True)  # fmt: skip
-    return {"results": results}
+    return {"results": results, "worst_first_walk": worst}
 
 
-def report(out: dict, per_split: int) -> str:
+def report_worst(worst: dict, num_shown: int = 10) -> list[str]:
+    """Per engine: the ``num_shown`` schemas whose first walk had the slowest single mask, and
+    the count of schemas whose slowest first-visit mask exceeds ``SLOW_MASK_S``."""
+    if not worst:
+        return []
+    lines = ["", "Slowest single mask of each schema's first walk (first visits of a valid "
+             "instance); per engine the count over 1 ms and the 10 worst schemas:", "",
+             "| engine | schemas walked | slowest mask > 1 ms | max ms | median of per-schema "
+             "max ms |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for name, rows in worst.items():
+        maxima = [m for m, *_ in rows]
+        num_slow = sum(m > SLOW_MASK_S for m in maxima)
+        lines.append(
+            f"| {name} | {len(rows)} | {num_slow} | {max(maxima) * 1e3:.2f} "
+            f"| {pct(maxima, 50) * 1e3:.3f} |"
+        )
+    for name, rows in worst.items():
+        lines += ["", f"{name}: 10 worst schemas by first-walk slowest mask", "",
+                  "| rank | split | schema | slowest mask ms | tokens walked | compile ms |",
+                  "|---:|---|---|---:|---:|---:|"]  # fmt: skip
+        ranked = sorted(rows, key=lambda r: r[0], reverse=True)[:num_shown]
+        for rank, (slowest, split, row_id, num_tokens, compile_s) in enumerate(ranked, 1):
+            lines.append(
+                f"| {rank} | {split} | {row_id.split('---', 1)[-1]} | {slowest * 1e3:.2f} "
+                f"| {num_tokens} | {compile_s * 1e3:.1f} |"
+            )
+    return lines
+
+
+def report(out: dict, per_split: int, corpus: Path | None = None, splits_arg: str = "") -> str:
     res = out["results"]
+    extra = ""
+    if corpus is not None:
+        extra = f" --splits '{splits_arg}' --corpus {corpus}"
     lines = [
         f"Command: `HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_json_schema.py "
-        f"--per-split {per_split}` (every {{len/{per_split}}}-th schema of each split), "
+        f"--per-split {per_split}{extra}` (every {{len/{per_split}}}-th schema of each shared "
+        "split, every row of the corpus), "
         f"machine: {platform.machine()} {platform.processor() or ''} 2-core CPU, no GPU, "
         f"Python {platform.python_version()}. strict=False semantics, compact separators, "
         "SmolLM2 vocabulary, 10 s compile budget. FR = valid instance rejected, FA = invalid "
@@ -335,6 +420,7 @@ def report(out: dict, per_split: int) -> str:
                     f"p99 {pct(m, 99):.1f} us"
                 )
             lines.append(f"- {split}: " + "; ".join(parts) + f"; FR ids: {r['fr_ids']}")
+    lines += report_worst(out.get("worst_first_walk", {}))
     return "\n".join(lines)
 
 
@@ -342,15 +428,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--per-split", type=int, default=40)
     ap.add_argument("--engines", default="formcast,xgrammar,llguidance,outlines-core")
-    ap.add_argument("--splits", default=",".join(SPLITS))
+    ap.add_argument("--splits", default=",".join(SPLITS), help="'' for none (corpus only)")
+    ap.add_argument(
+        "--corpus", type=Path, default=None, help="a jsonl in the split row format, by its splits"
+    )
     ap.add_argument("--out", default=None, help="write the markdown table here")
     ap.add_argument(
         "--no-leaf-memo", action="store_true", help="no DFA or lexer-walk reuse across schemas"
     )
     args = ap.parse_args()
     Formcast.clear_memo = args.no_leaf_memo
-    out = run(args.per_split, args.engines.split(","), args.splits.split(","))
-    text = report(out, args.per_split)
+    splits = [s for s in args.splits.split(",") if s]
+    out = run(args.per_split, args.engines.split(","), splits, args.corpus)
+    text = report(out, args.per_split, args.corpus, args.splits)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")

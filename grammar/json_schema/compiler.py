@@ -22,7 +22,7 @@ from typing import Any
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar import caches
 from formcast.grammar.index.compile import regex_to_dfa
-from formcast.grammar.json_schema import ecma_pattern, number_ranges
+from formcast.grammar.json_schema import complement, dependencies, ecma_pattern, number_ranges
 from formcast.grammar.json_schema.any_value.frames import FrameMachine
 from formcast.grammar.json_schema.arrays import array_tree
 from formcast.grammar.json_schema.charset import JSON_CHAR
@@ -34,7 +34,7 @@ from formcast.grammar.json_schema.objects import object_tree
 from formcast.grammar.json_schema.pattern_intersection import intersect_branches
 from formcast.grammar.json_schema.refs import detect_draft, escape_pointer_token, resolve_ref
 from formcast.grammar.json_schema.values import JSON_TYPES, equality_key, ordered, type_of
-from formcast.grammar.regex.combinators import alt, group, joined, literal, opt, repeat, seq, star
+from formcast.grammar.regex.combinators import alt, group, joined, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
     CharSet,
     Lookahead,
@@ -79,9 +79,8 @@ def has_any_marker(node: Node) -> bool:
 
 # Keywords with validation meaning that formcast does not implement: always refused.
 _REFUSED = {
-    "dependencies", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-    "unevaluatedItems", "$dynamicRef", "$recursiveRef", "if", "disallow", "extends",
-    "divisibleBy",
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+    "disallow", "extends", "divisibleBy",
 }  # fmt: skip
 _NOT_DRAFT7_REF_SIBLINGS = ("draft4", "draft6", "draft7")
 _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
@@ -104,6 +103,7 @@ class SchemaCompiler:
         self.root = root
         self.draft = detect_draft(root)
         check_keyword_types(root, self.draft)  # malformed keyword values fail here, with pointer
+        self.has_dependencies = dependencies.document_has_dependencies(root, self.draft)
         self.layout = Layout() if layout is None else layout
         self.depth = 0  # nesting depth of the value being compiled (0 = the whole output)
         self.strict = strict
@@ -341,12 +341,15 @@ class SchemaCompiler:
         return self._compile_plain(schema, pointer)
 
     def _normalize(self, schema: dict, pointer: str) -> dict:
+        if "if" in schema or "then" in schema or "else" in schema:
+            # (if and then) or (not if and else), as an allOf part (complement.conditional)
+            schema = complement.conditional(schema, self.draft)
         for key in _REFUSED:
             if key in schema:
-                if key == "if" and "then" not in schema and "else" not in schema:
-                    continue
                 self.refuse(f"keyword {key!r} is not supported", pointer, key)
                 schema = {k: v for k, v in schema.items() if k not in (key, "then", "else")}
+        # dependency keywords of another draft are unknown there (ignored); layout order
+        schema = dependencies.normalize(schema, self.draft, self.root, self.has_dependencies)
         if self.draft == "draft4":
             schema = dict(schema)
             for bound, excl in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
@@ -423,19 +426,18 @@ class SchemaCompiler:
                     flat.append(self._flatten_all([b], p))
                 except SchemaError:
                     flat.append(None)
+            # branches that may overlap: branch i and none of the others it may share an
+            # instance with (an instance valid against two branches is invalid)
+            overlaps: list[list[int]] = [[] for _ in flat]
             for i in range(len(flat)):
                 for j in range(i + 1, len(flat)):
                     if not self._disjoint(flat[i], flat[j]):
-                        self.refuse(
-                            f"oneOf branches {i} and {j} may overlap (only provably disjoint "
-                            "branches are exact); treating oneOf as anyOf",
-                            pointer,
-                            "oneOf",
-                        )
-                        break
-                else:
-                    continue
-                break
+                        overlaps[i].append(j)
+                        overlaps[j].append(i)
+            merged = [
+                (complement.exclusive_branch(b, [branches[j] for j in overlaps[i]]), p)
+                for i, (b, p) in enumerate(merged)
+            ]
         return alt(self.compile(b, p) for b, p in merged)
 
     def _exclusive_required(self, branches: list, pointer: str) -> list | None:
@@ -464,6 +466,17 @@ class SchemaCompiler:
             for i, names in enumerate(required)
         ]
 
+    def _merged_part(self, schema: Any) -> Any:
+        """``schema`` with its ``$ref``s and ``allOf`` merged (unmerged when merging fails):
+        a discriminator ``const`` under ``allOf`` is then seen by :meth:`_disjoint`."""
+        found = self._resolve(schema, "")
+        if isinstance(found, dict) and "allOf" in found:
+            try:
+                return self._flatten_all([found], "")
+            except SchemaError:
+                return found
+        return found
+
     def _disjoint(self, a: Any, b: Any) -> bool:
         """Sound (incomplete) test that no instance satisfies both ``a`` and ``b``."""
         if a is False or b is False:
@@ -484,8 +497,7 @@ class SchemaCompiler:
             ra, rb = set(a.get("required", [])), set(b.get("required", []))
             for name in ra & rb:
                 if name in pa and name in pb:
-                    sa = self._resolve(pa[name], "")
-                    sb = self._resolve(pb[name], "")
+                    sa, sb = self._merged_part(pa[name]), self._merged_part(pb[name])
                     if isinstance(sa, dict) and isinstance(sb, dict) and self._disjoint(sa, sb):
                         return True
             for _x, y, rx in ((a, b, ra), (b, a, rb)):
@@ -503,9 +515,10 @@ class SchemaCompiler:
 
     def _compile_plain(self, s: dict, ptr: str) -> Node | None:
         if "not" in s:
-            s = self._apply_not(s, ptr)
-            if s is False:
-                return None
+            applied = self._apply_not(s, ptr)
+            if not isinstance(applied, dict):
+                return None if applied is False else applied  # the complement's tree
+            s = applied
         types = _declared_types(s, ptr)
         if "enum" in s or "const" in s:
             return self._enum(s, ptr, types)
@@ -517,23 +530,26 @@ class SchemaCompiler:
                 branches.append(self._typed(t, s, ptr))
         return alt(branches)
 
-    def _apply_not(self, s: dict, ptr: str) -> dict | bool:
+    def _apply_not(self, s: dict, ptr: str) -> dict | bool | Node | None:
+        """``s`` with its ``not`` applied: a schema to compile on (``False``: empty) when the
+        negation is a type or value filter, else the tree of the complement (``complement``).
+        """
         neg = self._resolve(s["not"], ptr + "/not")
         rest = {k: v for k, v in s.items() if k != "not"}
         if neg is False or neg == {}:
             return rest if neg is False else False
         if neg is True:
             return False
+        if "const" in rest and is_impossible(rest["const"]):
+            return False
         if isinstance(neg, dict) and set(neg) - {"title", "description"} == {"type"}:
             excluded = {neg["type"]} if isinstance(neg["type"], str) else set(neg["type"])
             if "number" in excluded:
                 excluded.add("integer")
             types = _declared_types(rest, ptr)
-            if "integer" in excluded and "number" in types and "number" not in excluded:
-                self.refuse("not {type: integer} under number", ptr, "not")
-                return rest
-            rest["type"] = sorted(types - excluded)
-            return rest if rest["type"] else False
+            if not ("integer" in excluded and "number" in types and "number" not in excluded):
+                rest["type"] = sorted(types - excluded)
+                return rest if rest["type"] else False
         if (
             isinstance(neg, dict)
             and set(neg) - {"title", "description"} <= {"enum", "const"}
@@ -545,8 +561,7 @@ class SchemaCompiler:
             vals = rest.pop("enum") if "enum" in rest else [rest.pop("const")]
             rest["enum"] = [v for v in vals if equality_key(v) not in bad]
             return rest
-        self.refuse("'not' is only supported for types and finite value sets", ptr, "not")
-        return rest
+        return complement.compile_not(self, rest, s["not"], ptr)
 
     def _enum(self, s: dict, ptr: str, types: set[str]) -> Node | None:
         if "const" in s and is_impossible(s["const"]):
@@ -634,29 +649,18 @@ class SchemaCompiler:
             hi = f[2]
         if f[3] is not None and (hi is None or f[3] <= hi):
             hi, hi_strict = f[3], True
-        max_frac = None
         if m is not None:
             mf = number_ranges.to_fraction(m)
             if mf <= 0:
                 raise SchemaError("multipleOf must be > 0", pointer=ptr, keyword="multipleOf")
-            if mf.denominator == 1:
-                ilo, ihi = number_ranges.int_bounds(bounds)
-                try:
-                    ints = number_ranges.int_multiple(mf.numerator, ilo, ihi)
-                except ValueError as exc:
-                    self.refuse(str(exc), ptr, "multipleOf")
-                    ints = None
-                if ints is not None or not self.lenient:
-                    zeros = seq(literal("."), repeat(literal("0"), 1, None))
-                    return None if ints is None else seq(ints, opt(zeros))
-            elif mf.numerator == 1 and 10 ** (len(str(mf.denominator)) - 1) == mf.denominator:
-                max_frac = len(str(mf.denominator)) - 1
-            else:
-                self.refuse(
-                    f"multipleOf {m} on numbers (only 10^-k and integers)", ptr, "multipleOf"
-                )
+            try:
+                return number_ranges.decimal_multiple(mf, lo, lo_strict, hi, hi_strict)
+            except number_ranges.MultipleTooLarge as exc:  # lenient: the range without it
+                self.refuse(str(exc), ptr, "multipleOf")
+            except ValueError as exc:  # a bound past the decimal range's digits
+                raise SchemaError(str(exc), pointer=ptr, keyword="minimum") from exc
         try:
-            return number_ranges.decimal_range(lo, lo_strict, hi, hi_strict, max_frac)
+            return number_ranges.decimal_range(lo, lo_strict, hi, hi_strict)
         except ValueError as exc:
             raise SchemaError(str(exc), pointer=ptr, keyword="minimum") from exc
 

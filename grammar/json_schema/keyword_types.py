@@ -34,6 +34,10 @@ def _is_schema(value: Any) -> bool:
     return isinstance(value, dict | bool)
 
 
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
 def _is_type(value: Any) -> bool:
     if isinstance(value, str):
         return value in _TYPE_NAMES
@@ -67,6 +71,10 @@ _SCALAR_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "required": (
         lambda v: isinstance(v, list) and all(isinstance(name, str) for name in v),
         "an array of strings",
+    ),
+    "dependentRequired": (
+        lambda v: isinstance(v, dict) and all(_is_names(names) for names in v.values()),
+        "an object whose values are arrays of strings",
     ),
 }
 # keywords whose value is one schema
@@ -164,6 +172,16 @@ def subschemas(schema: dict, pointer: str) -> list[tuple[Any, str]]:
             if not isinstance(value, list) or not value:
                 raise _fail(keyword, value, "a non-empty array of schemas", pointer)
             found += [(sub, f"{pointer}/{keyword}/{i}") for i, sub in enumerate(value)]
+    if "dependencies" in schema:  # draft 4..7: a name array or a schema per property name
+        value = schema["dependencies"]
+        must_be = "an object whose values are arrays of strings or schemas"
+        if not isinstance(value, dict):
+            raise _fail("dependencies", value, must_be, pointer)
+        for name, dep in value.items():
+            if _is_schema(dep):
+                found.append((dep, f"{pointer}/dependencies/{escape_pointer_token(name)}"))
+            elif not _is_names(dep):
+                raise _fail("dependencies", value, must_be, pointer)
     if "items" in schema:
         items = schema["items"]
         if isinstance(items, list):  # draft <= 2019-09 tuple form

@@ -4,15 +4,23 @@
 input (or raises ``SchemaError`` for a combination it cannot intersect exactly). Subschemas
 under the same property or array position are combined lazily as ``{"allOf": [...]}``.
 Every input must already have its top-level ``$ref`` resolved and be a dict.
+
+Dependency keywords merge per trigger name ``K``: "``K`` present => ``A``" and "``K`` present
+=> ``B``" is "``K`` present => ``A`` and ``B``" (name lists united, schemas intersected; a
+``dependencies`` name list ``L`` is the schema ``{"required": L}``). The two formcast-private
+keywords of :mod:`~formcast.grammar.json_schema.dependencies` (``ORDER_KEY``, ``APPLIED_KEY``:
+lists of strings) are concatenated without repeats.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from formcast.errors import SchemaError
+from formcast.grammar.json_schema.number_ranges import to_fraction
 from formcast.grammar.json_schema.values import equality_key
 
 _ANNOTATIONS = {
@@ -31,13 +39,22 @@ VALIDATION_KEYWORDS = {
     "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
     "$recursiveRef", "disallow", "extends", "divisibleBy",
 }  # fmt: skip
+# formcast-private keywords (not JSON Schema; see the dependencies module): the member order of
+# an object whose dependencies are being expanded, and the dependentSchemas already merged
+ORDER_KEY = "$formcast:order"
+APPLIED_KEY = "$formcast:applied"
+_PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY)
 _MAX_KEYS = ("maxLength", "maxItems", "maxProperties", "maxContains")
 _MIN_KEYS = ("minLength", "minItems", "minProperties", "minContains")
 
 
 def _all(*schemas: Any) -> Any:
-    """Lazy intersection of subschemas (``True`` parts dropped)."""
-    parts = [s for s in schemas if s is not True and s != {}]
+    """Lazy intersection of subschemas (``True`` parts and repeated parts dropped: ``S`` and
+    ``S`` is ``S``, which keeps a recursive ``$ref`` merged with itself a plain ``$ref``)."""
+    parts: list[Any] = []
+    for s in schemas:
+        if s is not True and s != {} and not any(s is p or s == p for p in parts):
+            parts.append(s)
     if any(p is False for p in parts):
         return False
     if not parts:
@@ -59,6 +76,9 @@ def merge(
     out: dict[str, Any] = {}
     for s in schemas:
         for key, value in s.items():
+            if key in _PRIVATE_LISTS:
+                out[key] = list(dict.fromkeys([*out.get(key, []), *value]))
+                continue
             if key not in VALIDATION_KEYWORDS or key in ("properties", "patternProperties"):
                 continue
             if key == "additionalProperties":
@@ -133,6 +153,8 @@ def _combine(key: str, a: Any, b: Any, pointer: str) -> Any:
         return kept if kept else False
     if key == "required":
         return list(dict.fromkeys(list(a) + list(b)))
+    if key in ("dependentRequired", "dependentSchemas", "dependencies"):
+        return _merge_dependencies(a, b)
     if key in _MAX_KEYS:
         return min(a, b)
     if key in _MIN_KEYS:
@@ -141,11 +163,8 @@ def _combine(key: str, a: Any, b: Any, pointer: str) -> Any:
         return max(a, b)
     if key in ("maximum", "exclusiveMaximum") and not isinstance(a, bool):
         return min(a, b)
-    if key == "multipleOf":
-        if a == b:
-            return a
-        if float(a).is_integer() and float(b).is_integer():
-            return math.lcm(int(a), int(b))
+    if key == "multipleOf" and _is_number(a) and _is_number(b):
+        return _common_multiple(a, b, pointer)
     if key == "uniqueItems":
         return bool(a) or bool(b)
     if key in ("items", "additionalItems", "propertyNames", "contains", "not"):
@@ -165,6 +184,52 @@ def _combine(key: str, a: Any, b: Any, pointer: str) -> Any:
     raise SchemaError(
         f"cannot intersect two different {key!r} values exactly", pointer=pointer, keyword=key
     )
+
+
+def _merge_dependencies(a: dict, b: dict) -> dict:
+    """Per trigger name: "``K`` present => both": name lists united, schemas intersected."""
+    out = dict(a)
+    for name, dep in b.items():
+        if name not in out:
+            out[name] = dep
+        elif isinstance(out[name], list) and isinstance(dep, list):
+            out[name] = list(dict.fromkeys([*out[name], *dep]))
+        else:  # a schema (dependentSchemas, or dependencies with a schema on either side)
+            out[name] = _all(*(
+                {"required": d} if isinstance(d, list) else d for d in (out[name], dep)
+            ))  # fmt: skip
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _common_multiple(a: float, b: float, pointer: str) -> int | float:
+    """``multipleOf`` whose multiples are exactly the common multiples of ``a`` and ``b``.
+
+    With ``a = p1/q1`` and ``b = p2/q2`` in lowest terms (exact decimals; floats through their
+    shortest ``repr``), ``x/a`` and ``x/b`` are integers iff ``x`` is a multiple of
+    ``lcm(p1, p2) / gcd(q1, q2)``. An integral result is an ``int``; a fractional one is the
+    float whose ``repr`` is exactly it (``SchemaError`` if no float is).
+    """
+    if a == b:
+        return a
+    exact_a, exact_b = to_fraction(a), to_fraction(b)
+    common = Fraction(
+        math.lcm(exact_a.numerator, exact_b.numerator),
+        math.gcd(exact_a.denominator, exact_b.denominator),
+    )
+    if common.denominator == 1:
+        return common.numerator
+    as_float = float(common)
+    if to_fraction(as_float) != common:
+        raise SchemaError(
+            f"the common multiple {common} of multipleOf {a} and {b} is not a float",
+            pointer=pointer,
+            keyword="multipleOf",
+        )
+    return as_float
 
 
 class _Impossible:

@@ -5,15 +5,24 @@ Integers are written as JSON integer literals ``-?(0|[1-9][0-9]*)`` (no fraction
 ``number`` with bounds or ``multipleOf`` is written without exponent, ``-?I(.F)?``, because
 "value >= bound" over exponent notation is not a regular language. Values are compared as
 exact decimals; a float bound from the schema is read through its shortest ``repr``.
+
+``multipleOf`` (any positive rational, any bounds): :func:`int_multiple` and
+:func:`decimal_multiple` take the small closed forms where they exist (``m = 1`` or ``10^-k``:
+a range; few multiples: a trie; ``m | 1000``: a residue suffix) and otherwise the general
+construction of :mod:`~formcast.grammar.json_schema.multiples` (``MultipleTooLarge``, a
+``ValueError``, over its budget).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from decimal import Decimal
 from fractions import Fraction
 
 from formcast.grammar import caches
+from formcast.grammar.json_schema.multiples import MultipleTooLarge as MultipleTooLarge
+from formcast.grammar.json_schema.multiples import multiples_tree, scaled_form
 from formcast.grammar.regex.combinators import (
     alt,
     char_range,
@@ -32,6 +41,7 @@ NUMBER: Node = parse_regex(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)
 DIGIT = char_range("0", "9")
 NONZERO_DIGIT = char_range("1", "9")
 _ZEROS = star(literal("0"))
+_ZEROS_PLUS = repeat(literal("0"), 1, None)
 MAX_ENUMERATED_MULTIPLES = 256
 
 
@@ -130,7 +140,25 @@ def to_fraction(value: float | int) -> Fraction:
 
 
 def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
-    """Integers in [lo, hi] divisible by m (m >= 1), exactly; raises ValueError if too big."""
+    """JSON integer literals of the multiples of ``m`` in ``[lo, hi]`` (``None``: unbounded).
+
+    Parameters
+    ----------
+    m : int
+        The divisor, >= 1 (for ``type: integer`` and ``multipleOf: p/q``, ``p``).
+    lo, hi : int | None
+        Inclusive bounds.
+
+    Returns
+    -------
+    Node | None
+        The exact tree (``-0`` included when 0 is in range); ``None`` when empty.
+
+    Raises
+    ------
+    MultipleTooLarge
+        The general construction is over its budget (see ``multiples``).
+    """
     if m == 1:
         return int_range(lo, hi)
     if lo is not None and hi is not None and (hi - lo) // m <= MAX_ENUMERATED_MULTIPLES:
@@ -139,7 +167,9 @@ def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
         return alt([trie_alt(str(v) for v in values), literal("-0") if 0 in values else None])
     k = next((k for k in range(1, 4) if 10**k % m == 0), None)
     if k is None:
-        raise ValueError(f"multipleOf {m} over an unbounded range is not supported")
+        lo_fraction = None if lo is None else Fraction(lo)
+        hi_fraction = None if hi is None else Fraction(hi)
+        return multiples_tree(Fraction(m), lo_fraction, False, hi_fraction, False, is_number=False)
     neg = pos = None
     if hi is None or hi >= 0:
         pos = _nonneg_multiple(m, k, max(lo or 0, 0), hi)
@@ -148,6 +178,44 @@ def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
         neg = seq(literal("-"), _nonneg_multiple(m, k, mag_lo, None if lo is None else -lo))
     zero_ok = (lo is None or lo <= 0) and (hi is None or hi >= 0)
     return alt([neg, literal("-0") if zero_ok else None, pos])
+
+
+def decimal_multiple(
+    m: Fraction, lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool
+) -> Node | None:
+    """Numbers ``-?I(\\.F)?`` (no exponent) that are multiples of ``m`` in the given range.
+
+    Parameters
+    ----------
+    m : Fraction
+        ``multipleOf``, > 0 (any rational; its multiples that are finite decimals).
+    lo, hi : Fraction | None
+        Bounds (``None``: unbounded); ``lo_strict`` / ``hi_strict`` make them exclusive.
+
+    Returns
+    -------
+    Node | None
+        The exact tree; ``None`` when empty.
+
+    Raises
+    ------
+    MultipleTooLarge
+        The general construction is over its budget (see ``multiples``).
+    ValueError
+        For ``m = 10^-k``: a bound that ``decimal_range`` cannot write (see there).
+    """
+    big_p, num_fraction_digits = scaled_form(m, is_number=True)
+    if big_p == 1:  # m = 10^-k: fraction digits past k are zeros
+        return decimal_range(lo, lo_strict, hi, hi_strict, num_fraction_digits)
+    if num_fraction_digits == 0:  # integral multiples: the integer texts, then ".0", ".00", ...
+        int_lo = int_hi = None
+        if lo is not None:  # the least integer > lo (strict) or >= lo
+            int_lo = math.floor(lo) + 1 if lo_strict else math.ceil(lo)
+        if hi is not None:  # the greatest integer < hi (strict) or <= hi
+            int_hi = math.ceil(hi) - 1 if hi_strict else math.floor(hi)
+        ints = int_multiple(big_p, int_lo, int_hi)
+        return None if ints is None else seq(ints, opt(seq(literal("."), _ZEROS_PLUS)))
+    return multiples_tree(m, lo, lo_strict, hi, hi_strict, is_number=True)
 
 
 def _nonneg_multiple(m: int, k: int, lo: int, hi: int | None) -> Node | None:

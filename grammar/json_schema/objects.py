@@ -15,6 +15,10 @@ one alternative per key class (``key_classes``): the keys matching exactly the p
 ``additionalProperties`` when ``S`` is empty); a declared name's value must also satisfy every
 pattern it matches. An absent ``additionalProperties`` is ``false`` under ``strict`` and
 ``true`` otherwise, with or without patterns.
+
+Dependency keywords (``dependentRequired``, ``dependentSchemas``, ``dependencies``) are a case
+split into such plain objects (``dependencies`` module); the names they mention come after the
+declared and required names (the private ``merge.ORDER_KEY``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from formcast.grammar.json_schema.charset import (
     intersect,
     normalize,
 )
+from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
 from formcast.grammar.json_schema.key_classes import KeySpace
+from formcast.grammar.json_schema.merge import ORDER_KEY
 from formcast.grammar.regex.char_classes import Ranges
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
@@ -112,6 +118,8 @@ def _minus(a: Ranges, b: Ranges) -> Ranges:
 
 def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     """The object instances of schema ``s`` (already merged, refs resolved)."""
+    if has_dependencies(s):  # case split on the triggers' presence (dependencies module)
+        return dependent_object_tree(c, s, ptr)
     layout = c.layout
     key_sep = layout.key_sep()
     props: dict[str, Any] = s.get("properties") or {}
@@ -129,6 +137,15 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     for r in required:
         if r not in props:
             declared.append((r, None, True))
+    if ORDER_KEY in s:  # dependencies reach this object: members in its layout order
+        order: list[str] = s[ORDER_KEY]
+        rank = {name: i for i, name in enumerate(order)}
+        # an undeclared name ordered before a declared one is declared (optional, with the
+        # value an extra key of that name would have: the same language, fixed position)
+        last = max((rank.get(name, -1) for name, _, _ in declared), default=-1)
+        is_declared = {name for name, _, _ in declared}
+        declared += [(name, None, False) for name in order[:last] if name not in is_declared]
+        declared.sort(key=lambda member: rank.get(member[0], len(rank)))
     pairs: list[tuple[Node, bool]] = []
     for name, sub, is_req in declared:
         sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"

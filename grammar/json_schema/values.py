@@ -2,7 +2,8 @@
 
 ``serialize(value, schema, root)`` writes a value the way a schema-constrained generation
 writes it: object keys in the schema's ``properties`` order (then ``$ref`` targets, ``allOf``
-parts and ``anyOf``/``oneOf`` branches in order; keys no schema names keep their order, last),
+parts and ``anyOf``/``oneOf`` branches in order; then the names the dependency keywords mention;
+keys no schema names keep their order, last),
 compact separators, strings as ``json.dumps(..., ensure_ascii=False)``, integral floats under an
 integer-only schema written as integers.
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from formcast.grammar.json_schema.refs import resolve_ref
+from formcast.grammar.json_schema.refs import detect_draft, resolve_ref
 
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
+# "if K is present then ..." keywords, in the order their names are laid out
+DEPENDENCY_KEYWORDS = ("dependencies", "dependentSchemas", "dependentRequired")
 
 
 def type_of(value: Any) -> set[str]:
@@ -50,13 +53,21 @@ def equality_key(value: Any) -> str:
 
 
 def property_order(schema: Any, root: Any, _depth: int = 0) -> list[str]:
-    """Property names in the order formcast writes them for ``schema``."""
+    """Property names in the order formcast writes them for ``schema``: the declared and
+    required names (``_declared_order``), then the names its dependency keywords mention
+    (:func:`dependency_names`)."""
+    names = _declared_order(schema, root, _depth) + dependency_names(schema, root, _depth)
+    seen: set[str] = set()
+    return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+
+
+def _declared_order(schema: Any, root: Any, _depth: int = 0) -> list[str]:
     if not isinstance(schema, dict) or _depth > 20:
         return []
     names: list[str] = []
     if "$ref" in schema and isinstance(schema["$ref"], str):
         try:
-            names += property_order(resolve_ref(root, schema["$ref"], "")[0], root, _depth + 1)
+            names += _declared_order(resolve_ref(root, schema["$ref"], "")[0], root, _depth + 1)
         except ValueError:
             pass
     props = schema.get("properties")
@@ -64,14 +75,67 @@ def property_order(schema: Any, root: Any, _depth: int = 0) -> list[str]:
         names += list(props)
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(key, []) if isinstance(schema.get(key), list) else []:
-            names += property_order(sub, root, _depth + 1)
+            names += _declared_order(sub, root, _depth + 1)
     # required names that no "properties" declares come after the declared ones, in
     # "required" order (schema_objects lays them out so)
     required = schema.get("required")
     if isinstance(required, list):
         names += [n for n in required if isinstance(n, str)]
-    seen: set[str] = set()
-    return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+    return names
+
+
+def dependency_keywords(draft: str) -> tuple[str, ...]:
+    """The dependency keywords ``draft`` (``refs.detect_draft``) defines (the others are
+    unknown keywords there): ``dependencies`` in draft 4..7, the split ones from 2019-09."""
+    if draft in ("draft3", "draft4", "draft6", "draft7"):
+        return ("dependencies",)
+    return ("dependentSchemas", "dependentRequired")
+
+
+def draft_dependency_keywords(root: Any) -> tuple[str, ...]:
+    """:func:`dependency_keywords` of document ``root``'s draft."""
+    try:
+        return dependency_keywords(detect_draft(root))
+    except ValueError:  # draft 3 (refused by the compiler) has "dependencies" too
+        return dependency_keywords("draft3")
+
+
+def dependency_names(schema: Any, root: Any, _depth: int = 0) -> list[str]:
+    """The names the dependency keywords of ``schema`` (and of its ``$ref`` target and
+    ``allOf`` / ``anyOf`` / ``oneOf`` parts) mention, in layout order: keyword by keyword
+    (``draft_dependency_keywords``), part by part, trigger by trigger: the trigger name, then
+    its name list or the :func:`property_order` of its schema."""
+    if not isinstance(schema, dict) or _depth > 20:
+        return []
+    parts: list[dict] = []
+    seen: set[int] = set()
+
+    def visit(part: Any, depth: int) -> None:  # the parts in the order _declared_order visits
+        if not isinstance(part, dict) or depth > 20 or id(part) in seen:
+            return
+        seen.add(id(part))
+        if isinstance(part.get("$ref"), str):
+            try:
+                visit(resolve_ref(root, part["$ref"], "")[0], depth + 1)
+            except ValueError:
+                pass
+        parts.append(part)
+        for key in ("allOf", "anyOf", "oneOf"):
+            for sub in part[key] if isinstance(part.get(key), list) else []:
+                visit(sub, depth + 1)
+
+    visit(schema, _depth)
+    names: list[str] = []
+    for key in draft_dependency_keywords(root):
+        for part in parts:
+            entries = part.get(key)
+            for trigger, dep in entries.items() if isinstance(entries, dict) else ():
+                names.append(trigger)
+                if isinstance(dep, list):
+                    names += [n for n in dep if isinstance(n, str)]
+                else:
+                    names += property_order(dep, root, _depth + 1)
+    return names
 
 
 def _subschemas(schema: Any, root: Any, key: str, name: str | int, _depth: int = 0) -> list:
@@ -104,6 +168,11 @@ def _subschemas(schema: Any, root: Any, key: str, name: str | int, _depth: int =
     for k in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(k, []) if isinstance(schema.get(k), list) else []:
             out += _subschemas(sub, root, key, name, _depth + 1)
+    for k in draft_dependency_keywords(root) if key == "properties" else ():  # as allOf
+        entries = schema.get(k)
+        for dep in entries.values() if isinstance(entries, dict) else ():
+            if isinstance(dep, dict):
+                out += _subschemas(dep, root, key, name, _depth + 1)
     return out
 
 
