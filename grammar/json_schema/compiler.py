@@ -501,11 +501,10 @@ class SchemaCompiler:
                     if isinstance(sa, dict) and isinstance(sb, dict) and self._disjoint(sa, sb):
                         return True
             for _x, y, rx in ((a, b, ra), (b, a, rb)):
-                if y.get("additionalProperties") is False or (
-                    self.strict
-                    and "additionalProperties" not in y
-                    and not y.get("patternProperties")
-                ):
+                # y allows no key but its declared ones: explicitly (the strict reading of an
+                # absent additionalProperties would let the two branches' union accept an
+                # instance valid against both; complement.py makes those exact instead)
+                if y.get("additionalProperties") is False and not y.get("patternProperties"):
                     yp = y.get("properties", {}) or {}
                     if any(n not in yp for n in rx):
                         return True

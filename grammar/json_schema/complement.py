@@ -696,12 +696,13 @@ class StructuredNegation:
         if missing:
             out.append({"type": missing})
         if types and ("enum" in schema or "const" in schema):
-            raise Refused(
-                f"'not' of an enum/const holding {' and '.join(sorted(types))} values "
-                "(only scalar values can be excluded one by one)",
-                pointer,
-                "enum" if "enum" in schema else "const",
-            )
+            values = schema["enum"] if "enum" in schema else [schema["const"]]
+            values = [v for v in values if type_of(v) & types]
+            if len(values) == 1:  # different from the one value
+                out += self._not_equal(values[0])
+            else:  # different from every value
+                key = "enum" if "enum" in schema else "const"
+                out += self._none_of([{"const": v} for v in values], f"{pointer}/{key}")
         if "object" in types:
             out += self._object(schema, pointer)
         if "array" in types:
@@ -787,12 +788,19 @@ class StructuredNegation:
                     {"type": "object", "required": [name], "properties": {name: {"not": sub}}}
                 )
         patterns: dict[str, Any] = s.get("patternProperties") or {}
-        if any(not is_trivial(sub) for sub in patterns.values()):
-            raise Refused(
-                "'not' of patternProperties (a key of some pattern with a value against it)",
-                pointer,
-                "patternProperties",
-            )
+        for pattern, sub in patterns.items():
+            if is_trivial(sub):
+                continue
+            if self.rest_has_extras:  # a key of the pattern with a value against it
+                raise Refused(
+                    "'not' of patternProperties where keys other than the declared ones are "
+                    "allowed",
+                    pointer,
+                    "patternProperties",
+                )
+            for name in self.rest_names:
+                if c.pattern_matches(pattern, name):
+                    out.append(_present(name, sub))
         additional = s.get("additionalProperties", True)
         if not is_trivial(additional):
             if self.rest_has_extras and (props or patterns or additional is not False):
@@ -884,6 +892,35 @@ class StructuredNegation:
                         "'not' of contains where prefix items are declared", pointer, "contains"
                     )
                 out.append({"type": "array", "items": {"not": s["contains"]}})
+        return out
+
+    def _not_equal(self, value: Any) -> list[Any]:
+        """Objects or arrays (of ``value``'s type) that differ from ``value``.
+
+        An object differs iff a key of ``value`` is absent, or present with another value,
+        or it has another key: with keys ``K`` all present that is ``|keys| > |K|``, or,
+        where ``rest`` allows only its declared names, one of those outside ``K`` present.
+        An array differs iff its length or one of its items differs.
+        """
+        out: list[Any] = []
+        if isinstance(value, dict):
+            for name, member in value.items():
+                out.append({"type": "object", "properties": {name: False}})
+                if self._may_have(name):
+                    out.append(_present(name, {"const": member}))
+            if self.rest_has_extras:
+                out.append({"type": "object", "minProperties": len(value) + 1})
+            else:
+                out += [
+                    {"type": "object", "required": [name]}
+                    for name in self.rest_names
+                    if name not in value
+                ]
+            return out
+        if value:
+            out.append({"type": "array", "maxItems": len(value) - 1})
+        out.append({"type": "array", "minItems": len(value) + 1})
+        out += [self._bad_item(i, {"const": item}) for i, item in enumerate(value)]
         return out
 
     def _bad_item(self, index: int, item: Any) -> dict:

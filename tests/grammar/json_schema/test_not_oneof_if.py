@@ -127,6 +127,22 @@ def test_not_of_objects():
     check({"type": "object", "not": {"additionalProperties": False}}, values)
 
 
+def test_not_of_enums_of_objects_and_arrays():
+    values = [{}, {"a": 1}, {"a": 1.0}, {"a": 2}, {"a": 1, "b": 2}, {"b": 1}, [], [1], [1.0], [2],
+              [1, 2], [2, 1], [[1]], 1, "a", None]  # fmt: skip
+    check({"not": {"enum": [{"a": 1}, [1, 2], 1]}}, values, max_any_depth=1)
+    check({"not": {"const": {"a": 1}}}, values, max_any_depth=1)
+    check({"type": "array", "not": {"enum": [[1], [2, 1], []]}}, values, max_any_depth=1)
+    # where the object may have no other key, a key outside the value is one of rest's
+    closed = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "additionalProperties": False, "not": {"const": {"a": 1}}}  # fmt: skip
+    check(closed, values)
+    patterned = {"type": "object", "properties": {"ab": {}, "c": {}},
+                 "additionalProperties": False,
+                 "not": {"patternProperties": {"^a": {"type": "integer"}}}}  # fmt: skip
+    check(patterned, [{}, {"ab": 1}, {"ab": "x"}, {"c": "x"}, {"ab": 2.5, "c": 1}])
+
+
 def test_not_of_objects_with_bounded_nesting():
     inner = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {}}}
     schema = {"type": "object", "properties": {"p": inner},
@@ -269,9 +285,9 @@ def test_if_alone_then_without_if_and_old_drafts():
 
 def test_refusals_name_keyword_and_pointer():
     refused({"type": "array", "not": {"uniqueItems": True}}, "uniqueItems", "/not")
-    refused({"type": "object", "not": {"patternProperties": {"^a": {"type": "integer"}}}},
+    refused({"type": "object", "additionalProperties": True,
+             "not": {"patternProperties": {"^a": {"type": "integer"}}}},
             "patternProperties", "/not")  # fmt: skip
-    refused({"not": {"enum": [{"a": 1}, 2]}}, "enum", "/not")
     refused({"type": "object", "properties": {"p": {"not": {"uniqueItems": True}}}},
             "uniqueItems", "/properties/p/not")  # fmt: skip
     # a counted run of 300 characters under a complement: over the tree's nesting budget
@@ -352,13 +368,20 @@ _leaf = st.one_of(
     _number_leaf,
     _object_leaf,
     st.sampled_from(
-        [{"type": "null"}, {"enum": ["a", 1, None]}, {"const": 2}, {"type": "boolean"}]
+        [
+            {"type": "null"},
+            {"enum": ["a", 1, None]},
+            {"const": 2},
+            {"type": "boolean"},
+            {"enum": [{"a": 1}, [1], "x"]},
+            {"type": "array", "items": {"type": "integer"}},
+        ]  # fmt: skip
     ),
 )
 # (no integral floats: integer-typed trees write integers as integer literals, compile.py)
 _POOL = [None, True, False, 0, 1, 2, 2.5, 3, 4, 10, -1, 0.3, "", "a", "b", "ab", "ba", "aa",
          "abc", "c", "x", [], [1], {}, {"a": 1}, {"a": "x"}, {"b": 2}, {"a": 3, "b": "x"},
-         {"a": 2.5}]  # fmt: skip
+         {"a": 2.5}, [1], ["a"], [1, 2]]  # fmt: skip
 
 
 @st.composite
