@@ -131,7 +131,10 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         additional = not c.strict
     names_schema = s.get("propertyNames", True)
     has_names_schema = names_schema not in (True, {})
-    names_tree = c.compile_exact(names_schema, ptr + "/propertyNames") if has_names_schema else None
+    names_tree = None
+    if has_names_schema:  # keys are strings: a names schema without a type must not admit others
+        names_key = {"allOf": [names_schema, {"type": "string"}]}
+        names_tree = c.compile_exact(names_key, ptr + "/propertyNames")
 
     declared: list[tuple[str, Any, bool]] = [(n, sub, n in required) for n, sub in props.items()]
     for r in required:

@@ -303,3 +303,12 @@ def test_whitespace_option_bounded():
 def test_unsatisfiable_schema_errors():
     with pytest.raises(SchemaError):
         json_schema_to_regex({"type": "string", "minLength": 3, "maxLength": 2})
+
+
+def test_property_names_without_a_type_admit_only_string_keys():
+    """``propertyNames`` constrains keys, which are strings: a names schema without ``type``
+    (any value of length <= 2) must not let numbers, null or arrays be written as keys."""
+    schema = {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": True}
+    rx = check(schema, [{"ab": 1}, {"abc": 1}, {}, {"a": [1]}])
+    for text in ("{1:2}", "{null:1}", "{[]:1}", "{true:1}"):
+        assert not rx.fullmatch(text), text
