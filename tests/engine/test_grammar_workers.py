@@ -29,8 +29,22 @@ def cache_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def workers(smollm2_vocab):
+    """A pool whose time budget is the one that ends a slow compile: SLOW_SCHEMA grows by
+    ~50 MiB/s here (a faster machine grows faster), far below 4 GiB within 4 s."""
     pool = GrammarWorkers(
-        smollm2_vocab, 1, GrammarLimits(compile_timeout_s=4.0, compile_memory_bytes=300 << 20)
+        smollm2_vocab, 1, GrammarLimits(compile_timeout_s=4.0, compile_memory_bytes=4 << 30)
+    )
+    pool.start_all()
+    yield pool
+    pool.shutdown()
+
+
+@pytest.fixture(scope="module")
+def memory_workers(smollm2_vocab):
+    """A pool whose memory budget is the one that ends a large compile, however slow the
+    machine (the time budget is a minute)."""
+    pool = GrammarWorkers(
+        smollm2_vocab, 1, GrammarLimits(compile_timeout_s=60.0, compile_memory_bytes=300 << 20)
     )
     pool.start_all()
     yield pool
@@ -87,10 +101,10 @@ def test_time_budget_ends_the_worker_and_the_next_compile_works(workers, cache_d
     assert pid_after != pid_before
 
 
-def test_memory_budget_ends_the_worker(workers, cache_dir):
+def test_memory_budget_ends_the_worker(memory_workers, cache_dir):
     # a counted chain of 100k states: a few hundred MB while its token index is built
     with pytest.raises(CompileBudgetError, match="compile_memory_bytes=314,572,800"):
-        workers.compile(GrammarSpec.regex("[0-9]{1,100000}").recipe)
+        memory_workers.compile(GrammarSpec.regex("[0-9]{1,100000}").recipe)
 
 
 def test_engine_serves_a_plain_request_while_a_worker_compiles(tiny_folders, cache_dir):
