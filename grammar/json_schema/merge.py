@@ -44,6 +44,7 @@ VALIDATION_KEYWORDS = {
 ORDER_KEY = "$formcast:order"
 APPLIED_KEY = "$formcast:applied"
 _PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY)
+_ITEM_KEYS = ("items", "prefixItems", "additionalItems")
 _MAX_KEYS = ("maxLength", "maxItems", "maxProperties", "maxContains")
 _MIN_KEYS = ("minLength", "minItems", "minProperties", "minContains")
 
@@ -81,7 +82,7 @@ def merge(
                 continue
             if key not in VALIDATION_KEYWORDS or key in ("properties", "patternProperties"):
                 continue
-            if key == "additionalProperties":
+            if key == "additionalProperties" or key in _ITEM_KEYS:
                 continue
             if key not in out:
                 out[key] = value
@@ -130,6 +131,8 @@ def merge(
         out["properties"] = props
     if with_patterns:
         out["patternProperties"] = with_patterns[0]["patternProperties"]
+    if any(key in s for s in schemas for key in _ITEM_KEYS):
+        out.update(_merge_items(schemas))
     additional = [s["additionalProperties"] for s in schemas if "additionalProperties" in s]
     if additional:
         out["additionalProperties"] = _all(*additional)
@@ -167,14 +170,8 @@ def _combine(key: str, a: Any, b: Any, pointer: str) -> Any:
         return _common_multiple(a, b, pointer)
     if key == "uniqueItems":
         return bool(a) or bool(b)
-    if key in ("items", "additionalItems", "propertyNames", "contains", "not"):
-        if isinstance(a, list) or isinstance(b, list):
-            if key == "items":
-                return _merge_item_lists(a, b, pointer)
-        elif key != "contains":
-            return _all(a, b) if key != "not" else {"anyOf": [a, b]}
-    if key in ("prefixItems",):
-        return _merge_item_lists(a, b, pointer)
+    if key in ("propertyNames", "not"):
+        return _all(a, b) if key != "not" else {"anyOf": [a, b]}
     if key in ("anyOf", "oneOf"):
         return {"__product__": [(key, a), (key, b)]} if False else _product(key, a, b, pointer)
     if key == "allOf":
@@ -247,18 +244,36 @@ def is_impossible(value: Any) -> bool:
     return isinstance(value, _Impossible)
 
 
-def _merge_item_lists(a: Any, b: Any, pointer: str) -> list:
-    if not (isinstance(a, list) and isinstance(b, list)):
-        raise SchemaError(
-            "items in list form and schema form cannot be merged exactly here",
-            pointer=pointer,
-            keyword="items",
-        )
-    n = max(len(a), len(b))
-    return [
-        _all(*(x[i] for x in (a, b) if i < len(x))) if any(i < len(x) for x in (a, b)) else True
-        for i in range(n)
+def _item_schemas(s: dict) -> tuple[list, Any]:
+    """``(prefix, rest)``: the schemas of ``s``'s first elements and of every later one.
+
+    2020-12 spelling ``prefixItems`` + ``items``; older spelling list-form ``items`` +
+    ``additionalItems``; a schema-form ``items`` alone applies to every element (an
+    ``additionalItems`` beside it has no effect)."""
+    items = s.get("items", True)
+    if isinstance(items, list):
+        return list(items), s.get("additionalItems", True)
+    return list(s.get("prefixItems", [])), items
+
+
+def _merge_items(schemas: list[dict]) -> dict:
+    """The item keywords of the intersection, in 2020-12 spelling.
+
+    Element ``i`` must satisfy, in every input, that input's ``i``-th prefix schema or, past
+    its prefix, its rest schema; so the merged prefix is as long as the longest input prefix,
+    position ``i`` the intersection over the inputs, and the merged rest the intersection of
+    the rests (``{items: R}`` with ``{prefixItems: [A]}`` is ``prefixItems: [A and R]``,
+    ``items: R``, not ``A`` alone for the first element)."""
+    splits = [_item_schemas(s) for s in schemas]
+    num_prefix = max(len(prefix) for prefix, _ in splits)
+    prefix_items = [
+        _all(*(prefix[i] if i < len(prefix) else rest for prefix, rest in splits))
+        for i in range(num_prefix)
     ]
+    out: dict[str, Any] = {"items": _all(*(rest for _, rest in splits))}
+    if prefix_items:
+        out["prefixItems"] = prefix_items
+    return out
 
 
 def _product(key: str, a: list, b: list, pointer: str) -> list:
