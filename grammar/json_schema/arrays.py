@@ -5,14 +5,22 @@ Element ``i`` of an array uses the ``i``-th prefix schema, later ones the rest s
 a counted repetition ``{m,n}`` of the rest items; ``contains`` with ``minContains = m`` (no ``maxContains``) is
 ``(R,)*C(,R)* ...`` with ``C`` = items ∩ contains repeated ``m`` times, exact because the other
 elements are unconstrained by ``contains``. ``uniqueItems`` is enforced by enumerating the
-arrays of distinct values when the item domain is a small finite set.
+arrays of distinct values when the item domain is a small finite set; over open item kinds
+(``{"type": "string"}``, ``"integer"``, ``"number"``: an infinite domain) the array is
+compiled without it and its place recorded in the compiler's
+:class:`~formcast.grammar.json_schema.unique_plan.UniqueItemsPlan`, for the matcher
+(:mod:`~formcast.grammar.json_schema.unique_items`) to enforce.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
 from typing import TYPE_CHECKING, Any
 
+from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
+from formcast.grammar.json_schema.unique_plan import ELEMENT, ITEM_KINDS, EnumDomain
 from formcast.grammar.json_schema.values import equality_key
 from formcast.grammar.regex.combinators import alt, joined, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
@@ -23,8 +31,9 @@ if TYPE_CHECKING:
 MAX_UNIQUE_ARRAYS = 400
 
 
-def array_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
-    """The array instances of schema ``s`` (already merged, refs resolved)."""
+def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -> Node | None:
+    """The array instances of schema ``s`` (already merged, refs resolved); ``is_guarded``:
+    ``s`` is a uniqueItems array with its keyword removed, which the matcher enforces."""
     lay = c.layout
     sep = lay.item_sep(c.depth)
     items = s.get("items", True)
@@ -36,18 +45,24 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     max_n = None if s.get("maxItems") is None else int(s["maxItems"])
     if max_n is not None and max_n < min_n:
         return None
-    with c.child():
+    with c.child(), c.at(ELEMENT):
         prefix_trees = [c.compile(p, f"{ptr}/prefixItems/{i}") for i, p in enumerate(prefix)]
         rest_tree = c.compile(rest, f"{ptr}/{rest_key}")
     contains = s.get("contains")
     min_contains = int(s.get("minContains", 1)) if contains is not None else 0
+    is_unique = bool(s.get("uniqueItems")) and (max_n is None or max_n > 1)
+    if is_unique and min_contains > 0:  # the contains tree below cannot keep items distinct
+        c.refuse("uniqueItems together with contains", ptr, "uniqueItems")
+        is_unique = False
+    if c.unique_plan is not None and not is_guarded and not is_unique:
+        c.unique_plan.note_array()  # (a unique array is recorded by _unique, as it turns out)
     if contains is not None and "maxContains" in s:
         c.refuse("maxContains cannot be expressed without a complement", ptr, "maxContains")
     if contains is not None and min_contains > 0:
         if prefix or min_n > min_contains or max_n is not None:
             c.refuse("contains together with prefixItems or item counts", ptr, "contains")
         else:
-            with c.child():
+            with c.child(), c.at(ELEMENT):
                 hit = c.compile({"allOf": [rest, contains]}, ptr + "/contains")
             if hit is None or rest_tree is None:
                 return None
@@ -60,7 +75,7 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
                 star(seq(sep, rest_tree)),
             )
             return lay.container("[]", body, False, c.depth)
-    if s.get("uniqueItems") and (max_n is None or max_n > 1):
+    if is_unique:
         return _unique(c, s, ptr, prefix, rest, min_n, max_n, sep)
 
     # tail(i): elements from position i on, each preceded by a separator if i > 0
@@ -101,8 +116,98 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     return lay.container("[]", content, is_optional, c.depth)
 
 
+def _num_arrays(num_values: int, min_n: int, max_n: int | None) -> int:
+    """How many arrays of distinct values from ``num_values`` have ``min_n..max_n`` items
+    (counted up to just past ``MAX_UNIQUE_ARRAYS``)."""
+    hi = num_values if max_n is None else min(max_n, num_values)
+    total = 0
+    for n in range(min_n, hi + 1):
+        total += math.perm(num_values, n)
+        if total > MAX_UNIQUE_ARRAYS:
+            break
+    return total
+
+
+def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
+    """``"string"``, ``"integer"`` or ``"number"`` if every proper prefix of an item has
+    infinitely many completions (so that no finite set of earlier items can leave the matcher
+    stuck; integers but for ``0``, which the matcher handles), else None.
+
+    Unbounded integers and numbers are open; a string is open without other keywords than
+    ``minLength``, and with ``pattern`` / ``format`` / ``maxLength`` when its automaton is
+    (`_is_open`: ``^[a-z_][a-z0-9_]*$`` is, ``maxLength`` never is)."""
+    s = c._resolve(rest, ptr + "/items")
+    if not isinstance(s, dict) or not isinstance(s.get("type"), str):
+        return None
+    kind = s["type"]
+    keywords = set(s) & VALIDATION_KEYWORDS
+    if kind not in ITEM_KINDS:
+        return None
+    if kind != "string":
+        return kind if keywords <= {"type"} else None
+    if keywords <= {"type", "minLength"}:
+        return kind
+    if not keywords <= {"type", "minLength", "maxLength", "pattern", "format"}:
+        return None
+    with c.child(), c.at(ELEMENT):
+        item_tree = c.compile_exact(rest, ptr + "/items")
+    return kind if item_tree is not None and _is_open(item_tree) else None
+
+
+def _is_open(item_tree: Node) -> bool:
+    """Does every state of the item's byte automaton, except the complete-item states without
+    a continuation, reach a cycle (infinitely many completions)?"""
+    from formcast.errors import CompileBudgetError, GrammarError
+    from formcast.grammar.json_schema.complement import byte_dfa
+
+    try:
+        dfa = byte_dfa(item_tree)
+    except (CompileBudgetError, GrammarError):  # over budget, or a lookahead it cannot build
+        return False
+    if dfa is None:
+        return False
+    successors = [set(row[row >= 0].tolist()) for row in dfa.transitions]
+    # states that reach a cycle: what survives removing states without successors, repeatedly
+    alive = set(range(dfa.num_states))
+    changed = True
+    while changed:
+        changed = False
+        for state in list(alive):
+            if not successors[state] & alive:
+                alive.discard(state)
+                changed = True
+    return all(state in alive for state in range(dfa.num_states) if successors[state])
+
+
+def _enum_domain(c: SchemaCompiler, values: list, rest: Any, ptr: str) -> EnumDomain | None:
+    """The string values of a finite item domain that the items' tree admits (an ``enum``
+    with sibling keywords may drop some), as a guard kind; None if some value is not a
+    string (number texts have several spellings)."""
+    if not all(isinstance(v, str) for v in values):
+        return None
+    with c.child(), c.at(ELEMENT):
+        item_tree = c.compile(rest, ptr + "/items")
+    admitted = [v for v in values if c.fullmatch(item_tree, json.dumps(v, ensure_ascii=False))]
+    return EnumDomain(admitted)
+
+
 def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> Node | None:
     domain = None if prefix else c.finite_values(rest, ptr + "/items")
+    plan = c.unique_plan
+    unguarded = {k: v for k, v in s.items() if k != "uniqueItems"}
+    if plan is not None and not prefix and plan.num_negations == 0:
+        kind: str | EnumDomain | None = None
+        if domain is None:
+            kind = _open_item_kind(c, rest, ptr)
+        elif _num_arrays(len({equality_key(v) for v in domain}), min_n, max_n) > MAX_UNIQUE_ARRAYS:
+            kind = _enum_domain(c, domain, rest, ptr)
+            if kind is not None and len(kind.texts) < min_n:
+                return None  # fewer distinct values than minItems
+        if kind is not None:
+            plan.note_unique(kind, ptr)
+            return array_tree(c, unguarded, ptr, True)
+    if plan is not None:
+        plan.note_array()  # enumerated below, or refused (lenient: a plain array)
     if domain is None:
         c.refuse("uniqueItems needs a small finite item domain", ptr, "uniqueItems")
         return array_tree(c, {k: v for k, v in s.items() if k != "uniqueItems"}, ptr)

@@ -43,6 +43,11 @@ the budget becomes one byte DFA (fastest masks); recursive or larger schemas tak
 every ``$ref`` target, every large sub-schema and every string value is a nonterminal of its
 own and automata are built per leaf, never for the whole document.
 
+``uniqueItems`` over a small finite item domain is enumerated in the tree; over strings,
+unbounded numbers and large string enums (``arrays``) the matcher enforces it
+(:class:`~formcast.grammar.json_schema.unique_items.UniqueItemsGrammar`, both routes; not in
+``json_schema_to_regex``, which refuses it).
+
 Keywords: see ``compiler`` / ``objects`` / ``arrays`` / ``formats`` for
 what is exact and what is refused. A refusal raises ``SchemaError`` naming the keyword and its
 JSON pointer; ``lenient=True`` turns each refusal into a ``UserWarning`` and drops that keyword
@@ -67,6 +72,8 @@ from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_an
 from formcast.grammar.json_schema.layout import make_layout
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
+from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
 from formcast.grammar.regex.syntax_tree import Node, Repeat, subtrees, to_python_regex
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
@@ -170,12 +177,15 @@ def marked_schema_tree(
     max_any_depth: int | None = None,
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
     max_built_chars: int | None = None,
+    unique_plan: UniqueItemsPlan | None = None,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
     :func:`~formcast.grammar.json_schema.compiler.any_marker` (for ``AnyValueGrammar``), not
     JSON text. ``max_built_chars`` bounds the regex size of all sub-results together
-    (``CompileBudgetError`` past it; the auto route's early exit)."""
+    (``CompileBudgetError`` past it; the auto route's early exit). With ``unique_plan``,
+    ``uniqueItems`` arrays over open item kinds are compiled without the keyword and
+    recorded there (checked: ``SchemaError`` where the matcher could not enforce them)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
@@ -184,11 +194,14 @@ def marked_schema_tree(
         max_any_depth=max_any_depth,
         max_regex_chars=max_regex_chars,
         max_built_chars=max_built_chars,
+        unique_plan=unique_plan,
     )
     try:
         tree = compiler.compile(compiler.root, "")
     except RecursionError as exc:
         raise CompileBudgetError("schema nesting too deep for the regex path") from exc
+    if unique_plan is not None:
+        unique_plan.check(lenient=lenient)
     if tree is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     if tree.num_chars > max_regex_chars:
@@ -279,8 +292,9 @@ def compile_json_schema(
 
     Returns
     -------
-    CompiledGrammar, AnyValueGrammar or CompiledCFG
-        All offer ``matcher()`` with the same cursor API.
+    CompiledGrammar, AnyValueGrammar, CompiledCFG or UniqueItemsGrammar
+        All offer ``matcher()`` with the same cursor API (the last wraps one of the others
+        when the matcher keeps ``uniqueItems`` arrays distinct).
 
     Raises
     ------
@@ -353,9 +367,17 @@ def _compile_json_schema(
         return structural()
     is_auto = route == "auto"
 
+    # uniqueItems over open item kinds: recorded while the tree is built, enforced by the
+    # matcher (unique_items); on a cache hit the tree is not built, so it is built here
+    # for the plan alone when the document has the keyword at all
+    plan = UniqueItemsPlan()
+    source = json.dumps(root, sort_keys=True, ensure_ascii=False)
+
     def make_tree() -> Node:
+        plan.reset()
         tree = marked_schema_tree(
             root,
+            unique_plan=plan,
             strict=strict,
             lenient=lenient,
             max_any_depth=max_any_depth,
@@ -384,7 +406,7 @@ def _compile_json_schema(
             make_tree,
             vocab,
             kind="json_schema",
-            source=json.dumps(root, sort_keys=True, ensure_ascii=False),
+            source=source,
             options=options,
             timeout_s=timeout_s / 2 if is_auto else timeout_s,
             cache=cache,
@@ -399,9 +421,13 @@ def _compile_json_schema(
         if route == "regex" or not is_recursion_error(exc):
             raise
         return structural()
-    if not reads_marker(grammar.dfa):
-        return grammar
-    return AnyValueGrammar(grammar, make_layout(**layout_options))
+    if reads_marker(grammar.dfa):
+        grammar = AnyValueGrammar(grammar, make_layout(**layout_options))
+    if not plan.is_filled and '"uniqueItems"' in source:
+        make_tree()
+    if plan.unique:
+        return UniqueItemsGrammar(grammar, plan.patterns())
+    return grammar
 
 
 def compile_type(tp: Any, vocab: Any, **kwargs: Any) -> Any:

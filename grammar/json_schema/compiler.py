@@ -17,7 +17,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar import caches
@@ -43,6 +43,9 @@ from formcast.grammar.regex.syntax_tree import (
     subtrees,
     to_python_regex,
 )
+
+if TYPE_CHECKING:
+    from formcast.grammar.json_schema.unique_plan import Segment, UniqueItemsPlan
 
 # states of a string automaton = pattern x character counter (``_guarded_string``)
 GUARD_MAX_STATES = 20_000
@@ -99,8 +102,11 @@ class SchemaCompiler:
         max_any_depth: int | None = None,
         max_regex_chars: int = 4_000_000,
         max_built_chars: int | None = None,
+        unique_plan: UniqueItemsPlan | None = None,
     ) -> None:
         self.root = root
+        # where uniqueItems arrays over open item kinds sit (None: such arrays are refused)
+        self.unique_plan = unique_plan
         self.draft = detect_draft(root)
         check_keyword_types(root, self.draft)  # malformed keyword values fail here, with pointer
         self.has_dependencies = dependencies.document_has_dependencies(root, self.draft)
@@ -130,6 +136,20 @@ class SchemaCompiler:
             yield
         finally:
             self.depth -= 1
+
+    @contextmanager
+    def at(self, segment: Segment) -> Iterator[None]:
+        """Compile the value at ``segment`` below the current instance path (a property
+        name, ``any_key_except(names)``, ``"[]"`` for an array element; see unique_plan)."""
+        plan = self.unique_plan
+        if plan is None:
+            yield
+            return
+        plan.path.append(segment)
+        try:
+            yield
+        finally:
+            plan.path.pop()
 
     # ---- errors ------------------------------------------------------------------------------
 
@@ -170,6 +190,8 @@ class SchemaCompiler:
 
     def literal_tree(self, value: Any, schema: Any = None) -> Node:
         """Exactly the formcast text of ``value`` (layout included, current depth)."""
+        if self.unique_plan is not None and isinstance(value, list | dict):
+            self.unique_plan.note_values_below()  # arrays of the literal, at any depth
         v = ordered(value, schema if schema is not None else {}, self.root)
         return self._literal(v, self.depth)
 
@@ -213,6 +235,8 @@ class SchemaCompiler:
         down are the marker :func:`any_marker` (not JSON text: ``AnyValueGrammar`` runs it;
         :meth:`fullmatch` too).
         """
+        if self.unique_plan is not None:
+            self.unique_plan.note_values_below()
         at = self.depth if self.layout.is_depth_dependent else 0
         limit = self.max_any_depth if depth is None else depth
         if limit is not None:

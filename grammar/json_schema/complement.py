@@ -962,13 +962,19 @@ def _present(name: str, schema: Any) -> dict:
 @contextmanager
 def spec_semantics(c: SchemaCompiler) -> Iterator[None]:
     """Compile with an absent ``additionalProperties`` meaning ``true`` (the specification):
-    the languages that get complemented (module docstring)."""
+    the languages that get complemented (module docstring). Their arrays are never written,
+    and a ``uniqueItems`` among them cannot be left to the matcher (see unique_plan)."""
     saved = c.strict
     c.strict = False
+    plan = c.unique_plan
+    if plan is not None:
+        plan.num_negations += 1
     try:
         yield
     finally:
         c.strict = saved
+        if plan is not None:
+            plan.num_negations -= 1
 
 
 def _check_regular(node: Node, pointer: str) -> None:

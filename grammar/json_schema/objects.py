@@ -38,6 +38,7 @@ from formcast.grammar.json_schema.charset import (
 from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.merge import ORDER_KEY
+from formcast.grammar.json_schema.unique_plan import any_key_except
 from formcast.grammar.regex.char_classes import Ranges
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
@@ -161,7 +162,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]
             if matched:
                 sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
-        with c.child():
+        with c.child(), c.at(name):
             value = c.compile(sub, sub_ptr)
         if has_names_schema and not c.fullmatch(names_tree, _esc_json(name)):
             value = None
@@ -177,10 +178,10 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         names = [n for n, _, _ in declared]
         extra = _pattern_extras(c, pattern_props, additional, names_schema, names, ptr)
     elif additional is not False:
-        with c.child():
+        names = [n for n, _, _ in declared]
+        with c.child(), c.at(any_key_except(names)):
             val = c.compile(additional, ptr + "/additionalProperties")
         if val is not None:
-            names = [n for n, _, _ in declared]
             key: Node | None
             if has_names_schema:
                 if any(c.fullmatch(names_tree, _esc_json(n)) for n in names):
@@ -327,7 +328,7 @@ def _pattern_extras(
         classes = space.classes()
     except (ecma_pattern.PatternRefused, KeyLanguageTooLarge) as exc:
         c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
-        with c.child():  # lenient: any key, any value (a superset)
+        with c.child(), c.at(any_key_except(names)):  # lenient: any key and value (superset)
             return seq(c.lexeme(c.any_string), c.layout.key_sep(), c.any_value())
     members = []
     for hits in classes:
@@ -341,7 +342,7 @@ def _pattern_extras(
             sub, sub_ptr = {"allOf": [pattern_props[p] for p in matched]}, ptr
         if sub is False:
             continue
-        with c.child():
+        with c.child(), c.at(any_key_except(names)):
             value = c.compile(sub, sub_ptr)
         if value is None:
             continue

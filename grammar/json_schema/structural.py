@@ -56,6 +56,8 @@ from formcast.grammar.json_schema.layout import Layout, make_layout
 from formcast.grammar.json_schema.number_ranges import NUMBER
 from formcast.grammar.json_schema.refs import resolve_ref
 from formcast.grammar.json_schema.sources import schema_of
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
+from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
 from formcast.grammar.regex.combinators import alt, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
     EMPTY,
@@ -254,7 +256,11 @@ class _CuttingCompiler(SchemaCompiler):
         self.rule_trees.append(None)
         self._ref_stack.append(ref)
         try:
-            found = self.compile(target, target_ptr)
+            if self.unique_plan is None:
+                found = self.compile(target, target_ptr)
+            else:  # one tree for every place the $ref is used: its arrays are anywhere
+                with self.unique_plan.shared():
+                    found = self.compile(target, target_ptr)
         finally:
             self._ref_stack.pop()
         self.rule_trees[index] = found
@@ -402,12 +408,23 @@ def json_schema_to_cfg(
     """
     root = schema_of(schema)
     layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
-    return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
+    grammar = _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
+    assert grammar is not None
+    return grammar
 
 
 def _cfg_from(
-    root: Any, layout: Layout, strict: bool, lenient: bool, max_any_depth: int | None, cut_chars
-) -> CfgGrammar:
+    root: Any,
+    layout: Layout,
+    strict: bool,
+    lenient: bool,
+    max_any_depth: int | None,
+    cut_chars: int | None,
+    unique_plan: UniqueItemsPlan | None = None,
+    is_plan_only: bool = False,
+) -> CfgGrammar | None:
+    """The grammar of ``root``; with ``unique_plan``, uniqueItems arrays over open item
+    kinds are recorded there (see unique_plan); ``is_plan_only``: stop after recording."""
     compiler = _CuttingCompiler(
         root,
         layout=layout,
@@ -415,11 +432,16 @@ def _cfg_from(
         lenient=lenient,
         max_any_depth=max_any_depth,
         cut_chars=cut_chars,
+        unique_plan=unique_plan,
     )
     try:
         top = compiler.compile(root, "")
     except RecursionError as exc:
         raise SchemaError("schema nesting too deep", pointer="") from exc
+    if unique_plan is not None:
+        unique_plan.check(lenient=lenient)
+        if is_plan_only:
+            return None
     if top is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     trees = [top, *compiler.rule_trees]  # nonterminal n; reference k is nonterminal k + 1
@@ -489,7 +511,7 @@ def compile_json_schema_cfg(
     max_depth: int | None = None,
     cache: bool = True,
     tuning: CfgTuning = DEFAULT_TUNING,
-) -> CompiledCFG:
+) -> CompiledCFG | UniqueItemsGrammar:
     """Compile a JSON Schema through the context-free (structural) path.
 
     Same layout and options as ``compile_json_schema``; ``$ref`` targets and sub-results over
@@ -533,11 +555,18 @@ def compile_json_schema_cfg(
         "cut_chars": cut_chars,
     }
 
+    # uniqueItems over open item kinds: recorded while the trees are built, enforced by the
+    # matcher (unique_items); on a cache hit the trees are built again for the plan alone
+    plan = UniqueItemsPlan()
+
     def make() -> CfgGrammar:
-        return _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
+        plan.reset()
+        grammar = _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars, plan)
+        assert grammar is not None
+        return grammar
 
     try:
-        return compile_cfg(
+        compiled = compile_cfg(
             "json_schema",
             source,
             options,
@@ -553,6 +582,12 @@ def compile_json_schema_cfg(
         raise
     except GrammarError as exc:
         raise SchemaError(f"schema cannot be compiled as a grammar: {exc}", pointer="") from exc
+    if not plan.is_filled and '"uniqueItems"' in source:
+        plan.reset()
+        _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars, plan, True)
+    if plan.unique:
+        return UniqueItemsGrammar(compiled, plan.patterns())
+    return compiled
 
 
 def is_recursion_error(exc: SchemaError) -> bool:

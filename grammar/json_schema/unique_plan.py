@@ -1,0 +1,233 @@
+"""UniqueItemsPlan: where ``uniqueItems`` arrays sit in the output, found while compiling.
+
+Arrays of distinct values are not a regular language when the item domain is infinite (a
+string, an integer, a number), so the schema compiler cannot put ``uniqueItems`` into the
+automaton. Instead it compiles such an array without the keyword and records here the
+*instance path* of the array: a tuple of segments from the document root, each a property
+name, :func:`any_key_except` (the keys of ``additionalProperties`` / ``patternProperties``
+values: any key but the object's declared names, which formcast writes only as declared
+properties) or ``"[]"`` (an element of an array). At run time
+:class:`~formcast.grammar.json_schema.unique_items.UniqueItemsGrammar` tracks the path of
+every array the output opens and, inside one whose path matches a recorded pattern, masks the
+tokens that would complete an item equal to an earlier one.
+
+That is exact only if every array the grammar can write at a matching path comes from a
+``uniqueItems`` schema with the same kind of items. So the plan also records every other
+place arrays can come from: plain array schemas (their path), and values that may hold arrays
+anywhere below them (``true`` / ``{}`` schemas, ``enum`` / ``const`` values with arrays:
+their path followed by ``"**"``). The languages that ``not`` / ``if`` / overlapping
+``oneOf`` subtract are not recorded (never written); what remains of the others is written
+by ordinary array schemas, recorded as such.
+:meth:`UniqueItemsPlan.check` refuses, with the ``uniqueItems`` pointer, any overlap.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import json
+import warnings
+from collections.abc import Iterator
+
+from formcast.errors import SchemaError
+
+ELEMENT = "[]"  # a path segment: any array element
+# any sequence of segments, empty included: last in a "values below" pattern; first in the
+# patterns recorded inside a shared nonterminal of the structural route (a $ref target
+# compiled once for every place that uses it)
+ANY_PATH = "**"
+# item kinds whose every proper prefix has infinitely many completions (so excluding a finite
+# set of earlier items never leaves a dead end), except the integer text "0" / "-0", which the
+# matcher handles: see unique_items
+ITEM_KINDS = ("string", "integer", "number")
+
+Segment = str | tuple[str, frozenset[str]]  # a key, "[]", "**" or ("*", excluded keys)
+Path = tuple[Segment, ...]
+
+
+class EnumDomain:
+    """The item kind of a unique array of strings from a finite set too large to enumerate
+    the arrays of: the values and their exact texts, sorted by text (prefix lookups)."""
+
+    __slots__ = ("texts", "values")
+
+    def __init__(self, values: list[str]) -> None:
+        pairs = sorted({json.dumps(v, ensure_ascii=False).encode(): v for v in values}.items())
+        self.texts: tuple[bytes, ...] = tuple(text for text, _ in pairs)
+        self.values: tuple[str, ...] = tuple(value for _, value in pairs)
+
+    def has_unused(self, prefix: bytes, used: frozenset) -> bool:
+        """Is some value whose text starts with ``prefix`` not in ``used``?"""
+        i = bisect.bisect_left(self.texts, prefix)
+        while i < len(self.texts) and self.texts[i].startswith(prefix):
+            if self.values[i] not in used:
+                return True
+            i += 1
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EnumDomain) and other.texts == self.texts
+
+    def __hash__(self) -> int:
+        return hash(self.texts)
+
+    def __repr__(self) -> str:
+        return f"EnumDomain({len(self.texts)} strings)"
+
+
+Kind = str | EnumDomain
+
+
+def any_key_except(names: list[str]) -> Segment:
+    """The segment of extra properties' values: any key but ``names``."""
+    return ("*", frozenset(names))
+
+
+def _segments_meet(a: Segment, b: Segment) -> bool:
+    """Can one concrete segment match both ``a`` and ``b``?"""
+    if a == ELEMENT or b == ELEMENT:
+        return a == b
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return True  # two co-finite key sets always share a key
+    if isinstance(a, tuple):
+        return b not in a[1]
+    if isinstance(b, tuple):
+        return a not in b[1]
+    return a == b
+
+
+def _segment_matches(pattern: Segment, segment: str) -> bool:
+    if isinstance(pattern, tuple):
+        return segment != ELEMENT and segment not in pattern[1]
+    return pattern == segment
+
+
+def paths_meet(first: Path, second: Path) -> bool:
+    """Can one concrete path match both patterns (``"**"``: any run of segments)?"""
+
+    @functools.cache
+    def meet(i: int, j: int) -> bool:
+        if i < len(first) and first[i] == ANY_PATH:
+            return meet(i + 1, j) or (j < len(second) and meet(i, j + 1))
+        if j < len(second) and second[j] == ANY_PATH:
+            return meet(i, j + 1) or (i < len(first) and meet(i + 1, j))
+        if i == len(first) or j == len(second):
+            return i == len(first) and j == len(second)
+        return _segments_meet(first[i], second[j]) and meet(i + 1, j + 1)
+
+    return meet(0, 0)
+
+
+def path_matches(pattern: Path, path: tuple[str, ...]) -> bool:
+    """Does the concrete ``path`` (keys and ``"[]"``) match the unique-array ``pattern``
+    (which may start with ``"**"``: then its rest matches the end of ``path``)?"""
+    if pattern and pattern[0] == ANY_PATH:
+        rest = pattern[1:]
+        if len(rest) > len(path):
+            return False
+        path = path[len(path) - len(rest) :]
+        pattern = rest
+    return len(pattern) == len(path) and all(
+        _segment_matches(p, segment) for p, segment in zip(pattern, path, strict=True)
+    )
+
+
+def _shown(path: Path) -> str:
+    return "/".join(seg if isinstance(seg, str) else "*" for seg in path) or "(root)"
+
+
+class UniqueItemsPlan:
+    """What one compile recorded: unique-array patterns, other array sources, the path now.
+
+    Attributes
+    ----------
+    path : list of str
+        The instance path of the value being compiled (maintained by the compiler).
+    unique : dict
+        ``{path pattern: (item kind, JSON pointer)}`` of the arrays the matcher must guard.
+    """
+
+    def __init__(self) -> None:
+        self.path: list[Segment] = []
+        self.unique: dict[Path, tuple[Kind, str]] = {}
+        self._others: set[Path] = set()
+        # > 0 while compiling a language that gets complemented (complement.spec_semantics):
+        # a guard cannot be exact there (dropping uniqueItems would grow what is subtracted)
+        self.num_negations = 0
+        self.is_filled = False
+
+    def reset(self) -> None:
+        """Forget everything (a new compile of the same document)."""
+        self.__init__()
+
+    def note_unique(self, kind: Kind, pointer: str) -> None:
+        """The array at the current path is ``uniqueItems`` over items of ``kind``."""
+        path = tuple(self.path)
+        found = self.unique.get(path)
+        if found is not None and found[0] != kind:
+            raise SchemaError(
+                f"uniqueItems arrays with {found[0]} items and with {kind} items at the same "
+                "place in the output cannot be told apart",
+                pointer=pointer,
+                keyword="uniqueItems",
+            )
+        self.unique[path] = (kind, pointer)
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """Record what is compiled inside as found at any place (a shared nonterminal)."""
+        saved = self.path
+        self.path = [ANY_PATH]
+        try:
+            yield
+        finally:
+            self.path = saved
+
+    def note_array(self) -> None:
+        """A plain (not unique) array schema at the current path (not inside a complemented
+        language: those are subtracted, never written)."""
+        if self.num_negations == 0:
+            self._others.add(tuple(self.path))
+
+    def note_values_below(self) -> None:
+        """Values that may hold arrays anywhere at or below the current path."""
+        if self.num_negations == 0:
+            self._others.add((*self.path, ANY_PATH))
+
+    def check(self, lenient: bool = False) -> None:
+        """Refuse a unique-array pattern that another array source can also write at
+        (``lenient``: drop its guard with a warning instead; the language is then a superset).
+
+        Raises
+        ------
+        SchemaError
+            Naming the ``uniqueItems`` keyword and its pointer.
+        """
+        self.is_filled = True
+        dropped = []
+        unique_paths = list(self.unique)
+        for i, path in enumerate(unique_paths):
+            kind, pointer = self.unique[path]
+            clash = [other for other in self._others if paths_meet(path, other)]
+            clash += [
+                other
+                for other in unique_paths[i + 1 :]
+                if self.unique[other][0] != kind and paths_meet(path, other)
+            ]
+            if not clash:
+                continue
+            message = (
+                f"uniqueItems over {kind} items where other schemas can also write arrays (at "
+                f"output path {_shown(path)}): the matcher could not tell them apart"
+            )
+            if not lenient:
+                raise SchemaError(message, pointer=pointer, keyword="uniqueItems")
+            warnings.warn(f"{message} ({pointer or '#'}): uniqueItems dropped", stacklevel=2)
+            dropped.append(path)
+        for path in dropped:
+            del self.unique[path]
+
+    def patterns(self) -> tuple[tuple[Path, Kind], ...]:
+        """``((path pattern, item kind), ...)`` for the run-time grammar."""
+        return tuple((path, kind) for path, (kind, _) in self.unique.items())

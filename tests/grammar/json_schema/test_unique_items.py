@@ -1,0 +1,440 @@
+"""``uniqueItems`` over strings, integers and numbers: the matcher keeps items distinct.
+
+Oracles: jsonschema for walks of whole instances (real SmolLM2 tokens, valid accepted and
+invalid rejected); for masks, an independent check of every tested token at every position
+of several walks: a token is allowed iff the inner grammar allows it and the text after it
+still has a valid completion, i.e. its completed items (read with ``json.JSONDecoder``) are
+distinct and, for integers, a pending ``0`` / ``-0`` is not already an item.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formcast.errors import SchemaError
+from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
+from formcast.grammar.json_schema.values import serialize
+from tests.grammar.schema_oracle import validator
+
+STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+INTEGERS = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+NUMBERS = {"type": "array", "items": {"type": "number"}, "uniqueItems": True}
+DAYS = ["MO", "TU", "WE", "TH", "FR", "SA", "SU", "M"]  # 8 values: 109,601 distinct arrays
+WEEKDAYS = {"type": "array", "items": {"enum": DAYS}, "uniqueItems": True}
+TAGS = {"type": "array", "items": {"$ref": "#/$defs/tag"}, "uniqueItems": True, "maxItems": 4}
+DOCUMENT = {
+    "type": "object",
+    "$defs": {"tag": {"type": "string", "minLength": 1}},
+    "properties": {
+        "tags": TAGS,
+        "labels": TAGS,
+        "ids": INTEGERS,
+        "matrix": {"type": "array", "items": NUMBERS},
+        "names": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["tags", "ids"],
+    "additionalProperties": STRINGS,
+}
+
+
+def walk(grammar, tokenizer, text: str) -> bool:
+    """Token by token through the matcher, then complete."""
+    matcher = grammar.matcher()
+    for token_id in tokenizer.encode(text, add_special_tokens=False):
+        if not matcher.accept_token(token_id):
+            return False
+    return matcher.is_accepting()
+
+
+@pytest.fixture(scope="module")
+def grammars(smollm2_vocab):
+    return {
+        name: compile_json_schema(schema, smollm2_vocab, cache=False)
+        for name, schema in [
+            ("strings", STRINGS),
+            ("integers", INTEGERS),
+            ("numbers", NUMBERS),
+            ("document", DOCUMENT),
+            ("weekdays", WEEKDAYS),
+        ]
+    }
+
+
+def test_guarded_grammar_kinds(grammars):
+    assert all(isinstance(g, UniqueItemsGrammar) for g in grammars.values())
+    assert len(grammars["document"].patterns) == 5  # tags, labels, ids, matrix/[], extras
+
+
+INSTANCES = {
+    "strings": [[], ["a"], ["a", "b"], ["a", "a"], [".", "?", "!", ""], ["", ""], ["x", "y", "x"],
+                ["ab", "a", "abc", "a"], ["é", "e"], ["\n", "\n"], ['"', "'", '"']],
+    "integers": [[], [0], [0, 1, 10, 2], [1, 1], [0, 0], [10, 1, 0, 100, 10], [-1, 1, -1]],
+    "numbers": [[1.5, 2, 1000.0], [1, 1.0], [2.5, 2.50], [0.1, 0.2, 0.1], [1e3, 1000], [-0.0, 0]],
+    "weekdays": [[], ["MO"], ["M", "MO"], ["MO", "M"], ["MO", "MO"], ["M", "M"], DAYS,
+                 [*DAYS, "MO"], ["SU", "SA", "SU"]],
+    "document": [
+        {"tags": ["a", "b"], "ids": [1, 2]},
+        {"tags": ["a", "a"], "ids": [1, 2]},
+        {"tags": ["a"], "ids": [2, 2]},
+        {"tags": ["a"], "labels": ["b", "b"], "ids": []},
+        {"tags": ["a"], "labels": ["a"], "ids": [1], "names": ["n", "n"]},
+        {"tags": ["a"], "ids": [], "matrix": [[1, 2], [1, 2], [3, 3]]},
+        {"tags": ["a"], "ids": [], "matrix": [[1, 2], [2, 1]]},
+        {"tags": ["a"], "ids": [], "extra": ["x", "y"]},
+        {"tags": ["a"], "ids": [], "extra": ["x", "x"]},
+        {"tags": ["a", "b", "c", "d", "e"], "ids": []},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(INSTANCES))
+def test_walks_agree_with_jsonschema(grammars, smollm2_tokenizer, name):
+    schema = {"strings": STRINGS, "integers": INTEGERS, "numbers": NUMBERS, "weekdays": WEEKDAYS}
+    schema = schema.get(name, DOCUMENT)
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for value in INSTANCES[name]:
+        text = serialize(value, schema, schema)
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk(grammars[name], smollm2_tokenizer, text) == is_valid, (name, text)
+        seen[is_valid] += 1
+    assert seen[True] and seen[False]
+
+
+def test_number_texts_compare_as_values(grammars, smollm2_tokenizer):
+    # texts serialize would not write: the grammar's other spellings of one value
+    for text, is_valid in [
+        ("[1, 1.0]", False),
+        ("[1e3, 1000]", False),
+        ("[1E+3, 100]", True),
+        ("[0.5, 5e-1]", False),
+        ("[-0, 0]", False),
+    ]:
+        assert walk(grammars["numbers"], smollm2_tokenizer, text) == is_valid, text
+    assert not walk(grammars["integers"], smollm2_tokenizer, "[-0, 0]")
+
+
+def _completed_items(text: str) -> tuple[list, str]:
+    """The items after ``[`` that are complete, and the pending text of the last one."""
+    decoder = json.JSONDecoder()
+    items, i = [], 1
+    while i < len(text):
+        if text[i] in " ,\n\t":
+            i += 1
+            continue
+        if text[i] == "]":
+            return items, ""
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            return items, text[i:]
+        if not isinstance(value, str) and (end == len(text) or text[end] in ".eE+-0123456789"):
+            return items, text[i:]  # more of the number may follow ("2" of "2.5")
+        items.append(value)
+        i = end
+    return items, ""
+
+
+def _has_completion(text: bytes, kind: str) -> bool:
+    decoded = text.decode("utf-8", errors="replace")
+    items, pending = _completed_items(decoded)
+    if any(a == b for i, a in enumerate(items) for b in items[i + 1 :]):
+        return False
+    if kind == "enum":  # a value not used yet must start like the pending text
+        unused = [json.dumps(d) for d in DAYS if d not in items]
+        if decoded.rstrip().endswith(",") and not pending:
+            return bool(unused)
+        return not pending or any(u.startswith(pending) for u in unused)
+    return not (kind == "integer" and pending in ("0", "-0") and 0 in items)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "text"),
+    [
+        ("strings", "string", '[".", "?", "", "!", "_", "a"]'),
+        ("strings", "string", '["\\"", "\'", "\\\\"]'),
+        ("integers", "integer", "[0, 1, 10, 2, 100, -1]"),
+        ("numbers", "number", "[2, 1.5, 20, 2.5, 2e3, -1]"),
+        ("weekdays", "enum", '["M", "MO", "TU", "WE", "TH", "FR", "SA", "SU"]'),
+    ],
+)
+def test_masks_agree_with_the_completion_oracle(grammars, smollm2_tokenizer, name, kind, text):
+    grammar = grammars[name]
+    token_bytes = grammar.vocab.token_bytes
+    rng = random.Random(0)
+    interesting = [
+        t
+        for t, data in enumerate(token_bytes)
+        if data and (set(data) & set(b'"\\,]-0123456789.eE') or rng.random() < 0.01)
+    ]
+    matcher = grammar.matcher()
+    prefix = b""
+    num_forbidden = 0
+    for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        allowed = set(matcher.allowed_token_ids().tolist())
+        inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+        assert allowed  # never stuck
+        for t in interesting:
+            if t not in inner_allowed:
+                assert t not in allowed
+                continue
+            expected = _has_completion(prefix + token_bytes[t], kind)
+            assert (t in allowed) == expected, (prefix, token_bytes[t])
+            num_forbidden += not expected
+        assert matcher.accept_token(token_id)
+        prefix += token_bytes[token_id]
+    assert matcher.is_accepting()
+    assert num_forbidden > 0  # the walk passed positions where some token repeats an item
+
+
+def test_bitmask_equals_allowed_ids(grammars, smollm2_tokenizer):
+    from formcast.grammar import allocate_token_bitmask
+
+    grammar = grammars["strings"]
+    matcher = grammar.matcher()
+    for token_id in smollm2_tokenizer.encode('[".", "', add_special_tokens=False):
+        assert matcher.accept_token(token_id)
+    bitmask = allocate_token_bitmask(2, grammar.vocab_size)
+    matcher.fill_bitmask(bitmask, 1)
+    bits = np.unpackbits(bitmask[1].numpy().view(np.uint8), bitorder="little")
+    from_mask = np.flatnonzero(bits[: grammar.vocab_size])
+    assert np.array_equal(from_mask, matcher.allowed_token_ids())
+    assert len(matcher.forbidden_token_ids()) > 0  # '."' and friends repeat "."
+
+
+def test_rollback_fork_and_reset(grammars, smollm2_tokenizer):
+    grammar = grammars["strings"]
+    ids = smollm2_tokenizer.encode('["a", "b"', add_special_tokens=False)
+    matcher = grammar.matcher()
+    assert matcher.accept_tokens(ids) == len(ids)
+    twin = matcher.fork()
+    close = smollm2_tokenizer.encode("]", add_special_tokens=False)
+    assert matcher.accept_tokens(close) == len(close) and matcher.is_accepting()
+    assert not twin.is_accepting()
+    matcher.rollback(len(close) + 2)
+    assert matcher.accept_tokens(ids[-2:]) == 2
+    again = smollm2_tokenizer.encode(', "a"', add_special_tokens=False)
+    assert twin.accept_tokens(again) < len(again)  # "a" again is refused, twin unchanged
+    assert not matcher.accept_bytes(b', "a"') and matcher.accept_bytes(b', "c"]')
+    matcher.reset()
+    assert matcher.num_accepted == 0 and matcher.accept_bytes(b'["a"]')
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    st.lists(st.sampled_from(["", "a", "b", "ab", ".", "?", "x y", "é"]), max_size=5),
+    st.lists(st.integers(-12, 12), max_size=5),
+)
+def test_generated_lists(grammars, smollm2_tokenizer, strings, integers):
+    for name, schema, value in [("strings", STRINGS, strings), ("integers", INTEGERS, integers)]:
+        text = serialize(value, schema, schema)
+        is_valid = validator(schema).is_valid(value)
+        assert walk(grammars[name], smollm2_tokenizer, text) == is_valid, text
+
+
+def test_refused_where_the_matcher_cannot_tell_arrays_apart(smollm2_vocab):
+    for schema, pointer in [
+        ({"anyOf": [STRINGS, {"type": "array", "items": {"type": "integer"}}]}, "/anyOf/0"),
+        ({"properties": {"t": STRINGS}, "additionalProperties": True}, None),
+        ({"anyOf": [STRINGS, INTEGERS]}, "/anyOf/1"),
+        ({"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True}, ""),
+        (
+            {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^a[bc]?$"},
+                "uniqueItems": True,
+            },
+            "",
+        ),
+        ({"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": True}, ""),
+        ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, ""),
+        ({"not": {"type": "string"}, "type": "array", "uniqueItems": True}, ""),
+    ]:
+        if pointer is None:  # extras exclude the declared name: no clash
+            assert isinstance(
+                compile_json_schema(schema, smollm2_vocab, strict=False, cache=False),
+                UniqueItemsGrammar,
+            )
+            continue
+        with pytest.raises(SchemaError) as info:
+            compile_json_schema(schema, smollm2_vocab, cache=False)
+        assert info.value.keyword == "uniqueItems", info.value
+        assert info.value.pointer == pointer, info.value
+
+
+def test_lenient_drops_the_guard_with_a_warning(smollm2_vocab, smollm2_tokenizer):
+    schema = {"anyOf": [STRINGS, {"type": "array", "items": {"type": "integer"}}]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grammar = compile_json_schema(schema, smollm2_vocab, lenient=True, cache=False)
+    assert any("uniqueItems" in str(w.message) for w in caught)
+    assert walk(grammar, smollm2_tokenizer, '["a", "a"]')  # a superset, as documented
+
+
+def test_plain_regex_still_refuses(smollm2_vocab):
+    with pytest.raises(SchemaError) as info:
+        json_schema_to_regex(STRINGS)
+    assert info.value.keyword == "uniqueItems"
+
+
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "tags": STRINGS,
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["tags"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+
+
+def test_structural_route_guards_shared_nonterminals(smollm2_vocab, smollm2_tokenizer):
+    # recursive: only the structural route; the $ref target is one nonterminal for every depth
+    grammar = compile_json_schema(TREE, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(TREE)
+    for value in [
+        {"tags": ["a", "b"], "children": [{"tags": ["a"]}, {"tags": ["b", "c"]}]},
+        {"tags": ["a"], "children": [{"tags": ["x", "x"]}]},
+        {"tags": ["a", "a"]},
+        {"tags": [], "children": [{"tags": ["y"], "children": [{"tags": ["z", "y", "z"]}]}]},
+    ]:
+        text = serialize(value, TREE, TREE)
+        assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value), text
+    # the same document on the forced structural route, not recursive
+    cfg = compile_json_schema(DOCUMENT, smollm2_vocab, route="cfg", cache=False)
+    assert isinstance(cfg, UniqueItemsGrammar)
+    text = serialize({"tags": ["a", "a"], "ids": []}, DOCUMENT, DOCUMENT)
+    assert not walk(cfg, smollm2_tokenizer, text)
+    text = serialize({"tags": ["a", "b"], "ids": [3, 1]}, DOCUMENT, DOCUMENT)
+    assert walk(cfg, smollm2_tokenizer, text)
+
+
+def test_shared_nonterminal_clashes_are_refused(smollm2_vocab):
+    schema = {
+        "type": "object",
+        "$defs": {"T": {"type": "object", "properties": {"tags": STRINGS}}},
+        "properties": {
+            "a": {"$ref": "#/$defs/T"},
+            "b": {"type": "object", "properties": {"tags": {"type": "array"}}},
+        },
+    }
+    # regex route: the places are known (a/tags unique, b/tags plain)
+    assert isinstance(compile_json_schema(schema, smollm2_vocab, cache=False), UniqueItemsGrammar)
+    # structural route: T's arrays may be anywhere, b/tags among them
+    with pytest.raises(SchemaError) as info:
+        compile_json_schema(schema, smollm2_vocab, route="cfg", cache=False)
+    assert (info.value.keyword, info.value.pointer) == ("uniqueItems", "/$defs/T/properties/tags")
+
+
+def test_disk_cache_hit_keeps_the_guard(smollm2_vocab, smollm2_tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORMCAST_CACHE", str(tmp_path))
+    first = compile_json_schema(DOCUMENT, smollm2_vocab)
+    second = compile_json_schema(DOCUMENT, smollm2_vocab)  # from disk: the tree is not built
+    assert isinstance(second, UniqueItemsGrammar)
+    assert second.patterns == first.patterns
+    text = serialize({"tags": ["a", "a"], "ids": []}, DOCUMENT, DOCUMENT)
+    assert not walk(second, smollm2_tokenizer, text)
+    first_tree = compile_json_schema(TREE, smollm2_vocab)  # the structural route's cache
+    second_tree = compile_json_schema(TREE, smollm2_vocab)
+    assert isinstance(second_tree, UniqueItemsGrammar)
+    assert second_tree.patterns == first_tree.patterns
+    assert not walk(second_tree, smollm2_tokenizer, '{"tags": ["q", "q"]}')
+
+
+def test_contains_with_unique_items_is_refused_not_ignored(smollm2_vocab):
+    schema = {"type": "array", "contains": {"const": 1}, "uniqueItems": True}
+    with pytest.raises(SchemaError) as info:
+        compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert info.value.keyword == "uniqueItems"
+
+
+def test_enum_domains_past_the_enumeration_budget(grammars, smollm2_vocab, smollm2_tokenizer):
+    grammar = grammars["weekdays"]
+    assert isinstance(grammar, UniqueItemsGrammar)
+    # all eight used: neither another item nor a used value can start
+    matcher = grammar.matcher()
+    text = '["M", "MO", "TU", "WE", "TH", "FR", "SA", "SU"'
+    assert matcher.accept_bytes(text.encode())
+    assert not matcher.accept_bytes(b", ")
+    assert matcher.accept_bytes(b"]") and matcher.is_accepting()
+    # more items required than there are values: no array is valid
+    too_many = {**WEEKDAYS, "minItems": 9}
+    with pytest.raises(SchemaError):
+        compile_json_schema(too_many, smollm2_vocab, cache=False)
+    # an enum whose sibling keyword drops values: only admitted ones count
+    short = {"type": "array", "uniqueItems": True, "items": {"enum": DAYS, "maxLength": 1}}
+    assert walk(compile_json_schema(short, smollm2_vocab, cache=False), smollm2_tokenizer, '["M"]')
+
+
+PATTERNED = {
+    "type": "object",
+    "properties": {
+        "columns": {
+            "type": "array",
+            "items": {"type": "string", "pattern": "^[a-z_][a-z0-9_]*$"},
+            "uniqueItems": True,
+        },
+        "to": {
+            "type": "array",
+            "items": {"type": "string", "format": "email"},
+            "uniqueItems": True,
+        },
+    },
+}
+
+
+def test_open_patterns_and_formats(smollm2_vocab, smollm2_tokenizer):
+    # every prefix of an identifier or an email address can still grow without bound
+    grammar = compile_json_schema(PATTERNED, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar) and len(grammar.patterns) == 2
+    oracle = validator(PATTERNED)
+    for value in [
+        {"columns": ["id", "name", "id_2"], "to": ["a@b.org", "c@d.org"]},
+        {"columns": ["id", "name", "id"]},
+        {"to": ["a@b.org", "a@b.org"]},
+        {"columns": ["x"], "to": ["x@y.z"]},
+    ]:
+        text = serialize(value, PATTERNED, PATTERNED)
+        assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value), text
+
+
+def test_guards_beside_a_not_on_other_keywords(smollm2_vocab, smollm2_tokenizer):
+    # tsconfig's compilerOptions: "not": {"required": ["outDir", "outFile"]} beside unique lists
+    schema = {
+        "type": "object",
+        "properties": {"lib": STRINGS, "outDir": {"type": "string"}, "outFile": {"type": "string"}},
+        "not": {"required": ["outDir", "outFile"]},
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for value in [
+        {"lib": ["a", "b"], "outDir": "d"},
+        {"lib": ["a", "a"], "outDir": "d"},
+        {"lib": ["a"], "outDir": "d", "outFile": "f"},
+        {"lib": [], "outFile": "f"},
+    ]:
+        text = serialize(value, schema, schema)
+        is_valid = oracle.is_valid(value)
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] and seen[False]
+    # a uniqueItems inside the negated schema is refused, never guarded
+    negated = {"type": "array", "not": STRINGS}
+    with pytest.raises(SchemaError) as info:
+        compile_json_schema(negated, smollm2_vocab, cache=False)
+    assert info.value.keyword == "uniqueItems"
