@@ -25,12 +25,20 @@ unused value: every allowed token is checked there.
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from formcast.grammar.json_schema.unique_plan import ELEMENT, EnumDomain, Kind, Path, path_matches
+from formcast.grammar.json_schema.unique_plan import (
+    ANY_PATH,
+    ELEMENT,
+    EnumDomain,
+    Kind,
+    Path,
+    path_matches,
+)
 
 if TYPE_CHECKING:
     from formcast.grammar.index.vocabulary import Vocabulary
@@ -39,18 +47,16 @@ if TYPE_CHECKING:
 _WHITESPACE = frozenset(b" \t\n\r")
 _SCALAR = frozenset(b"-+.0123456789eEtruefalsn")  # bytes of numbers and true/false/null
 _NUMBER = frozenset(b"-+.0123456789eE")
-_QUOTE, _BACKSLASH = 0x22, 0x5C
+_QUOTE, _BACKSLASH, _BRACKET = 0x22, 0x5C, 0x5B
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
 _ZERO_TEXTS = (b"0", b"-0")
-# (vocabulary hash, width, item kind or "enum") -> (V,) bool candidate tokens (see UniqueItemsGrammar)
-_CANDIDATES: dict[tuple[str, int, str], np.ndarray] = {}
 
 
 class _Frame:
     """One open container: its instance path, the key being filled (objects), the item kind
     and the completed item values (guarded arrays)."""
 
-    __slots__ = ("is_object", "path", "key", "expects_key", "kind", "seen")
+    __slots__ = ("is_object", "path", "key", "expects_key", "kind", "seen", "seen_texts")
 
     def __init__(
         self,
@@ -60,6 +66,7 @@ class _Frame:
         expects_key: bool = True,
         kind: Kind | None = None,
         seen: frozenset = frozenset(),
+        seen_texts: frozenset[bytes] = frozenset(),
     ) -> None:
         self.is_object = is_object
         self.path = path
@@ -67,6 +74,9 @@ class _Frame:
         self.expects_key = expects_key
         self.kind = kind
         self.seen = seen
+        # the texts of the completed string items: a string has one spelling in formcast's
+        # layout, so equal texts are equal values and the mask can compare bytes
+        self.seen_texts = seen_texts
 
     def but(self, **changes: Any) -> _Frame:
         """A copy with ``changes`` (frames are shared between cursors, never mutated)."""
@@ -94,13 +104,24 @@ class JsonCursor:
         self.is_key = False
         self.raw: bytes | None = None  # the pending key or guarded item, when kept
 
-    @property
-    def guarded_frame(self) -> _Frame | None:
-        """The innermost container if it is a guarded array with at least one item."""
+    def check_kind(self) -> Kind | None:
+        """Which tokens the mask must walk here (the kind whose candidates apply; None: no
+        token can complete a guarded item from here).
+
+        Inside a guarded array: its item kind (an enum without items yet only needs the
+        tokens that could complete two items at once: ``"string"``). Elsewhere, where a
+        guarded array may open below the current container: ``"enter"``, the tokens holding
+        a ``[`` (``"enter_string"`` inside a string: a ``"`` and a ``[``), which could open
+        the array and complete two equal items within one token."""
+        container: tuple = ()
         if self.stack:
             top = self.stack[-1]
-            if top.kind is not None and top.seen:
-                return top
+            if top.kind is not None:
+                return "string" if isinstance(top.kind, EnumDomain) and not top.seen else top.kind
+            container = top.path
+        for pattern, _ in self.patterns:
+            if _may_extend(pattern, container):
+                return "enter_string" if self.mode in (_STRING, _ESCAPE, _HEX) else "enter"
         return None
 
     def _kind_at(self, path: tuple[str, ...]) -> Kind | None:
@@ -193,6 +214,14 @@ class JsonCursor:
         return out
 
 
+def _may_extend(pattern: Path, container: tuple) -> bool:
+    """Can ``pattern`` match a path longer than the concrete ``container`` path that starts
+    with it (a guarded array below the container)?"""
+    if pattern and pattern[0] == ANY_PATH:
+        return True
+    return len(pattern) > len(container) and path_matches(pattern[: len(container)], container)
+
+
 def _value_path(stack: list[_Frame]) -> Path:
     """The instance path of a value that starts now."""
     if not stack:
@@ -207,7 +236,8 @@ def _complete(stack: list[_Frame], raw: bytearray) -> bool:
     value = json.loads(raw)
     if value in top.seen:
         return False
-    stack[-1] = top.but(seen=top.seen | {value})
+    texts = top.seen_texts | {bytes(raw)} if isinstance(value, str) else top.seen_texts
+    stack[-1] = top.but(seen=top.seen | {value}, seen_texts=texts)
     return True
 
 
@@ -228,6 +258,7 @@ class UniqueItemsGrammar:
         self.kind = inner.kind
         self.source = inner.source
         self.vocab: Vocabulary = inner.vocab
+        self.tables = _VocabTables.of(inner.vocab, inner.vocab_size)
 
     @property
     def vocab_size(self) -> int:
@@ -238,30 +269,77 @@ class UniqueItemsGrammar:
         """A fresh cursor at the start."""
         return UniqueItemsMatcher(self)
 
-    def candidates(self, kind: Kind) -> np.ndarray:
-        """``(V,)`` bool: the tokens that can end an item of ``kind`` or (integers) lead to
-        the item text ``0`` / ``-0`` (built once per vocabulary and kind)."""
-        key = (self.vocab.hash, self.vocab_size, kind if isinstance(kind, str) else "enum")
-        found = _CANDIDATES.get(key)
-        if found is None and not isinstance(kind, str):
-            found = np.ones(self.vocab_size, dtype=bool)  # any token can reach a used value
-            _CANDIDATES[key] = found
-        if found is None:
-            found = np.zeros(self.vocab_size, dtype=bool)
-            for token_id, data in enumerate(self.vocab.token_bytes):
-                if not data:
-                    continue
-                if kind == "string":
-                    found[token_id] = _QUOTE in data
-                else:
-                    found[token_id] = not _NUMBER.issuperset(data) or (
-                        kind == "integer" and set(data) <= {0x2D, 0x30}
-                    )
-            _CANDIDATES[key] = found
-        return found
+    def candidate_words(self, kind: Kind) -> np.ndarray:
+        """``(ceil(V/32),)`` uint32, packed like a bitmask row: the tokens the mask walks for
+        ``kind`` (see `JsonCursor.check_kind`): those holding a byte that ends an item
+        (integers: or made of ``-`` and ``0``), that open an array, or, for an enum, all."""
+        return self.tables.words[kind if isinstance(kind, str) else "enum"]
 
     def __repr__(self) -> str:
         return f"UniqueItemsGrammar({self.inner!r}, {len(self.patterns)} guarded arrays)"
+
+
+class _VocabTables:
+    """Per vocabulary (built once, ~50 ms): the candidate tokens of each kind as packed words,
+    and for the tokens holding one quote with no backslash before it, the bytes before it
+    (``heads``: the string-item fast path of `UniqueItemsMatcher._forbidden`)."""
+
+    _built: dict[tuple[str, int], _VocabTables] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, vocab: Vocabulary, vocab_size: int) -> None:
+        names = ("string", "integer", "number", "enum", "enter", "enter_string")
+        flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
+        self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
+        self.heads: dict[int, bytes] = {}
+        # number items: the bytes before the first one outside a number, for the tokens
+        # with no digit after it (they complete at most the pending item)
+        self.number_heads: dict[int, bytes] = {}
+        self.has_digit = np.zeros(vocab_size, dtype=bool)
+        for token_id, data in enumerate(vocab.token_bytes[:vocab_size]):
+            if not data:
+                continue
+            for name in ("string", "integer", "number", "enum"):
+                flags[name][token_id] = _is_candidate(name, data)
+            self.has_digit[token_id] = any(0x30 <= b <= 0x39 for b in data)
+            end = next((k for k, b in enumerate(data) if b not in _NUMBER), len(data))
+            if end < len(data) and not any(0x30 <= b <= 0x39 for b in data[end:]):
+                self.number_heads[token_id] = data[:end]
+            # an array opened by the token can get a complete item inside it only if a quote
+            # or a digit follows the bracket
+            tail = data[data.find(_BRACKET) + 1 :] if _BRACKET in data else b""
+            opens_items = _QUOTE in tail or any(0x30 <= b <= 0x39 for b in tail)
+            flags["enter"][token_id] = opens_items
+            flags["enter_string"][token_id] = opens_items and _QUOTE in data
+            num_quotes = min(data.count(_QUOTE), 2)
+            self.num_quotes[token_id] = num_quotes
+            head = data[: data.find(_QUOTE)]
+            if num_quotes == 1 and _BACKSLASH not in head:
+                self.heads[token_id] = head
+        num_words = (vocab_size + 31) // 32
+        self.words: dict[str, np.ndarray] = {}
+        for name, is_candidate in flags.items():
+            packed = np.zeros(4 * num_words, dtype=np.uint8)
+            bits = np.packbits(is_candidate, bitorder="little")
+            packed[: bits.size] = bits
+            self.words[name] = packed.view(np.uint32)
+
+    @classmethod
+    def of(cls, vocab: Vocabulary, vocab_size: int) -> _VocabTables:
+        key = (vocab.hash, vocab_size)
+        with cls._lock:
+            found = cls._built.get(key)
+            if found is None:
+                found = cls._built[key] = cls(vocab, vocab_size)
+        return found
+
+
+def _is_candidate(name: str, data: bytes) -> bool:
+    if name == "enum":
+        return True  # any token can lead to a prefix only used values start with
+    if name == "string":
+        return _QUOTE in data
+    return not _NUMBER.issuperset(data) or (name == "integer" and set(data) <= {0x2D, 0x30})
 
 
 class UniqueItemsMatcher:
@@ -273,6 +351,7 @@ class UniqueItemsMatcher:
         self._token_bytes = grammar.vocab.token_bytes
         self._eos_ids = frozenset(grammar.vocab.eos_token_ids)
         self._cursors: list[JsonCursor] = [JsonCursor(grammar.patterns)]
+        self._scratch: torch.Tensor | None = None  # (1, W) int32 CPU row for the inner mask
 
     @property
     def num_accepted(self) -> int:
@@ -311,22 +390,114 @@ class UniqueItemsMatcher:
 
     def forbidden_token_ids(self) -> np.ndarray:
         """Ids the inner grammar allows but that repeat an item (ascending)."""
-        cursor = self._cursors[-1]
-        frame = cursor.guarded_frame
-        if frame is None or self._inner.is_terminated():
+        if self._cursors[-1].check_kind() is None:
             return np.zeros(0, dtype=np.int64)
-        allowed = self._inner.allowed_token_ids()
-        candidates = self.grammar.candidates(frame.kind)
-        in_vocab = allowed[allowed < len(candidates)]
-        checked = in_vocab[candidates[in_vocab]].tolist()
+        return self._forbidden(self._inner_words())
+
+    def _inner_words(self) -> np.ndarray:
+        """The inner grammar's mask row as uint32 words (filled into a CPU scratch row)."""
+        if self._scratch is None:
+            self._scratch = torch.zeros(
+                (1, (self.grammar.vocab_size + 31) // 32), dtype=torch.int32
+            )
+        self._inner.fill_bitmask(self._scratch, 0)
+        return self._scratch[0].numpy().view(np.uint32)
+
+    def _forbidden(self, inner_words: np.ndarray) -> np.ndarray:
+        """The allowed candidates (``inner_words`` AND the kind's words) that ``feed`` refuses."""
+        cursor = self._cursors[-1]
+        kind = cursor.check_kind()
+        if kind is None or self._inner.is_terminated():
+            return np.zeros(0, dtype=np.int64)
+        candidates = self.grammar.candidate_words(kind)
+        num_words = min(len(candidates), len(inner_words))
+        hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
+        word_ids = np.flatnonzero(hits)
+        if word_ids.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        bits = np.unpackbits(hits[word_ids].view(np.uint8), bitorder="little").reshape(-1, 32)
+        rows, cols = np.nonzero(bits)
+        token_ids = word_ids[rows] * 32 + cols
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        bad = [t for t in checked if t not in eos_ids and cursor.feed(token_bytes[t]) is None]
+        tables = self.grammar.tables
+        top = cursor.stack[-1] if cursor.stack else None
+        if top is not None and top.kind == "string" and cursor.mode in (_BETWEEN, _STRING):
+            # open string items: one spelling per string, so a token with one quote (no
+            # backslash before it) repeats an item iff pending text + its head + '"' is a
+            # completed item's text; between items such a token only opens one
+            token_ids = token_ids[token_ids < len(tables.num_quotes)]
+            if cursor.mode == _BETWEEN:
+                token_ids = token_ids[tables.num_quotes[token_ids] > 1]
+            elif cursor.raw is not None:
+                pending, texts, heads = cursor.raw, top.seen_texts, tables.heads
+                bad = []
+                for t in token_ids.tolist():
+                    head = heads.get(t)
+                    if head is None:  # two quotes, or an escape first: walk it
+                        if t not in eos_ids and cursor.feed(token_bytes[t]) is None:
+                            bad.append(t)
+                    elif pending + head + b'"' in texts:
+                        bad.append(t)
+                return np.asarray(bad, dtype=np.int64)
+        if isinstance(top.kind if top else None, EnumDomain) and cursor.mode == _STRING:
+            # an enum item being written: a token with one quote (no backslash before it)
+            # completes it (a repeat iff its text is a completed item's); a token without a
+            # quote extends it (a dead end iff only used values start like that)
+            assert top is not None and isinstance(top.kind, EnumDomain)
+            token_ids = token_ids[token_ids < len(tables.num_quotes)]
+            pending, texts, heads = cursor.raw or b"", top.seen_texts, tables.heads
+            domain, seen = top.kind, top.seen
+            bad = []
+            for t in token_ids.tolist():
+                if t in eos_ids:
+                    continue
+                num_quotes = tables.num_quotes[t]
+                head = heads.get(t)
+                if num_quotes == 0 and _BACKSLASH not in token_bytes[t]:
+                    if not domain.has_unused(pending + token_bytes[t], seen):
+                        bad.append(t)
+                elif head is not None and num_quotes == 1 and 0x2C not in token_bytes[t]:
+                    if pending + head + b'"' in texts:  # (no comma: no new item after it)
+                        bad.append(t)
+                elif cursor.feed(token_bytes[t]) is None:
+                    bad.append(t)
+            return np.asarray(bad, dtype=np.int64)
+        if top is not None and top.kind in ("integer", "number"):
+            # number items: between items only a token with a digit can complete one; inside
+            # one, a token with a byte ending it and no digit after that completes exactly
+            # the pending item, compared by value (numbers have several spellings)
+            token_ids = token_ids[token_ids < len(tables.has_digit)]
+            if cursor.mode == _BETWEEN:
+                token_ids = token_ids[tables.has_digit[token_ids]]
+            elif cursor.mode == _LITERAL and cursor.raw is not None:
+                pending, heads = cursor.raw, tables.number_heads
+                bad = []
+                for t in token_ids.tolist():
+                    head = heads.get(t)
+                    if head is None:  # all number bytes, or digits after the end: walk it
+                        if t not in eos_ids and cursor.feed(token_bytes[t]) is None:
+                            bad.append(t)
+                    elif json.loads(pending + head) in top.seen:
+                        bad.append(t)
+                return np.asarray(bad, dtype=np.int64)
+        bad = [
+            t
+            for t in token_ids.tolist()
+            if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
+        ]
         return np.asarray(bad, dtype=np.int64)
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""
         self._inner.fill_bitmask(bitmask, row)
-        bad = self.forbidden_token_ids()
+        if self._cursors[-1].check_kind() is None:
+            return
+        target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32
+        if target.device.type == "cpu" and target.is_contiguous():
+            inner_words = target.numpy().view(np.uint32)
+        else:
+            inner_words = self._inner_words()
+        bad = self._forbidden(inner_words)
         if bad.size == 0:
             return
         words = bad >> 5
@@ -336,7 +507,6 @@ class UniqueItemsMatcher:
             clear[word] &= ~(1 << bit)
         used = np.unique(words)
         masks = torch.from_numpy(clear[used].astype(np.uint32).view(np.int32))
-        target = bitmask[row] if bitmask.dim() == 2 else bitmask
         index = torch.from_numpy(used).to(target.device)
         target[index] = target[index] & masks.to(target.device)
 
@@ -380,6 +550,7 @@ class UniqueItemsMatcher:
         twin._token_bytes = self._token_bytes
         twin._eos_ids = self._eos_ids
         twin._cursors = list(self._cursors)
+        twin._scratch = None
         return twin
 
     def __repr__(self) -> str:
