@@ -186,7 +186,7 @@ def _enum_domain(c: SchemaCompiler, values: list, rest: Any, ptr: str) -> EnumDo
     if not all(isinstance(v, str) for v in values):
         return None
     with c.child(), c.at(ELEMENT):
-        item_tree = c.compile(rest, ptr + "/items")
+        item_tree = c.compile_exact(rest, ptr + "/items")  # matched against texts: no cuts
     admitted = [v for v in values if c.fullmatch(item_tree, json.dumps(v, ensure_ascii=False))]
     return EnumDomain(admitted)
 

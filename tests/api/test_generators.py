@@ -75,8 +75,11 @@ def test_json_schema_dict_returns_valid_plain_json(model):
         (Point, lambda v: isinstance(v, Point) and isinstance(v.x, int)),
         (Pair, lambda v: isinstance(v, dict) and isinstance(v["value"], bool)),
         (list[int], lambda v: isinstance(v, list) and all(type(i) is int for i in v)),
+        # uniqueItems arrays, kept distinct by the matcher
+        (set[str], lambda v: isinstance(v, set) and all(type(i) is str for i in v)),
+        (frozenset[int], lambda v: isinstance(v, frozenset) and all(type(i) is int for i in v)),
     ],
-    ids=["dataclass", "TypedDict", "list[int]"],
+    ids=["dataclass", "TypedDict", "list[int]", "set[str]", "frozenset[int]"],
 )
 def test_json_python_types(model, target, check):
     value = formcast.json(model, target, max_tokens=24, **GREEDY)("Give an example.")

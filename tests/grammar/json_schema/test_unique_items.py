@@ -439,3 +439,15 @@ def test_guards_beside_a_not_on_other_keywords(smollm2_vocab, smollm2_tokenizer)
     with pytest.raises(SchemaError) as info:
         compile_json_schema(negated, smollm2_vocab, cache=False)
     assert info.value.keyword == "uniqueItems"
+
+
+def test_large_enum_on_the_structural_route(smollm2_vocab, smollm2_tokenizer):
+    schema = {**TREE, "$defs": {"node": {**TREE["$defs"]["node"]}}}
+    schema["$defs"]["node"]["properties"] = {
+        **TREE["$defs"]["node"]["properties"],
+        "days": WEEKDAYS,
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    assert walk(grammar, smollm2_tokenizer, '{"tags": [], "days": ["MO", "M"]}')
+    assert not walk(grammar, smollm2_tokenizer, '{"tags": [], "days": ["MO", "MO"]}')
