@@ -97,13 +97,16 @@ def merge(
             if n not in names:
                 names.append(n)
     with_patterns = [s for s in schemas if s.get("patternProperties")]
-    if len(with_patterns) > 1:
+    if len(with_patterns) > 1 and any(
+        s.get("additionalProperties", True) not in (True, {}) for s in schemas
+    ):
         raise SchemaError(
-            "allOf of several patternProperties cannot be merged exactly",
+            "allOf of several patternProperties next to a closed additionalProperties cannot be "
+            "merged exactly",
             pointer=pointer,
             keyword="patternProperties",
         )
-    if with_patterns and any(
+    if len(with_patterns) == 1 and any(
         s.get("additionalProperties", True) not in (True, {})
         for s in schemas
         if s is not with_patterns[0]
@@ -130,7 +133,14 @@ def merge(
             props[n] = _all(*parts)
         out["properties"] = props
     if with_patterns:
-        out["patternProperties"] = with_patterns[0]["patternProperties"]
+        # every additionalProperties is open when there are several: a key's value must then
+        # satisfy every matching pattern's schema of every branch, which is what one
+        # patternProperties holding all their patterns says (equal patterns intersected)
+        patterns: dict[str, list[Any]] = {}
+        for s in with_patterns:
+            for pattern, sub in s["patternProperties"].items():
+                patterns.setdefault(pattern, []).append(sub)
+        out["patternProperties"] = {pattern: _all(*subs) for pattern, subs in patterns.items()}
     if any(key in s for s in schemas for key in _ITEM_KEYS):
         out.update(_merge_items(schemas))
     additional = [s["additionalProperties"] for s in schemas if "additionalProperties" in s]

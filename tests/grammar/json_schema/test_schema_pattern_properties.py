@@ -225,3 +225,33 @@ def test_counted_pattern_class_keeps_its_repetition():
     for value in [{"a" * 255: 1}, {"a" * 256: 1}, {"": 1}, {"ab": 1, "c_": 2}, {"ab": "1"}]:
         text = serialize(value, schema, schema)
         assert bool(rx.fullmatch(text)) == oracle.is_valid(value), text
+
+
+ALL_OF_PATTERNS = [
+    {"allOf": [{"patternProperties": {"^x_": {"type": "integer"}}},
+               {"patternProperties": {"^x_": {"minimum": 1}, "_y$": {"type": "string"}}}]},
+    {"allOf": [{"patternProperties": {"^x": {"type": ["integer", "string"]}},
+                "properties": {"x_a_y": {"const": 1}}},
+               {"patternProperties": {"a": {"type": "integer"}}, "required": ["b"]}]},
+    {"type": "object", "patternProperties": {"^\\w+$": {"type": ["null", "boolean", "integer"]}},
+     "allOf": [{"patternProperties": {"^[a-z]+$": {"type": "boolean"}}}]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(ALL_OF_PATTERNS)))
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(OBJECTS, min_size=1, max_size=5))
+def test_allof_of_several_pattern_properties(i, values):
+    # every additionalProperties open: one patternProperties with all the patterns is exact
+    schema = ALL_OF_PATTERNS[i]
+    rx = re.compile(json_schema_to_regex(schema, strict=False, max_any_depth=2))
+    oracle = validator(schema)
+    for v in values:
+        text = serialize(v, schema, schema)
+        assert bool(rx.fullmatch(text)) == oracle.is_valid(json.loads(text)), (schema, text)
+
+
+def test_allof_of_several_pattern_properties_beside_a_closed_one_is_refused():
+    schema = {"allOf": [{"patternProperties": {"^a": {}}, "additionalProperties": False},
+                        {"patternProperties": {"^b": {}}}]}  # fmt: skip
+    _refused(schema, "patternProperties", "", "closed additionalProperties")
