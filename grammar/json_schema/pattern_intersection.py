@@ -1,4 +1,5 @@
-"""The intersection of two string constraints (a ``pattern`` and a ``format``) as branches.
+"""The intersection of two string constraints (a ``pattern`` and a ``format``) as branches;
+also the difference, for a ``pattern`` that starts with a negative lookahead.
 
 Both sides are parsed branches (:mod:`~formcast.grammar.json_schema.ecma_pattern`); each
 becomes a character DFA (:mod:`~formcast.grammar.json_schema.char_dfa`, unanchored ends padded
@@ -64,6 +65,30 @@ def intersect_branches(
         body = dfa_tree(minimize(both), alphabet, MAX_INTERSECTION_TREE_CHARS, chars)
     except KeyLanguageTooLarge as exc:
         raise ecma_pattern.PatternRefused(f"the intersection is too large: {exc}") from exc
+    if body is None:
+        return []
+    return ecma_pattern.branches_of(body)
+
+
+def subtract_branches(
+    a: list[ecma_pattern.Branch], b: list[ecma_pattern.Branch]
+) -> list[ecma_pattern.Branch]:
+    """Fully anchored branches of the strings ``a`` accepts and ``b`` does not (``^(?!X)R``
+    is ``^R`` minus ``^X``: see :func:`~formcast.grammar.json_schema.ecma_pattern.parse_ecma`).
+
+    Raises
+    ------
+    ecma_pattern.PatternRefused
+        The product automaton or its tree is over budget.
+    """
+    charsets = [c for branch in a + b for c in pattern_charsets(ecma_pattern.padded(branch))]
+    alphabet = Alphabet(charsets)
+    try:
+        dfa_a, dfa_b = pattern_dfa(a, alphabet), pattern_dfa(b, alphabet)
+        rest = product([dfa_a, dfa_b], lambda hits: hits[0] and not hits[1])
+        body = dfa_tree(minimize(rest), alphabet, MAX_INTERSECTION_TREE_CHARS, chars)
+    except KeyLanguageTooLarge as exc:
+        raise ecma_pattern.PatternRefused(f"the difference is too large: {exc}") from exc
     if body is None:
         return []
     return ecma_pattern.branches_of(body)

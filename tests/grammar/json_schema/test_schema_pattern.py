@@ -44,7 +44,9 @@ def test_python_and_ecma_differ_where_expected():
     assert not accepts("^\\d+$", "١٢٣")
 
 
-@pytest.mark.parametrize("pattern", ["(?=x)", "(?!x)y", "(?<=a)b", "(a)\\1", "\\bword", "(?i)a"])
+@pytest.mark.parametrize(
+    "pattern", ["(?=x)", "(?!x)y", "a(?!x)y", "(?<=a)b", "(a)\\1", "\\bword", "(?i)a"]
+)
 def test_refused_constructs(pattern):
     with pytest.raises(SchemaError) as info:
         json_schema_to_regex({"type": "string", "pattern": pattern})
@@ -55,3 +57,39 @@ def test_escaped_characters_in_patterns():
     assert accepts('^a"b\\\\c$', 'a"b\\c')
     assert accepts("^\\n$", "\n")
     assert not accepts("^\\n$", "n")
+
+
+LEADING_NEGATIVE_LOOKAHEADS = [
+    "^(?!include$|exclude$)[a-zA-Z_][a-zA-Z0-9_-]*$",  # GitHub Actions job ids
+    "^(?!(stages|variables|default|include)$)[a-z][a-z0-9 :_-]*$",  # GitLab CI job names
+    "^(?!ab)[a-c]+",  # a prefix excluded, end unanchored
+    "^(?![0-9])\\w+$",
+    "^(?![)(]x)[^x]",  # a class with parentheses inside the guard
+    "^(?!a(b|c)$)",  # nothing after the guard: every string but ab and ac
+]
+SAMPLES = ["", "a", "ab", "ac", "abc", "ba", "include", "includes", "exclude", "stages", "stage",
+           "x", "1a", "a1", "_x", "(x", ")", "(y", "ca b", "de-fault", "default", "A-b"]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", LEADING_NEGATIVE_LOOKAHEADS)
+def test_leading_negative_lookahead_is_a_difference(pattern):
+    # the oracle: Python's own lookahead, ECMA-aligned (ASCII classes, $ = end of input)
+    python = re.compile(pattern.replace("$", "\\Z"), re.ASCII)
+    seen = {True: 0, False: 0}
+    for value in SAMPLES:
+        expected = python.search(value) is not None
+        assert accepts(pattern, value) is expected, (pattern, value)
+        seen[expected] += 1
+    assert seen[True] and seen[False]
+
+
+def test_lookahead_keys_in_pattern_properties():
+    schema = {
+        "type": "object",
+        "patternProperties": {"^(?!include$|exclude$)[a-z_]+$": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    rx = re.compile(json_schema_to_regex(schema))
+    assert rx.fullmatch('{"build":1,"test_it":2}')
+    assert not rx.fullmatch('{"include":1}') and not rx.fullmatch('{"exclude":1}')
+    assert rx.fullmatch('{"includes":1}')
