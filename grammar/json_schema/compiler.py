@@ -31,7 +31,7 @@ from formcast.grammar.json_schema.keyword_types import check_keyword_types
 from formcast.grammar.json_schema.layout import Layout
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
 from formcast.grammar.json_schema.objects import object_tree
-from formcast.grammar.json_schema.pattern_intersection import intersect_branches
+from formcast.grammar.json_schema.pattern_intersection import intersect_branches, parse_pattern
 from formcast.grammar.json_schema.refs import detect_draft, escape_pointer_token, resolve_ref
 from formcast.grammar.json_schema.values import JSON_TYPES, equality_key, ordered, type_of
 from formcast.grammar.regex.combinators import alt, group, joined, literal, repeat, seq, star
@@ -177,7 +177,7 @@ class SchemaCompiler:
         """ECMA ``pattern`` finds a match in string ``name`` (via its JSON-text regex)."""
         if pattern not in self._pattern_cache:
             try:
-                branches = ecma_pattern.parse_ecma(pattern)
+                branches = parse_pattern(pattern)
                 found = ecma_pattern.pattern_tree(branches)
             except ecma_pattern.PatternRefused as exc:
                 raise SchemaError(
@@ -703,7 +703,7 @@ class SchemaCompiler:
                 self.refuse(f"format {fmt!r} is not supported", ptr, "format")
         if patterns is not None:
             try:
-                branches = ecma_pattern.parse_ecma(patterns)
+                branches = parse_pattern(patterns)
             except ecma_pattern.PatternRefused as exc:
                 self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
                 branches = None

@@ -78,28 +78,14 @@ def parse_ecma(pattern: str) -> list[Branch]:
     Raises
     ------
     PatternRefused
-        Syntax the ``"ecma"`` parser refuses (its message, with the position), a lookahead
-        other than a negative one right after a leading ``^``, or an anchor that does not sit
-        at an end of the pattern.
-
-    Notes
-    -----
-    ``^(?!X)R`` (identifier rules such as ``^(?!include$|exclude$)[a-z_]+$``) matches the
-    strings ``^R`` matches unless ``^X`` matches at their start: the difference of the two
-    languages, computed on character DFAs (`pattern_intersection.subtract_branches`).
+        Syntax the ``"ecma"`` parser refuses (its message, with the position), a lookahead,
+        or an anchor that does not sit at an end of the pattern (a leading ``^(?!X)`` is
+        handled above this module: `pattern_intersection.parse_pattern`).
     """
-    lookahead = _leading_negative_lookahead(pattern)
-    if lookahead is None:
-        return _parsed_branches(pattern, "ecma", is_anchored=False)
-    from formcast.grammar.json_schema.pattern_intersection import subtract_branches
-
-    guard, rest = lookahead
-    kept = _parsed_branches("^" + rest, "ecma", is_anchored=False)
-    removed = _parsed_branches("^" + guard, "ecma", is_anchored=False)
-    return subtract_branches(kept, removed)
+    return _parsed_branches(pattern, "ecma", is_anchored=False)
 
 
-def _leading_negative_lookahead(pattern: str) -> tuple[str, str] | None:
+def leading_negative_lookahead(pattern: str) -> tuple[str, str] | None:
     """``(X, R)`` for a pattern ``^(?!X)R`` (X's closing parenthesis found by scanning
     escapes, classes and nested groups), else None."""
     if not pattern.startswith("^(?!"):

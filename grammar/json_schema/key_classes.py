@@ -30,6 +30,7 @@ from formcast.grammar.json_schema.char_dfa import (
 )
 from formcast.grammar.json_schema.charset import normalize
 from formcast.grammar.json_schema.dfa_to_tree import dfa_tree
+from formcast.grammar.json_schema.pattern_intersection import parse_pattern
 from formcast.grammar.regex.combinators import literal, seq
 from formcast.grammar.regex.syntax_tree import Node
 
@@ -50,8 +51,8 @@ class KeySpace:
     """
 
     def __init__(self, patterns: list[str], names: list[str], name_pattern: str | None) -> None:
-        self.parsed = parsed = [ecma_pattern.parse_ecma(p) for p in patterns]
-        filter_parsed = None if name_pattern is None else ecma_pattern.parse_ecma(name_pattern)
+        self.parsed = parsed = [parse_pattern(p) for p in patterns]
+        filter_parsed = None if name_pattern is None else parse_pattern(name_pattern)
         charsets = [normalize([(ord(ch), ord(ch))]) for name in names for ch in name]
         for branches in parsed + ([filter_parsed] if filter_parsed is not None else []):
             for b in branches:

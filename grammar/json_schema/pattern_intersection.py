@@ -1,5 +1,6 @@
 """The intersection of two string constraints (a ``pattern`` and a ``format``) as branches;
-also the difference, for a ``pattern`` that starts with a negative lookahead.
+also the difference, for a ``pattern`` that starts with a negative lookahead
+(:func:`parse_pattern`, which every JSON Schema ``pattern`` goes through).
 
 Both sides are parsed branches (:mod:`~formcast.grammar.json_schema.ecma_pattern`); each
 becomes a character DFA (:mod:`~formcast.grammar.json_schema.char_dfa`, unanchored ends padded
@@ -70,11 +71,31 @@ def intersect_branches(
     return ecma_pattern.branches_of(body)
 
 
+def parse_pattern(pattern: str) -> list[ecma_pattern.Branch]:
+    """:func:`~formcast.grammar.json_schema.ecma_pattern.parse_ecma`, plus a leading negative
+    lookahead: ``^(?!X)R`` (identifier rules such as ``^(?!include$|exclude$)[a-z_]+$``)
+    matches the strings ``^R`` matches unless ``^X`` matches at their start, the difference
+    of the two languages (:func:`subtract_branches`).
+
+    Raises
+    ------
+    ecma_pattern.PatternRefused
+        As ``parse_ecma`` (any other lookaround included), or a difference over budget.
+    """
+    lookahead = ecma_pattern.leading_negative_lookahead(pattern)
+    if lookahead is None:
+        return ecma_pattern.parse_ecma(pattern)
+    guard, rest = lookahead
+    kept = ecma_pattern.parse_ecma("^" + rest)
+    removed = ecma_pattern.parse_ecma("^" + guard)
+    return subtract_branches(kept, removed)
+
+
 def subtract_branches(
     a: list[ecma_pattern.Branch], b: list[ecma_pattern.Branch]
 ) -> list[ecma_pattern.Branch]:
     """Fully anchored branches of the strings ``a`` accepts and ``b`` does not (``^(?!X)R``
-    is ``^R`` minus ``^X``: see :func:`~formcast.grammar.json_schema.ecma_pattern.parse_ecma`).
+    is ``^R`` minus ``^X``: see :func:`parse_pattern`).
 
     Raises
     ------
