@@ -14,9 +14,12 @@ smaller side's branches are returned unchanged. Exact; bounded by the DFA state 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from formcast.grammar.json_schema import ecma_pattern
 from formcast.grammar.json_schema.char_dfa import (
     Alphabet,
+    CharDFA,
     KeyLanguageTooLarge,
     minimize,
     pattern_charsets,
@@ -53,19 +56,44 @@ def intersect_branches(
     ecma_pattern.PatternRefused
         The product automaton or its tree is over budget.
     """
-    charsets = [c for branch in a + b for c in pattern_charsets(ecma_pattern.padded(branch))]
-    alphabet = Alphabet(charsets)
+    alphabet, dfa_a, dfa_b = _dfas(a, b, "intersection")
     try:
-        dfa_a, dfa_b = pattern_dfa(a, alphabet), pattern_dfa(b, alphabet)
         # one side within the other (e.g. a pattern every date matches): keep that side as is
         if not product([dfa_a, dfa_b], lambda hits: hits[0] and not hits[1]).is_accepting.any():
             return a
         if not product([dfa_a, dfa_b], lambda hits: hits[1] and not hits[0]).is_accepting.any():
             return b
-        both = product([dfa_a, dfa_b], lambda hits: hits[0] and hits[1])
-        body = dfa_tree(minimize(both), alphabet, MAX_INTERSECTION_TREE_CHARS, chars)
     except KeyLanguageTooLarge as exc:
         raise ecma_pattern.PatternRefused(f"the intersection is too large: {exc}") from exc
+    return _combined(alphabet, dfa_a, dfa_b, lambda hits: hits[0] and hits[1], "intersection")
+
+
+def _dfas(
+    a: list[ecma_pattern.Branch], b: list[ecma_pattern.Branch], what: str
+) -> tuple[Alphabet, CharDFA, CharDFA]:
+    """A common alphabet and the two patterns' character DFAs over it."""
+    charsets = [c for branch in a + b for c in pattern_charsets(ecma_pattern.padded(branch))]
+    alphabet = Alphabet(charsets)
+    try:
+        return alphabet, pattern_dfa(a, alphabet), pattern_dfa(b, alphabet)
+    except KeyLanguageTooLarge as exc:
+        raise ecma_pattern.PatternRefused(f"the {what} is too large: {exc}") from exc
+
+
+def _combined(
+    alphabet: Alphabet,
+    dfa_a: CharDFA,
+    dfa_b: CharDFA,
+    accept: Callable[[tuple[bool, ...]], bool],
+    what: str,
+) -> list[ecma_pattern.Branch]:
+    """Fully anchored branches of the product of ``dfa_a`` and ``dfa_b`` under ``accept``."""
+    try:
+        body = dfa_tree(
+            minimize(product([dfa_a, dfa_b], accept)), alphabet, MAX_INTERSECTION_TREE_CHARS, chars
+        )
+    except KeyLanguageTooLarge as exc:
+        raise ecma_pattern.PatternRefused(f"the {what} is too large: {exc}") from exc
     if body is None:
         return []
     return ecma_pattern.branches_of(body)
@@ -102,14 +130,5 @@ def subtract_branches(
     ecma_pattern.PatternRefused
         The product automaton or its tree is over budget.
     """
-    charsets = [c for branch in a + b for c in pattern_charsets(ecma_pattern.padded(branch))]
-    alphabet = Alphabet(charsets)
-    try:
-        dfa_a, dfa_b = pattern_dfa(a, alphabet), pattern_dfa(b, alphabet)
-        rest = product([dfa_a, dfa_b], lambda hits: hits[0] and not hits[1])
-        body = dfa_tree(minimize(rest), alphabet, MAX_INTERSECTION_TREE_CHARS, chars)
-    except KeyLanguageTooLarge as exc:
-        raise ecma_pattern.PatternRefused(f"the difference is too large: {exc}") from exc
-    if body is None:
-        return []
-    return ecma_pattern.branches_of(body)
+    alphabet, dfa_a, dfa_b = _dfas(a, b, "difference")
+    return _combined(alphabet, dfa_a, dfa_b, lambda hits: hits[0] and not hits[1], "difference")

@@ -390,9 +390,10 @@ class UniqueItemsMatcher:
 
     def forbidden_token_ids(self) -> np.ndarray:
         """Ids the inner grammar allows but that repeat an item (ascending)."""
-        if self._cursors[-1].check_kind() is None:
+        kind = self._cursors[-1].check_kind()
+        if kind is None:
             return np.zeros(0, dtype=np.int64)
-        return self._forbidden(self._inner_words())
+        return self._forbidden(kind, self._inner_words())
 
     def _inner_words(self) -> np.ndarray:
         """The inner grammar's mask row as uint32 words (filled into a CPU scratch row)."""
@@ -403,11 +404,10 @@ class UniqueItemsMatcher:
         self._inner.fill_bitmask(self._scratch, 0)
         return self._scratch[0].numpy().view(np.uint32)
 
-    def _forbidden(self, inner_words: np.ndarray) -> np.ndarray:
-        """The allowed candidates (``inner_words`` AND the kind's words) that ``feed`` refuses."""
+    def _forbidden(self, kind: Kind, inner_words: np.ndarray) -> np.ndarray:
+        """The allowed candidates (``inner_words`` AND ``kind``'s words) that ``feed`` refuses."""
         cursor = self._cursors[-1]
-        kind = cursor.check_kind()
-        if kind is None or self._inner.is_terminated():
+        if self._inner.is_terminated():
             return np.zeros(0, dtype=np.int64)
         candidates = self.grammar.candidate_words(kind)
         num_words = min(len(candidates), len(inner_words))
@@ -490,14 +490,15 @@ class UniqueItemsMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""
         self._inner.fill_bitmask(bitmask, row)
-        if self._cursors[-1].check_kind() is None:
+        kind = self._cursors[-1].check_kind()
+        if kind is None:
             return
         target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32
         if target.device.type == "cpu" and target.is_contiguous():
             inner_words = target.numpy().view(np.uint32)
         else:
             inner_words = self._inner_words()
-        bad = self._forbidden(inner_words)
+        bad = self._forbidden(kind, inner_words)
         if bad.size == 0:
             return
         words = bad >> 5
