@@ -27,6 +27,18 @@ from formcast.errors import GrammarError, GrammarLimitError
 from formcast.grammar.json_schema.keyword_types import subschemas
 from formcast.grammar.regex.parser import parse_regex
 from formcast.grammar.regex.syntax_tree import Repeat, subtrees
+from formcast.grammar.structural_tag.format import (
+    Format,
+    JsonSchema,
+    Or,
+    Regex,
+    Sequence,
+    Tag,
+    TagsWithSeparator,
+    TriggeredTags,
+    parse_structural_tag,
+)
+from formcast.grammar.structural_tag.format import Repeat as FormatRepeat
 
 
 @dataclass(frozen=True)
@@ -85,7 +97,8 @@ def check_grammar_size(kind: str, source: Any, limits: GrammarLimits) -> None:
     ----------
     kind : str
         ``"json_schema"`` (``source`` is the schema), ``"regex"`` (the pattern), ``"lark"``
-        (the grammar text) or ``"choice"`` (the list of options).
+        (the grammar text), ``"choice"`` (the list of options) or ``"structural_tag"`` (the
+        request; each schema and regex inside is checked as above).
     source : Any
         The input as the request gave it.
     limits : GrammarLimits
@@ -109,8 +122,29 @@ def check_grammar_size(kind: str, source: Any, limits: GrammarLimits) -> None:
         _check_count("max_choices", len(source), limits, "the choice list")
         total = sum(len(option) for option in source if isinstance(option, str))
         _check_count("max_source_chars", total, limits, "the choices together")
+    elif kind == "structural_tag":
+        _check_structural_tag(source, limits)
     else:
         raise GrammarError(f"unknown grammar kind {kind!r} (no size limits defined for it)")
+
+
+def _check_structural_tag(source: Any, limits: GrammarLimits) -> None:
+    """The request's text as a whole, then every schema, regex and grammar inside it."""
+    tag = parse_structural_tag(source)
+    _check_count("max_source_chars", len(tag.to_json()), limits, "the structural tag")
+    stack: list[Format] = [tag.format]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, JsonSchema):
+            _check_schema(node.schema, limits)
+        elif isinstance(node, Regex):
+            _check_pattern(node.pattern, "python", limits, f"the regex at {node.pointer}")
+        elif isinstance(node, (Sequence, Or)):
+            stack.extend(node.elements)
+        elif isinstance(node, (FormatRepeat, Tag)):
+            stack.append(node.content)
+        elif isinstance(node, (TriggeredTags, TagsWithSeparator)):
+            stack.extend(node.tags)
 
 
 def _check_count(limit_name: str, value: int, limits: GrammarLimits, where: str) -> None:

@@ -6,7 +6,8 @@ ready :class:`~formcast.grammar.protocol.Grammar` or a spec: a hashable ``key`` 
 equal keys share one compiled grammar) and ``compile_fn(vocab) -> Grammar``, run in the engine's grammar thread pool so the request waits for it
 without blocking the others. The constructors cover the grammar kinds formcast compiles; a
 ``dict`` with one of their names as its only key is accepted as shorthand
-(``{"json_schema": {...}}``, ``{"regex": "..."}``, ``{"choice": [...]}``, ``{"lark": "..."}``).
+(``{"json_schema": {...}}``, ``{"regex": "..."}``, ``{"choice": [...]}``, ``{"lark": "..."}``,
+``{"structural_tag": {"type": "structural_tag", "format": {...}}}``).
 
 Specs made by the constructors also carry their `GrammarRecipe`: the kind, the input and the
 options as plain data. It lets the engine check the input's size (`GrammarLimits`) before
@@ -31,6 +32,8 @@ from formcast.grammar.json_schema.compile import compile_json_schema
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.limits import GrammarLimits, check_grammar_size
 from formcast.grammar.protocol import Grammar
+from formcast.grammar.structural_tag.compile import compile_structural_tag
+from formcast.grammar.structural_tag.format import parse_structural_tag
 
 CompileFn = Callable[[Vocabulary], Grammar]
 
@@ -42,9 +45,11 @@ class GrammarRecipe:
     Parameters
     ----------
     kind : str
-        ``"json_schema"``, ``"regex"``, ``"choice"`` or ``"lark"`` (the constructor's name).
+        ``"json_schema"``, ``"regex"``, ``"choice"``, ``"lark"`` or ``"structural_tag"`` (the
+        constructor's name).
     source : Any
-        The schema (a dict / bool), the pattern, the options list or the grammar text.
+        The schema (a dict / bool), the pattern, the options list, the grammar text or the
+        structural tag request.
     options : dict
         Keyword options of the compile function.
     """
@@ -175,6 +180,25 @@ class GrammarSpec:
         )
 
     @classmethod
+    def structural_tag(cls, tag: Any, **options: Any) -> GrammarSpec:
+        """Output follows the structural tag ``tag`` (XGrammar / vLLM request shape; options
+        go to ``compile_structural_tag``).
+
+        Raises
+        ------
+        StructuralTagError
+            At once, for a malformed or unsupported tag (names the node's JSON pointer).
+        """
+        parsed = parse_structural_tag(tag)
+        text = parsed.to_json()
+        return cls(
+            ("structural_tag", text, _options_key(options)),
+            lambda vocab: _guarded(lambda: compile_structural_tag(parsed, vocab, **options)),
+            f"structural tag {_short(text)}",
+            GrammarRecipe("structural_tag", tag, options),
+        )
+
+    @classmethod
     def coerce(cls, grammar: object) -> Grammar | GrammarSpec:
         """Accept a compiled :class:`Grammar`, a `GrammarSpec` or a one-key dict shorthand.
 
@@ -192,6 +216,7 @@ class GrammarSpec:
                 "regex": cls.regex,
                 "choice": cls.choice,
                 "lark": cls.lark,
+                "structural_tag": cls.structural_tag,
             }
             if kind in makers:
                 return makers[kind](value)
