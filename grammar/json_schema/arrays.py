@@ -19,16 +19,20 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
 from formcast.grammar.json_schema.unique_plan import ELEMENT, ITEM_KINDS, EnumDomain
 from formcast.grammar.json_schema.values import equality_key
 from formcast.grammar.regex.combinators import alt, joined, opt, repeat, seq, star
-from formcast.grammar.regex.syntax_tree import EMPTY, Node
+from formcast.grammar.regex.syntax_tree import EMPTY, Node, to_python_regex
 
 if TYPE_CHECKING:
     from formcast.grammar.json_schema.compiler import SchemaCompiler
 
 MAX_UNIQUE_ARRAYS = 400
+# the unbounded-value marker byte (compiler.MARKER): an item automaton reading it holds values
+# nested without bound, which the item automaton cannot follow
+_MARKER = 0x01
 
 
 def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -> Node | None:
@@ -179,6 +183,29 @@ def _is_open(item_tree: Node) -> bool:
     return all(state in alive for state in range(dfa.num_states) if successors[state])
 
 
+def _item_automaton(c: SchemaCompiler, rest: Any, ptr: str) -> ItemAutomaton | None:
+    """The items as an `ItemAutomaton` (any regular item schema: objects, bounded strings,
+    mixed types), or None where its automaton cannot be built: over the complement budgets,
+    recursive, holding unbounded values (marker bytes), or holding guarded arrays itself."""
+    from formcast.errors import CompileBudgetError, GrammarError, SchemaError
+    from formcast.grammar.json_schema.complement import byte_dfa
+
+    plan = c.unique_plan
+    assert plan is not None
+    num_guarded = len(plan.unique)
+    try:
+        with c.child(), c.at(ELEMENT):
+            item_tree = c.compile_exact(rest, ptr + "/items")
+        dfa = byte_dfa(item_tree) if item_tree is not None else None
+    except (CompileBudgetError, GrammarError, SchemaError):  # budgets, recursion
+        return None
+    if dfa is None or len(plan.unique) != num_guarded:
+        return None
+    if (dfa.transitions[:, dfa.byte_to_class[_MARKER]] >= 0).any():
+        return None
+    return ItemAutomaton(dfa, to_python_regex(item_tree))
+
+
 def _enum_domain(c: SchemaCompiler, values: list, rest: Any, ptr: str) -> EnumDomain | None:
     """The string values of a finite item domain that the items' tree admits (an ``enum``
     with sibling keywords may drop some), as a guard kind; None if some value is not a
@@ -197,11 +224,18 @@ def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> Node | None:
     unguarded = {k: v for k, v in s.items() if k != "uniqueItems"}
     if plan is not None and not prefix and plan.num_negations == 0:
         kind: str | EnumDomain | None = None
+        is_enumerable = domain is not None and (
+            _num_arrays(len({equality_key(v) for v in domain}), min_n, max_n) <= MAX_UNIQUE_ARRAYS
+        )
         if domain is None:
             kind = _open_item_kind(c, rest, ptr)
-        elif _num_arrays(len({equality_key(v) for v in domain}), min_n, max_n) > MAX_UNIQUE_ARRAYS:
+        elif not is_enumerable:
             kind = _enum_domain(c, domain, rest, ptr)
             if kind is not None and len(kind.texts) < min_n:
+                return None  # fewer distinct values than minItems
+        if kind is None and not is_enumerable:
+            kind = _item_automaton(c, rest, ptr)
+            if kind is not None and not kind.has_values(min_n):
                 return None  # fewer distinct values than minItems
         if kind is not None:
             plan.note_unique(kind, ptr)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
 from formcast.grammar.json_schema.unique_plan import (
     ANY_PATH,
     ELEMENT,
@@ -94,7 +95,7 @@ class JsonCursor:
         ``((path pattern, item kind), ...)`` of the guarded arrays.
     """
 
-    __slots__ = ("patterns", "stack", "mode", "hex_left", "is_key", "raw")
+    __slots__ = ("patterns", "stack", "mode", "hex_left", "is_key", "raw", "item_state")
 
     def __init__(self, patterns: tuple[tuple[Path, Kind], ...]) -> None:
         self.patterns = patterns
@@ -103,6 +104,9 @@ class JsonCursor:
         self.hex_left = 0
         self.is_key = False
         self.raw: bytes | None = None  # the pending key or guarded item, when kept
+        # in an ItemAutomaton array: the automaton's state in the pending item (-1: none);
+        # the item's bytes go to the automaton alone (no frames are pushed inside it)
+        self.item_state = -1
 
     def check_kind(self) -> Kind | None:
         """Which tokens the mask must walk here (the kind whose candidates apply; None: no
@@ -136,7 +140,20 @@ class JsonCursor:
         stack = list(self.stack)
         mode, hex_left, is_key = self.mode, self.hex_left, self.is_key
         raw = bytearray(self.raw) if self.raw is not None else None
+        item_state = self.item_state
         for byte in data:
+            if item_state >= 0:  # in an item of an ItemAutomaton array
+                automaton = stack[-1].kind
+                assert isinstance(automaton, ItemAutomaton) and raw is not None
+                after = automaton.step(item_state, byte)
+                if after >= 0:
+                    item_state = after
+                    raw.append(byte)
+                    continue
+                # the item ended before this byte (the inner grammar allowed the byte)
+                if not automaton.is_accepting[item_state] or not _complete_value(stack, raw):
+                    return None
+                item_state, raw = -1, None
             if mode == _STRING:
                 if raw is not None:
                     raw.append(byte)
@@ -175,17 +192,27 @@ class JsonCursor:
             # between values: structure, whitespace, or the first byte of a scalar
             if byte in _WHITESPACE or byte == 0x3A:  # ':'
                 continue
+            top = stack[-1] if stack else None
+            if top is not None and isinstance(top.kind, ItemAutomaton) and byte not in b",]":
+                item_state = top.kind.step(top.kind.start, byte)
+                if item_state < 0:
+                    return None
+                raw = bytearray([byte])
+                stack[-1] = top.but(expects_key=False)
+                continue
             if byte == 0x7B or byte == 0x5B:  # '{' '['
                 path = _value_path(stack)
                 if byte == 0x7B:
                     stack.append(_Frame(True, path))
                 else:
-                    stack.append(_Frame(False, path, kind=self._kind_at(path)))
+                    kind = self._kind_at(path)
+                    # expects_key in an ItemAutomaton array: an item must come (after ',')
+                    stack.append(_Frame(False, path, expects_key=False, kind=kind))
             elif byte == 0x7D or byte == 0x5D:  # '}' ']'
                 if stack:
                     stack.pop()
             elif byte == 0x2C:  # ','
-                if stack and stack[-1].is_object:
+                if stack and (stack[-1].is_object or isinstance(stack[-1].kind, ItemAutomaton)):
                     stack[-1] = stack[-1].but(expects_key=True)
                 elif stack and isinstance(stack[-1].kind, EnumDomain):
                     if len(stack[-1].seen) == len(stack[-1].kind.texts):
@@ -199,8 +226,16 @@ class JsonCursor:
                 mode, is_key = _LITERAL, False
                 top = stack[-1] if stack else None
                 raw = bytearray([byte]) if top is not None and top.kind else None
-        if raw is not None and not is_key and mode != _BETWEEN:  # a pending item
-            top = stack[-1]
+        top = stack[-1] if stack else None
+        if item_state >= 0:  # a pending item of an ItemAutomaton array
+            assert top is not None and isinstance(top.kind, ItemAutomaton) and raw is not None
+            if not top.kind.has_new_value(item_state, bytes(raw), top.seen):
+                return None  # every completion repeats an item
+        elif top is not None and isinstance(top.kind, ItemAutomaton) and top.expects_key:
+            if not top.kind.has_new_value(top.kind.start, b"", top.seen):
+                return None  # an item must follow, and every value is used
+        elif raw is not None and not is_key and mode != _BETWEEN:  # a pending item
+            assert top is not None
             if mode == _LITERAL and bytes(raw) in _ZERO_TEXTS:
                 if top.kind == "integer" and 0 in top.seen:
                     return None  # "0" / "-0" can only complete as 0, already an item
@@ -211,6 +246,7 @@ class JsonCursor:
         out.stack = tuple(stack)
         out.mode, out.hex_left, out.is_key = mode, hex_left, is_key
         out.raw = bytes(raw) if raw is not None else None
+        out.item_state = item_state
         return out
 
 
@@ -238,6 +274,17 @@ def _complete(stack: list[_Frame], raw: bytearray) -> bool:
         return False
     texts = top.seen_texts | {bytes(raw)} if isinstance(value, str) else top.seen_texts
     stack[-1] = top.but(seen=top.seen | {value}, seen_texts=texts)
+    return True
+
+
+def _complete_value(stack: list[_Frame], raw: bytearray) -> bool:
+    """Record the completed item ``raw`` of the ItemAutomaton array on top (by its
+    `equality_key`); False if it repeats an item."""
+    top = stack[-1]
+    key = item_key(bytes(raw))
+    if key in top.seen:
+        return False
+    stack[-1] = top.but(seen=top.seen | {key})
     return True
 
 
@@ -288,6 +335,8 @@ class _VocabTables:
     _lock = threading.Lock()
 
     def __init__(self, vocab: Vocabulary, vocab_size: int) -> None:
+        self._token_bytes = vocab.token_bytes[:vocab_size]
+        self._ids_of_bytes: dict[bytes, list[int]] | None = None  # on first use
         names = ("string", "integer", "number", "enum", "enter", "enter_string")
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
@@ -323,6 +372,24 @@ class _VocabTables:
             bits = np.packbits(is_candidate, bitorder="little")
             packed[: bits.size] = bits
             self.words[name] = packed.view(np.uint32)
+
+    def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
+        """The tokens whose bytes continue ``prefix`` along one of ``texts``."""
+        if self._ids_of_bytes is None:
+            ids: dict[bytes, list[int]] = {}
+            for token_id, data in enumerate(self._token_bytes):
+                if data:
+                    ids.setdefault(data, []).append(token_id)
+            self._ids_of_bytes = ids
+        found: set[int] = set()
+        for text in texts:
+            data = text.encode()
+            if not data.startswith(prefix):
+                continue
+            rest = data[len(prefix) :]
+            for end in range(1, len(rest) + 1):
+                found.update(self._ids_of_bytes.get(rest[:end], ()))
+        return found
 
     @classmethod
     def of(cls, vocab: Vocabulary, vocab_size: int) -> _VocabTables:
@@ -421,6 +488,8 @@ class UniqueItemsMatcher:
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
         tables = self.grammar.tables
         top = cursor.stack[-1] if cursor.stack else None
+        if top is not None and isinstance(top.kind, ItemAutomaton):
+            return self._forbidden_items(cursor, top.kind, top.seen, token_ids)
         if top is not None and top.kind == "string" and cursor.mode in (_BETWEEN, _STRING):
             # open string items: one spelling per string, so a token with one quote (no
             # backslash before it) repeats an item iff pending text + its head + '"' is a
@@ -486,6 +555,49 @@ class UniqueItemsMatcher:
             if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
         ]
         return np.asarray(bad, dtype=np.int64)
+
+    def _forbidden_items(
+        self, cursor: JsonCursor, automaton: ItemAutomaton, seen: frozenset, token_ids: np.ndarray
+    ) -> np.ndarray:
+        """The allowed ``token_ids`` that ``feed`` refuses in an ItemAutomaton array.
+
+        Tokens whose bytes all stay inside the pending item (or a new one, between items)
+        come from the automaton's token index with their end states: most are alive by the
+        per-state value bound, the rest ask `ItemAutomaton.has_new_value`. Tokens that end
+        an item, or start with a separator, are walked."""
+        if cursor.item_state >= 0:
+            state, prefix = cursor.item_state, cursor.raw or b""
+        else:
+            state, prefix = automaton.start, b""
+        ids, ends = automaton.transitions(state, self.grammar.vocab)  # (k,), (k,) ascending
+        if ids.size:
+            pos = np.minimum(np.searchsorted(ids, token_ids), ids.size - 1)
+            inside = ids[pos] == token_ids
+        else:
+            pos = np.zeros(token_ids.size, dtype=np.int64)
+            inside = np.zeros(token_ids.size, dtype=bool)
+        inside_ends = ends[pos[inside]]
+        is_alive = automaton.is_alive_fast(inside_ends, len(seen))
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        undecided = zip(
+            token_ids[inside][~is_alive].tolist(), inside_ends[~is_alive].tolist(), strict=True
+        )
+        if automaton.is_string_only:
+            # an item's text is its key: only a token that continues the pending text along
+            # an earlier item's text can lead to nothing but repeats
+            suspects = self.grammar.tables.continuations(prefix, seen)
+            undecided = ((t, end) for t, end in undecided if t in suspects)
+        bad = [
+            t
+            for t, end in undecided
+            if not automaton.has_new_value(end, prefix + token_bytes[t], seen, is_checked=True)
+        ]
+        bad += [
+            t
+            for t in token_ids[~inside].tolist()
+            if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
+        ]
+        return np.asarray(sorted(bad), dtype=np.int64)
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""

@@ -29,8 +29,12 @@ import functools
 import json
 import warnings
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypeAlias
 
 from formcast.errors import SchemaError
+
+if TYPE_CHECKING:
+    from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 
 ELEMENT = "[]"  # a path segment: any array element
 # any sequence of segments, empty included: last in a "values below" pattern; first in the
@@ -76,7 +80,7 @@ class EnumDomain:
         return f"EnumDomain({len(self.texts)} strings)"
 
 
-Kind = str | EnumDomain
+Kind: TypeAlias = "str | EnumDomain | ItemAutomaton"
 
 
 def any_key_except(names: list[str]) -> Segment:
@@ -131,6 +135,12 @@ def path_matches(pattern: Path, path: tuple[str, ...]) -> bool:
     return len(pattern) == len(path) and all(
         _segment_matches(p, segment) for p, segment in zip(pattern, path, strict=True)
     )
+
+
+def _reads_items(kind: Kind) -> bool:
+    """Does the matcher read this kind's items as plain text (an `ItemAutomaton`), so that no
+    guarded array may sit inside them?"""
+    return not isinstance(kind, str | EnumDomain)
 
 
 def _shown(path: Path) -> str:
@@ -214,6 +224,17 @@ class UniqueItemsPlan:
                 other
                 for other in unique_paths[i + 1 :]
                 if self.unique[other][0] != kind and paths_meet(path, other)
+            ]
+            # the matcher reads the items of an ItemAutomaton array as plain text: no
+            # guarded array may sit inside them
+            clash += [
+                other
+                for other, (other_kind, _) in self.unique.items()
+                if other != path
+                and (
+                    (_reads_items(kind) and paths_meet(other, (*path, ELEMENT, ANY_PATH)))
+                    or (_reads_items(other_kind) and paths_meet(path, (*other, ELEMENT, ANY_PATH)))
+                )
             ]
             if not clash:
                 continue

@@ -1,0 +1,370 @@
+"""``uniqueItems`` over any regular item schema (objects, bounded strings, mixed types):
+the matcher runs the item automaton beside the inner grammar (`ItemAutomaton`).
+
+Oracles: jsonschema for walks of whole instances (real SmolLM2 tokens, valid accepted and
+invalid rejected, spellings that differ only in whitespace or number form included); for
+masks, at every position of several walks and for every tested token, an independent
+completion check: the completed items are distinct by value and the pending item text is a
+prefix of some spelling of a value not used yet (spellings enumerated here from the values,
+not from the automaton); brute force over small DFAs for the per-state value bounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import numpy as np
+import pytest
+
+from formcast.errors import SchemaError
+from formcast.grammar.json_schema.compile import compile_json_schema
+from formcast.grammar.json_schema.complement import byte_dfa
+from formcast.grammar.json_schema.item_automaton import ItemAutomaton
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
+from formcast.grammar.json_schema.values import equality_key
+from formcast.grammar.regex.parser import parse_regex
+from tests.grammar.json_schema.test_unique_items import walk
+from tests.grammar.schema_oracle import validator
+
+POINT = {
+    "type": "object",
+    "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+    "required": ["x", "y"],
+    "additionalProperties": False,
+}
+POINTS = {"type": "array", "items": POINT, "uniqueItems": True}
+# six values, 1,957 distinct arrays: past the enumeration budget, so guarded at run time
+SWITCH = {
+    "type": "object",
+    "properties": {"mode": {"enum": ["a", "b", "c"]}, "on": {"type": "boolean"}},
+    "required": ["mode", "on"],
+    "additionalProperties": False,
+}
+SWITCHES = {"type": "array", "items": SWITCH, "uniqueItems": True}
+MIXED = {"type": "array", "items": {"type": ["string", "integer", "boolean"]}, "uniqueItems": True}
+SHORT = {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True}
+TAG = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+    "required": ["name"],
+}
+DOCUMENT = {
+    "type": "object",
+    "properties": {
+        "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}, "uniqueItems": True},
+        "ports": {
+            "type": "array",
+            "uniqueItems": True,
+            "items": {
+                "oneOf": [
+                    {"type": "integer", "minimum": 1, "maximum": 99},
+                    {"type": "string", "pattern": "^[0-9]+/(tcp|udp)$"},
+                    {"type": "object", "properties": {"target": {"type": "integer"}},
+                     "required": ["target"], "additionalProperties": False},
+                ]
+            },
+        },
+    },
+    "$defs": {"Tag": TAG},
+}  # fmt: skip
+SCHEMAS = {
+    "points": POINTS,
+    "switches": SWITCHES,
+    "mixed": MIXED,
+    "short": SHORT,
+    "document": DOCUMENT,
+}
+
+
+@pytest.fixture(scope="module")
+def grammars(smollm2_vocab):
+    return {
+        name: compile_json_schema(schema, smollm2_vocab, cache=False)
+        for name, schema in SCHEMAS.items()
+    }
+
+
+def test_guarded_by_item_automata(grammars):
+    for name, grammar in grammars.items():
+        assert isinstance(grammar, UniqueItemsGrammar), name
+        kinds = [kind for _, kind in grammar.patterns]
+        assert any(isinstance(kind, ItemAutomaton) for kind in kinds), name
+
+
+TEXTS = {
+    "points": [
+        '[{"x":1,"y":2},{"x":2,"y":1}]',
+        '[{"x":1,"y":2},{"x":1,"y":2}]',
+        '[{"x":1,"y":2},{"x": 1, "y": 2}]',  # the same value, spaced otherwise
+        '[{"x":1,"y":2}, {"x":1,"y":22}]',
+        '[{"x":0,"y":0},{"x":-0,"y":0}]',  # -0 == 0
+        "[]",
+    ],
+    "switches": [
+        '[{"mode":"a","on":true},{"mode":"a","on":false}]',
+        '[{"mode":"a","on":true},{"mode": "a", "on": true}]',
+        '[{"mode":"a","on":true},{"mode":"b","on":true},{"mode":"c","on":true},'
+        '{"mode":"a","on":false},{"mode":"b","on":false},{"mode":"c","on":false}]',
+        '[{"mode":"a","on":true},{"mode":"b","on":true},{"mode":"c","on":true},'
+        '{"mode":"a","on":false},{"mode":"b","on":false},{"mode":"c","on":false},'
+        '{"mode":"a","on":true}]',
+    ],
+    "mixed": ['["a", 1, true]', "[true, true]", '[1, "1", true, false]', "[1, 1]",
+              '["a","a"]', "[false, 0, \"\"]", "[0, -0]", "[true, 1]"],
+    "short": ['["ab", "a"]', '["ab", "ab"]', '["", ""]', '["a", "b", "ab", "ba", ""]'],
+    "document": [
+        '{"tags":[{"name":"a"},{"id":1,"name":"a"}]}',
+        '{"tags":[{"id":1,"name":"a"},{"id": 1, "name": "a"}]}',
+        '{"ports":[80, "80/tcp", {"target":80}, 81]}',
+        '{"ports":[80, "80/tcp", 80]}',
+        '{"ports":[{"target":80}, {"target": 80}]}',
+        '{"ports":["80/udp", "80/udp"]}',
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_walks_agree_with_jsonschema(grammars, smollm2_tokenizer, name):
+    oracle = validator(SCHEMAS[name])
+    seen = {True: 0, False: 0}
+    for text in TEXTS[name]:
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk(grammars[name], smollm2_tokenizer, text) == is_valid, (name, text)
+        seen[is_valid] += 1
+    assert seen[True] and seen[False]
+
+
+def _switch_spellings() -> dict[str, list[str]]:
+    """Every compact-layout spelling of each SWITCH value (one optional space after each
+    ``:`` and ``,``), by equality key: written here from the values, not the automaton."""
+    out: dict[str, list[str]] = {}
+    for mode, on in itertools.product("abc", (True, False)):
+        value = {"mode": mode, "on": on}
+        for spaces in itertools.product(("", " "), repeat=3):
+            sp0, sp1, sp2 = spaces
+            text = f'{{"mode":{sp0}"{mode}",{sp1}"on":{sp2}{json.dumps(on)}}}'
+            out.setdefault(equality_key(value), []).append(text)
+    return out
+
+
+def _split_items(text: str) -> tuple[list, str, bool]:
+    """(completed items, pending item text, an item must follow) after the ``[``."""
+    decoder = json.JSONDecoder()
+    items, i, must_follow = [], 1, False
+    while i < len(text):
+        if text[i] in " \n\t":
+            i += 1
+            continue
+        if text[i] == ",":
+            must_follow = True
+            i += 1
+            continue
+        if text[i] == "]":
+            return items, "", False
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            return items, text[i:], False
+        if end == len(text) and not isinstance(value, (str, dict)) and text[end - 1].isdigit():
+            return items, text[i:], False  # more digits may follow
+        items.append(value)
+        must_follow = False
+        i = end
+    return items, "", must_follow
+
+
+def _switch_has_completion(text: str, spellings: dict[str, list[str]]) -> bool:
+    items, pending, must_follow = _split_items(text)
+    keys = [equality_key(v) for v in items]
+    if len(set(keys)) < len(keys):
+        return False
+    unused = [s for key, texts in spellings.items() if key not in keys for s in texts]
+    if pending:
+        return any(s.startswith(pending) for s in unused)
+    return bool(unused) or not must_follow
+
+
+def _short_has_completion(text: str) -> bool:
+    items, pending, must_follow = _split_items(text)
+    if len(set(items)) < len(items):
+        return False
+    if not pending:
+        return not must_follow or True  # strings up to 2 characters: many unused
+    body = json.loads(pending + '"') if not pending.endswith("\\") else None
+    if body is None:
+        return True
+    # the pending string can still grow (fewer than 2 characters) or closes as itself
+    return len(body) < 2 or body not in items
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("switches", '[{"mode":"a","on":true},{"mode":"a","on":false},{"mode":"b","on":true},'
+                     '{"mode":"b","on":false},{"mode":"c","on":true},{"mode":"c","on":false}]'),
+        ("switches", '[{"mode": "c", "on": false}, {"mode":"c","on":true}]'),
+        ("short", '["ab", "a", "b", "ba", "abc"]'),
+    ],
+)  # fmt: skip
+def test_masks_agree_with_the_completion_oracle(grammars, smollm2_tokenizer, name, text):
+    grammar = grammars[name]
+    token_bytes = grammar.vocab.token_bytes
+    spellings = _switch_spellings()
+    rng = random.Random(0)
+    interesting = [
+        t
+        for t, data in enumerate(token_bytes)
+        if data and (set(data) & set(b'"\\,]}{:abcrufe ') or rng.random() < 0.01)
+    ]
+    matcher = grammar.matcher()
+    prefix = b""
+    num_forbidden = 0
+    token_ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    for token_id in token_ids:
+        allowed = set(matcher.allowed_token_ids().tolist())
+        inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+        assert allowed
+        for t in interesting:
+            if t not in inner_allowed:
+                assert t not in allowed
+                continue
+            after = (prefix + token_bytes[t]).decode("utf-8", errors="replace")
+            if name == "switches":
+                expected = _switch_has_completion(after, spellings)
+            else:
+                expected = _short_has_completion(after)
+            assert (t in allowed) == expected, (prefix, token_bytes[t])
+            num_forbidden += not expected
+        if not matcher.accept_token(token_id):
+            break  # the text's last item repeats or is too long: the walk stops there
+        prefix += token_bytes[token_id]
+    assert num_forbidden > 0
+
+
+def test_bitmask_equals_allowed_ids(grammars, smollm2_tokenizer):
+    from formcast.grammar import allocate_token_bitmask
+
+    grammar = grammars["switches"]
+    matcher = grammar.matcher()
+    text = '[{"mode":"a","on":true},{"mode":"a","on":false},{"mode":"b",'
+    for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        bitmask = allocate_token_bitmask(1, grammar.vocab_size)
+        matcher.fill_bitmask(bitmask)
+        bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+        assert np.flatnonzero(bits[: grammar.vocab_size]).tolist() == (
+            matcher.allowed_token_ids().tolist()
+        )
+        assert matcher.accept_token(token_id)
+
+
+@pytest.mark.parametrize(
+    ("items", "texts"),
+    [
+        ({"type": "string", "maxLength": 3}, {'["abc", "ab"]': True, '["abc", "abc"]': False}),
+        ({"type": "string", "pattern": "^a[bc]?$"}, {'["a", "ab"]': True, '["ac", "ac"]': False}),
+        ({"type": "integer", "maximum": 9}, {"[9, -9]": True, "[9, 9]": False, "[0, -0]": False}),
+        ({"type": "object"}, {"[{}]": True, "[{}, {}]": False}),  # strict: only {}
+    ],
+)
+def test_items_once_refused_now_guarded(smollm2_vocab, smollm2_tokenizer, items, texts):
+    schema = {"type": "array", "items": items, "uniqueItems": True}
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    oracle = validator({**schema, "items": {**items, "additionalProperties": False}})
+    for text, is_valid in texts.items():
+        assert oracle.is_valid(json.loads(text)) == is_valid
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+
+
+def test_fewer_values_than_min_items_is_empty(smollm2_vocab):
+    # SWITCH has 6 values: 7 distinct items cannot exist, and nothing else may be written
+    schema = {**SWITCHES, "minItems": 7}
+    grammar = compile_json_schema({"anyOf": [schema, {"type": "null"}]}, smollm2_vocab)
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(b"null")
+    assert not grammar.matcher().accept_bytes(b"[")
+
+
+def test_guarded_arrays_inside_object_items_are_refused(smollm2_vocab):
+    schema = {
+        "type": "array",
+        "uniqueItems": True,
+        "items": {
+            "type": "object",
+            "properties": {"tags": {"type": "array", "items": {"type": "string"},
+                                    "uniqueItems": True}},
+        },
+    }  # fmt: skip
+    with pytest.raises(SchemaError, match="uniqueItems") as info:
+        compile_json_schema(schema, smollm2_vocab)
+    assert info.value.pointer  # names the keyword's place
+
+
+def _brute_values(dfa, state: int, prefix: bytes, limit: int = 12) -> tuple[set[str], bool]:
+    """Distinct value keys of ``prefix`` + the completions from ``state`` up to ``limit``
+    bytes, and whether some completion is longer than that."""
+    rows = dfa.transitions[:, dfa.byte_to_class].tolist()
+    keys, longer = set(), False
+    frontier = [(state, prefix)]
+    for depth in range(limit + 1):
+        nxt = []
+        for here, text in frontier:
+            if dfa.is_accepting[here]:
+                keys.add(equality_key(json.loads(text)))
+            for byte, target in enumerate(rows[here]):
+                if target >= 0:
+                    nxt.append((target, text + bytes([byte])))
+        frontier = nxt
+        if depth == limit and frontier:
+            longer = True
+    return keys, longer
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(true|false|null)",
+        r'\{"a": ?(1|2|3)\}',
+        r"-?(0|[1-9])",
+        r"1(\.50*)?",  # a padding cycle: 1.5, 1.50, 1.500 ... are one value
+        r'"[ab]{0,2}"',
+        r"[1-9][0-9]*",  # value-infinite
+    ],
+)
+def test_value_bounds_against_brute_force(pattern):
+    dfa = byte_dfa(parse_regex(pattern, "python"))
+    automaton = ItemAutomaton(dfa, pattern)
+    num_checked = 0
+    for state in range(dfa.num_states):
+        prefix = _path_to(dfa, state)
+        if automaton.is_value_infinite[state]:
+            # a value-infinite state has completions of every length (checked up to 4 bytes)
+            _, longer = _brute_values(dfa, state, prefix, limit=4)
+            assert longer
+            continue
+        keys, _ = _brute_values(dfa, state, prefix)
+        # value-finite: the bounded enumeration holds every value (these patterns are short)
+        assert 2 ** automaton.log2_values[state] <= len(keys) + 1e-9, (pattern, state)
+        assert not automaton.has_new_value(state, prefix, frozenset(keys))
+        for key in keys:
+            assert automaton.has_new_value(state, prefix, frozenset(keys - {key}))
+        num_checked += 1
+    assert num_checked > 0 or pattern == r"[1-9][0-9]*"
+    assert automaton.has_values(1)
+
+
+def _path_to(dfa, state: int) -> bytes:
+    """A shortest text reaching ``state`` (breadth first)."""
+    rows = dfa.transitions[:, dfa.byte_to_class].tolist()
+    paths = {dfa.start_state: b""}
+    frontier = [dfa.start_state]
+    while frontier and state not in paths:
+        nxt = []
+        for here in frontier:
+            for byte, target in enumerate(rows[here]):
+                if target >= 0 and target not in paths:
+                    paths[target] = paths[here] + bytes([byte])
+                    nxt.append(target)
+        frontier = nxt
+    return paths[state]
