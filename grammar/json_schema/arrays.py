@@ -55,11 +55,23 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     contains = s.get("contains")
     min_contains = int(s.get("minContains", 1)) if contains is not None else 0
     is_unique = bool(s.get("uniqueItems")) and (max_n is None or max_n > 1)
-    if is_unique and min_contains > 0:  # the contains tree below cannot keep items distinct
-        c.refuse("uniqueItems together with contains", ptr, "uniqueItems")
-        is_unique = False
+    if is_unique and min_contains > 0:
+        # the guard keeps the items distinct; the contains tree below stays live as long as
+        # the matching items hold minContains distinct values (else no array exists)
+        has_hits = _has_distinct_hits(c, rest, contains, min_contains, ptr)
+        if has_hits is False:
+            return None
+        if has_hits is None:
+            c.refuse(
+                "uniqueItems together with contains whose matching items cannot be counted",
+                ptr,
+                "uniqueItems",
+            )
+            is_unique = False
     if c.unique_plan is not None and not is_guarded and not is_unique:
         c.unique_plan.note_array()  # (a unique array is recorded by _unique, as it turns out)
+    if is_unique:  # guarded (array_tree again, without the keyword), or enumerated
+        return _unique(c, s, ptr, prefix, rest, min_n, max_n, sep)
     if contains is not None and "maxContains" in s:
         c.refuse("maxContains cannot be expressed without a complement", ptr, "maxContains")
     if contains is not None and min_contains > 0:
@@ -79,8 +91,6 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
                 star(seq(sep, rest_tree)),
             )
             return lay.container("[]", body, False, c.depth)
-    if is_unique:
-        return _unique(c, s, ptr, prefix, rest, min_n, max_n, sep)
 
     # tail(i): elements from position i on, each preceded by a separator if i > 0
     k = len(prefix)
@@ -206,6 +216,17 @@ def _item_automaton(c: SchemaCompiler, rest: Any, ptr: str) -> ItemAutomaton | N
     return ItemAutomaton(dfa, to_python_regex(item_tree))
 
 
+def _has_distinct_hits(
+    c: SchemaCompiler, rest: Any, contains: Any, min_contains: int, ptr: str
+) -> bool | None:
+    """Do the items matching ``contains`` hold ``min_contains`` distinct values (None: their
+    automaton cannot be built, or no guard can be placed here)?"""
+    if c.unique_plan is None or c.unique_plan.num_negations > 0:
+        return None
+    hits = _item_automaton(c, {"allOf": [rest, contains]}, ptr)
+    return None if hits is None else hits.has_values(min_contains)
+
+
 def _enum_domain(c: SchemaCompiler, values: list, rest: Any, ptr: str) -> EnumDomain | None:
     """The string values of a finite item domain that the items' tree admits (an ``enum``
     with sibling keywords may drop some), as a guard kind; None if some value is not a
@@ -224,8 +245,13 @@ def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> Node | None:
     unguarded = {k: v for k, v in s.items() if k != "uniqueItems"}
     if plan is not None and not prefix and plan.num_negations == 0:
         kind: str | EnumDomain | None = None
-        is_enumerable = domain is not None and (
-            _num_arrays(len({equality_key(v) for v in domain}), min_n, max_n) <= MAX_UNIQUE_ARRAYS
+        is_enumerable = (
+            domain is not None
+            and "contains" not in s
+            and (
+                _num_arrays(len({equality_key(v) for v in domain}), min_n, max_n)
+                <= MAX_UNIQUE_ARRAYS
+            )
         )
         if domain is None:
             kind = _open_item_kind(c, rest, ptr)
@@ -242,6 +268,9 @@ def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> Node | None:
             return array_tree(c, unguarded, ptr, True)
     if plan is not None:
         plan.note_array()  # enumerated below, or refused (lenient: a plain array)
+    if "contains" in s:  # (the enumeration below does not count matching items)
+        c.refuse("uniqueItems together with contains needs a guard here", ptr, "uniqueItems")
+        return array_tree(c, unguarded, ptr)
     if domain is None:
         c.refuse("uniqueItems needs a small finite item domain", ptr, "uniqueItems")
         return array_tree(c, {k: v for k, v in s.items() if k != "uniqueItems"}, ptr)

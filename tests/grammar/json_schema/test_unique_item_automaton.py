@@ -368,3 +368,66 @@ def _path_to(dfa, state: int) -> bytes:
                     nxt.append(target)
         frontier = nxt
     return paths[state]
+
+
+CONTAINS = {
+    "type": "array",
+    "uniqueItems": True,
+    "items": {"enum": ["a", "b", "c", "d", "e", 1]},
+    "contains": {"enum": ["d", "e", 1]},
+    "minContains": 2,
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "texts"),
+    [
+        (
+            {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
+             "contains": {"const": "x"}},
+            ['["x"]', '["a", "x"]', '["x", "x"]', '["a", "a", "x"]', "[]", '["a", "b", "x", "c"]'],
+        ),
+        (
+            CONTAINS,
+            ['["d", "e"]', '["d", "d"]', '["a", "d", "b", 1]', '["d"]', '["d", 1, "d"]', "[1, 1]"],
+        ),
+    ],
+)  # fmt: skip
+def test_unique_items_with_contains(smollm2_vocab, smollm2_tokenizer, schema, texts):
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for text in texts:
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] and seen[False]
+
+
+def test_unique_items_with_contains_never_dead_ends(smollm2_vocab):
+    """Random walks over the allowed tokens: the mask is never empty before the array is
+    complete (the matching items hold enough distinct values), and every end is valid."""
+    grammar = compile_json_schema(CONTAINS, smollm2_vocab, cache=False)
+    oracle = validator(CONTAINS)
+    token_bytes = grammar.vocab.token_bytes
+    rng = random.Random(1)
+    num_finished = 0
+    for _ in range(25):
+        matcher, text = grammar.matcher(), b""
+        while not (matcher.is_accepting() and text.endswith(b"]")):
+            allowed = matcher.allowed_token_ids().tolist()
+            assert allowed, text
+            token_id = rng.choice(allowed)
+            assert matcher.accept_token(token_id)
+            text += token_bytes[token_id]
+        assert oracle.is_valid(json.loads(text)), text
+        num_finished += 1
+    assert num_finished == 25
+
+
+def test_unique_items_with_too_few_matching_values_is_unsatisfiable(smollm2_vocab):
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
+              "contains": {"const": "x"}, "minContains": 2}  # fmt: skip
+    with pytest.raises(SchemaError, match="unsatisfiable"):
+        compile_json_schema(schema, smollm2_vocab, cache=False)
