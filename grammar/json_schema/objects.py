@@ -38,7 +38,7 @@ from formcast.grammar.json_schema.charset import (
 from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.merge import ORDER_KEY
-from formcast.grammar.json_schema.unique_plan import any_key_except
+from formcast.grammar.json_schema.unique_plan import Member, any_key_except
 from formcast.grammar.regex.char_classes import Ranges
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
@@ -151,7 +151,14 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         declared += [(name, None, False) for name in order[:last] if name not in is_declared]
         declared.sort(key=lambda member: rank.get(member[0], len(rank)))
     pairs: list[tuple[Node, bool]] = []
-    for name, sub, is_req in declared:
+    for i, (name, sub, is_req) in enumerate(declared):
+        # the keys before this one in the output: some of the earlier declared names, the
+        # required ones among them always (see unique_plan.Member)
+        member = Member(
+            name,
+            frozenset(n for n, _, r in declared[:i] if r),
+            frozenset(n for n, _, _ in declared[:i]),
+        )
         sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"
         if sub is None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]
@@ -162,7 +169,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]
             if matched:
                 sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
-        with c.child(), c.at(name):
+        with c.child(), c.at(member):
             value = c.compile(sub, sub_ptr)
         if has_names_schema and not c.fullmatch(names_tree, _esc_json(name)):
             value = None

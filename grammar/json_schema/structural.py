@@ -246,6 +246,8 @@ class _CuttingCompiler(SchemaCompiler):
         if not is_plain or self._is_exact:
             return super()._compile(schema, pointer)  # inlined (merged with its siblings)
         key = (ref, self.depth if self.layout.is_depth_dependent else 0)
+        if self.unique_plan is not None:
+            self.unique_plan.note_ref_use(key)
         if key in self._ref_tree:
             return self._ref_tree[key]
         index = self._ref_index.get(key)
@@ -258,8 +260,8 @@ class _CuttingCompiler(SchemaCompiler):
         try:
             if self.unique_plan is None:
                 found = self.compile(target, target_ptr)
-            else:  # one tree for every place the $ref is used: its arrays are anywhere
-                with self.unique_plan.shared():
+            else:  # one tree for every place the $ref is used (note_ref_use)
+                with self.unique_plan.shared(key):
                     found = self.compile(target, target_ptr)
         finally:
             self._ref_stack.pop()

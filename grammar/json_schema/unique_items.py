@@ -37,6 +37,7 @@ from formcast.grammar.json_schema.unique_plan import (
     ELEMENT,
     EnumDomain,
     Kind,
+    MemberKey,
     Path,
     path_matches,
 )
@@ -57,13 +58,14 @@ class _Frame:
     """One open container: its instance path, the key being filled (objects), the item kind
     and the completed item values (guarded arrays)."""
 
-    __slots__ = ("is_object", "path", "key", "expects_key", "kind", "seen", "seen_texts")
+    __slots__ = ("is_object", "path", "key", "keys", "expects_key", "kind", "seen", "seen_texts")
 
     def __init__(
         self,
         is_object: bool,
         path: Path,
-        key: str | None = None,
+        key: MemberKey | None = None,
+        keys: frozenset[str] = frozenset(),
         expects_key: bool = True,
         kind: Kind | None = None,
         seen: frozenset = frozenset(),
@@ -71,7 +73,8 @@ class _Frame:
     ) -> None:
         self.is_object = is_object
         self.path = path
-        self.key = key
+        self.key = key  # the key being filled, with the keys written before it
+        self.keys = keys  # the keys written so far (objects)
         self.expects_key = expects_key
         self.kind = kind
         self.seen = seen
@@ -160,8 +163,12 @@ class JsonCursor:
                 if byte == _QUOTE:
                     mode = _BETWEEN
                     if is_key:
-                        top = stack[-1]
-                        stack[-1] = top.but(key=json.loads(raw), expects_key=False)
+                        top, name = stack[-1], json.loads(raw)
+                        stack[-1] = top.but(
+                            key=MemberKey(name, top.keys),
+                            keys=top.keys | {name},
+                            expects_key=False,
+                        )
                     elif raw is not None and not _complete(stack, raw):
                         return None
                     raw = None

@@ -3,10 +3,14 @@
 Arrays of distinct values are not a regular language when the item domain is infinite (a
 string, an integer, a number), so the schema compiler cannot put ``uniqueItems`` into the
 automaton. Instead it compiles such an array without the keyword and records here the
-*instance path* of the array: a tuple of segments from the document root, each a property
-name, :func:`any_key_except` (the keys of ``additionalProperties`` / ``patternProperties``
-values: any key but the object's declared names, which formcast writes only as declared
-properties) or ``"[]"`` (an element of an array). At run time
+*instance path* of the array: a tuple of segments from the document root, each a declared
+property (:class:`Member`: its name, and the keys that may and must come before it, since
+formcast writes declared properties in schema order), :func:`any_key_except` (the keys of
+``additionalProperties`` / ``patternProperties`` values: any key but the object's declared
+names, which formcast writes only as declared properties) or ``"[]"`` (an element of an
+array). Inside a shared nonterminal of the structural route (a ``$ref`` target compiled once)
+paths start with a :class:`RefSite`, which :meth:`UniqueItemsPlan.check` expands into the
+places the nonterminal is used at (``"**"`` for a recursive one). At run time
 :class:`~formcast.grammar.json_schema.unique_items.UniqueItemsGrammar` tracks the path of
 every array the output opens and, inside one whose path matches a recorded pattern, masks the
 tokens that would complete an item equal to an earlier one.
@@ -38,15 +42,90 @@ if TYPE_CHECKING:
 
 ELEMENT = "[]"  # a path segment: any array element
 # any sequence of segments, empty included: last in a "values below" pattern; first in the
-# patterns recorded inside a shared nonterminal of the structural route (a $ref target
-# compiled once for every place that uses it)
+# expanded patterns of a recursive shared nonterminal of the structural route
 ANY_PATH = "**"
 # item kinds whose every proper prefix has infinitely many completions (so excluding a finite
 # set of earlier items never leaves a dead end), except the integer text "0" / "-0", which the
 # matcher handles: see unique_items
 ITEM_KINDS = ("string", "integer", "number")
 
-Segment = str | tuple[str, frozenset[str]]  # a key, "[]", "**" or ("*", excluded keys)
+# the most paths one shared pattern expands to (its use sites, transitively); past it the
+# pattern starts with "**" (any place: coarser, never wrong)
+MAX_EXPANDED_PATHS = 64
+
+
+class RefSite:
+    """The first segment of the paths recorded inside a shared nonterminal: any place the
+    nonterminal ``key`` is used at (:meth:`UniqueItemsPlan.check` expands it)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RefSite) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(("RefSite", self.key))
+
+    def __repr__(self) -> str:
+        return f"RefSite({self.key!r})"
+
+
+class Member:
+    """The value of the declared property ``name`` of an object schema: objects are written
+    with their declared properties in schema order, so the keys before ``name`` in such an
+    object include the ``required`` ones and lie within the ``allowed`` ones (the properties
+    declared earlier). Two object schemas with a property of the same name are told apart
+    at run time by the keys already written (:class:`MemberKey`)."""
+
+    __slots__ = ("allowed", "name", "required")
+
+    def __init__(self, name: str, required: frozenset[str], allowed: frozenset[str]) -> None:
+        self.name, self.required, self.allowed = name, required, allowed
+
+    def matches(self, segment: str) -> bool:
+        """Is the concrete ``segment`` (a `MemberKey`) this property, after such keys?"""
+        before = getattr(segment, "before", None)
+        return (
+            segment == self.name and before is not None and self.required <= before <= self.allowed
+        )
+
+    def meets(self, other: Member) -> bool:
+        """Can one concrete key be both (keys before it within both, required by both)?"""
+        return self.name == other.name and (self.required | other.required) <= (
+            self.allowed & other.allowed
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Member) and (other.name, other.required, other.allowed) == (
+            self.name,
+            self.required,
+            self.allowed,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.required, self.allowed))
+
+    def __repr__(self) -> str:
+        return f"Member({self.name!r})"
+
+
+class MemberKey(str):
+    """A concrete path segment: an object key, with the keys written before it (``before``)."""
+
+    __slots__ = ("before",)
+
+    def __new__(cls, name: str, before: frozenset[str]) -> MemberKey:
+        out = super().__new__(cls, name)
+        out.before = before
+        return out
+
+
+# a key, "[]", "**", ("*", excluded keys), a Member or (first only, before expansion) a
+# RefSite
+Segment = str | tuple[str, frozenset[str]] | Member | RefSite
 Path = tuple[Segment, ...]
 
 
@@ -92,6 +171,12 @@ def _segments_meet(a: Segment, b: Segment) -> bool:
     """Can one concrete segment match both ``a`` and ``b``?"""
     if a == ELEMENT or b == ELEMENT:
         return a == b
+    if isinstance(a, Member) and isinstance(b, Member):
+        return a.meets(b)
+    if isinstance(a, Member) or isinstance(b, Member):
+        member, other = (a, b) if isinstance(a, Member) else (b, a)
+        assert isinstance(member, Member)
+        return _segments_meet(member.name, other)
     if isinstance(a, tuple) and isinstance(b, tuple):
         return True  # two co-finite key sets always share a key
     if isinstance(a, tuple):
@@ -102,6 +187,8 @@ def _segments_meet(a: Segment, b: Segment) -> bool:
 
 
 def _segment_matches(pattern: Segment, segment: str) -> bool:
+    if isinstance(pattern, Member):
+        return pattern.matches(segment)
     if isinstance(pattern, tuple):
         return segment != ELEMENT and segment not in pattern[1]
     return pattern == segment
@@ -144,7 +231,8 @@ def _reads_items(kind: Kind) -> bool:
 
 
 def _shown(path: Path) -> str:
-    return "/".join(seg if isinstance(seg, str) else "*" for seg in path) or "(root)"
+    shown = [seg if isinstance(seg, str) else getattr(seg, "name", "*") for seg in path]
+    return "/".join(shown) or "(root)"
 
 
 class UniqueItemsPlan:
@@ -162,6 +250,8 @@ class UniqueItemsPlan:
         self.path: list[Segment] = []
         self.unique: dict[Path, tuple[Kind, str]] = {}
         self._others: set[Path] = set()
+        # {shared nonterminal key: the paths it is used at} (paths may start with a RefSite)
+        self._sites: dict[object, set[Path]] = {}
         # > 0 while compiling a language that gets complemented (complement.spec_semantics):
         # a guard cannot be exact there (dropping uniqueItems would grow what is subtracted)
         self.num_negations = 0
@@ -173,7 +263,9 @@ class UniqueItemsPlan:
 
     def note_unique(self, kind: Kind, pointer: str) -> None:
         """The array at the current path is ``uniqueItems`` over items of ``kind``."""
-        path = tuple(self.path)
+        self._note_unique_at(tuple(self.path), kind, pointer)
+
+    def _note_unique_at(self, path: Path, kind: Kind, pointer: str) -> None:
         found = self.unique.get(path)
         if found is not None and found[0] != kind:
             raise SchemaError(
@@ -184,11 +276,16 @@ class UniqueItemsPlan:
             )
         self.unique[path] = (kind, pointer)
 
+    def note_ref_use(self, key: object) -> None:
+        """The shared nonterminal ``key`` is used at the current path."""
+        self._sites.setdefault(key, set()).add(tuple(self.path))
+
     @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        """Record what is compiled inside as found at any place (a shared nonterminal)."""
+    def shared(self, key: object) -> Iterator[None]:
+        """Record what is compiled inside as found at every use of the shared nonterminal
+        ``key`` (`note_ref_use`)."""
         saved = self.path
-        self.path = [ANY_PATH]
+        self.path = [RefSite(key)]
         try:
             yield
         finally:
@@ -215,6 +312,7 @@ class UniqueItemsPlan:
             Naming the ``uniqueItems`` keyword and its pointer.
         """
         self.is_filled = True
+        self._expand_sites()
         dropped = []
         unique_paths = list(self.unique)
         for i, path in enumerate(unique_paths):
@@ -248,6 +346,30 @@ class UniqueItemsPlan:
             dropped.append(path)
         for path in dropped:
             del self.unique[path]
+
+    def _expand_sites(self) -> None:
+        """Replace each leading RefSite by the paths its nonterminal is used at (a use
+        inside itself, or too many uses: ``"**"``)."""
+        unique, others = self.unique, self._others
+        self.unique, self._others = {}, set()
+        for path, (kind, pointer) in unique.items():
+            for found in self._expanded(path, frozenset()):
+                self._note_unique_at(found, kind, pointer)
+        for path in others:
+            self._others.update(self._expanded(path, frozenset()))
+
+    def _expanded(self, path: Path, visiting: frozenset) -> list[Path]:
+        if not path or not isinstance(path[0], RefSite):
+            return [path]
+        key, rest = path[0].key, path[1:]
+        if key in visiting:  # recursive: the use sites nest without bound
+            return [(ANY_PATH, *rest)]
+        out: list[Path] = []
+        for site in self._sites.get(key, ()):
+            out += [(*found, *rest) for found in self._expanded(site, visiting | {key})]
+            if len(out) > MAX_EXPANDED_PATHS:
+                return [(ANY_PATH, *rest)]
+        return out
 
     def patterns(self) -> tuple[tuple[Path, Kind], ...]:
         """``((path pattern, item kind), ...)`` for the run-time grammar."""

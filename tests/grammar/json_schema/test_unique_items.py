@@ -321,7 +321,7 @@ def test_structural_route_guards_shared_nonterminals(smollm2_vocab, smollm2_toke
     assert walk(cfg, smollm2_tokenizer, text)
 
 
-def test_shared_nonterminal_clashes_are_refused(smollm2_vocab):
+def test_shared_nonterminals_at_their_use_sites(smollm2_vocab, smollm2_tokenizer):
     schema = {
         "type": "object",
         "$defs": {"T": {"type": "object", "properties": {"tags": STRINGS}}},
@@ -330,12 +330,67 @@ def test_shared_nonterminal_clashes_are_refused(smollm2_vocab):
             "b": {"type": "object", "properties": {"tags": {"type": "array"}}},
         },
     }
-    # regex route: the places are known (a/tags unique, b/tags plain)
-    assert isinstance(compile_json_schema(schema, smollm2_vocab, cache=False), UniqueItemsGrammar)
-    # structural route: T's arrays may be anywhere, b/tags among them
+    # both routes know the places: a/tags unique, b/tags plain (on the structural route T's
+    # paths are relative to its use sites, expanded by the plan)
+    oracle = validator(schema)
+    for route in ("regex", "cfg"):
+        grammar = compile_json_schema(schema, smollm2_vocab, route=route, cache=False)
+        assert isinstance(grammar, UniqueItemsGrammar), route
+        for value in [{"a": {"tags": ["x", "x"]}}, {"b": {"tags": ["x", "x"]}},
+                      {"a": {"tags": ["x", "y"]}, "b": {"tags": [1, 1]}}]:  # fmt: skip
+            text = serialize(value, schema, schema)
+            assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value), text
+    # T used where another schema writes plain arrays at the same keys: refused
+    clash = {
+        "$defs": {"T": {"type": "object", "properties": {"tags": STRINGS}}},
+        "anyOf": [
+            {"type": "object", "properties": {"a": {"$ref": "#/$defs/T"}}},
+            {"type": "object", "properties": {"a": {"properties": {"tags": {"type": "array"}}}}},
+        ],
+    }
+    for route in ("regex", "cfg"):
+        with pytest.raises(SchemaError) as info:
+            compile_json_schema(clash, smollm2_vocab, route=route, cache=False)
+        assert (info.value.keyword, info.value.pointer) == (
+            "uniqueItems",
+            "/$defs/T/properties/tags",
+        )
+
+
+def test_objects_told_apart_by_the_keys_before(smollm2_vocab, smollm2_tokenizer):
+    """Two object schemas with a property of the same name, unique in one and plain in the
+    other (GitHub Actions jobs: ``needs`` of a job and of a reusable-workflow call): the keys
+    written before it tell them apart (properties are written in schema order)."""
+    schema = {
+        "type": "object",
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "object", "properties": {"runs-on": {"type": "string"}, "needs": STRINGS},
+                 "required": ["runs-on"], "additionalProperties": False},
+                {"type": "object", "properties": {"uses": {"type": "string"},
+                                                  "needs": {"type": "array"}},
+                 "required": ["uses"], "additionalProperties": False},
+            ]
+        },
+    }  # fmt: skip
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    for text in [  # members in schema order, as formcast writes them
+        '{"j":{"runs-on":"x","needs":["a","b"]}}',
+        '{"j":{"runs-on":"x","needs":["a","a"]}}',
+        '{"j":{"uses":"x","needs":["a","a"]}}',
+        '{"j":{"uses":"x","needs":[1,1]},"k":{"runs-on":"y","needs":["b","b"]}}',
+        '{"j":{"uses":"x","needs":[1,1]},"k":{"runs-on":"y","needs":["b","c"]}}',
+    ]:
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+    # without a required key before it, "needs" first is either: refused
+    for branch in schema["additionalProperties"]["oneOf"]:
+        branch["required"] = []
     with pytest.raises(SchemaError) as info:
-        compile_json_schema(schema, smollm2_vocab, route="cfg", cache=False)
-    assert (info.value.keyword, info.value.pointer) == ("uniqueItems", "/$defs/T/properties/tags")
+        compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert info.value.keyword == "uniqueItems"
 
 
 def test_disk_cache_hit_keeps_the_guard(smollm2_vocab, smollm2_tokenizer, tmp_path, monkeypatch):
