@@ -11,6 +11,7 @@ integer-only schema written as integers.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from formcast.grammar.json_schema.refs import detect_draft, resolve_ref
@@ -52,30 +53,33 @@ def equality_key(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def property_order(schema: Any, root: Any, _depth: int = 0) -> list[str]:
+def property_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:
     """Property names in the order formcast writes them for ``schema``: the declared and
     required names (``_declared_order``), then the names its dependency keywords mention
-    (:func:`dependency_names`)."""
-    names = _declared_order(schema, root, _depth) + dependency_names(schema, root, _depth)
+    (:func:`dependency_names`). With the object ``value``: only from the ``anyOf`` /
+    ``oneOf`` branches whose shape it fits (`_fits`), where any does (each branch is laid out
+    in its own order)."""
+    names = _declared_order(schema, root, _depth, value) + dependency_names(schema, root, _depth)
     seen: set[str] = set()
     return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
 
 
-def _declared_order(schema: Any, root: Any, _depth: int = 0) -> list[str]:
+def _declared_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:
     if not isinstance(schema, dict) or _depth > 20:
         return []
     names: list[str] = []
     if "$ref" in schema and isinstance(schema["$ref"], str):
         try:
-            names += _declared_order(resolve_ref(root, schema["$ref"], "")[0], root, _depth + 1)
+            target = resolve_ref(root, schema["$ref"], "")[0]
+            names += _declared_order(target, root, _depth + 1, value)
         except ValueError:
             pass
     props = schema.get("properties")
     if isinstance(props, dict):
         names += list(props)
     for key in ("allOf", "anyOf", "oneOf"):
-        for sub in schema.get(key, []) if isinstance(schema.get(key), list) else []:
-            names += _declared_order(sub, root, _depth + 1)
+        for sub in _branches(schema, key, root, value):
+            names += _declared_order(sub, root, _depth + 1, value)
     # required names that no "properties" declares come after the declared ones, in
     # "required" order (schema_objects lays them out so)
     required = schema.get("required")
@@ -138,23 +142,62 @@ def dependency_names(schema: Any, root: Any, _depth: int = 0) -> list[str]:
     return names
 
 
-def _subschemas(schema: Any, root: Any, key: str, name: str | int, _depth: int = 0) -> list:
-    """Subschemas that apply to a property (key="properties") or array position."""
+def _branches(schema: dict, key: str, root: Any, value: Any) -> list:
+    """The subschemas under ``key`` (``allOf`` / ``anyOf`` / ``oneOf``); of a union, with
+    the object ``value``, those whose shape it fits, where any does."""
+    subs = schema.get(key)
+    if not isinstance(subs, list):
+        return []
+    if key == "allOf" or not isinstance(value, dict):
+        return subs
+    fitting = [sub for sub in subs if _fits(sub, value, root)]
+    return fitting or subs
+
+
+def _fits(schema: Any, value: dict, root: Any) -> bool:
+    """Could the object ``value`` match ``schema`` by its keys alone: its required names
+    present and, where extra keys are closed off, no key it does not declare?"""
+    for _ in range(20):  # follow a $ref chain
+        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
+            break
+        try:
+            schema = resolve_ref(root, schema["$ref"], "")[0]
+        except ValueError:
+            return True
+    if not isinstance(schema, dict):
+        return schema is not False
+    required = schema.get("required")
+    if isinstance(required, list) and any(n not in value for n in required if isinstance(n, str)):
+        return False
+    if schema.get("additionalProperties") is False and not schema.get("patternProperties"):
+        declared = set(_declared_order(schema, root))
+        return all(k in declared for k in value)
+    return True
+
+
+def _subschemas(
+    schema: Any, root: Any, key: str, name: str | int, _depth: int = 0, value: Any = None
+) -> list:
+    """Subschemas that apply to a property (key="properties") or array position (of the
+    union branches that ``value``, the object or array, fits)."""
     if not isinstance(schema, dict) or _depth > 20:
         return []
     out = []
     if "$ref" in schema and isinstance(schema["$ref"], str):
         try:
             out += _subschemas(
-                resolve_ref(root, schema["$ref"], "")[0], root, key, name, _depth + 1
+                resolve_ref(root, schema["$ref"], "")[0], root, key, name, _depth + 1, value
             )
         except ValueError:
             pass
     if key == "properties":
         props = schema.get("properties")
-        if isinstance(props, dict) and name in props:
+        is_declared = isinstance(props, dict) and name in props
+        if is_declared:
             out.append(props[name])
-        elif isinstance(schema.get("additionalProperties"), dict):
+        matched = _matching_pattern_schemas(schema.get("patternProperties"), str(name))
+        out += matched
+        if not is_declared and not matched and isinstance(schema.get("additionalProperties"), dict):
             out.append(schema["additionalProperties"])
     else:
         prefix = schema.get("prefixItems")
@@ -166,13 +209,28 @@ def _subschemas(schema: Any, root: Any, key: str, name: str | int, _depth: int =
         elif isinstance(items, dict):
             out.append(items)
     for k in ("allOf", "anyOf", "oneOf"):
-        for sub in schema.get(k, []) if isinstance(schema.get(k), list) else []:
-            out += _subschemas(sub, root, key, name, _depth + 1)
+        for sub in _branches(schema, k, root, value):
+            out += _subschemas(sub, root, key, name, _depth + 1, value)
     for k in draft_dependency_keywords(root) if key == "properties" else ():  # as allOf
         entries = schema.get(k)
         for dep in entries.values() if isinstance(entries, dict) else ():
             if isinstance(dep, dict):
                 out += _subschemas(dep, root, key, name, _depth + 1)
+    return out
+
+
+def _matching_pattern_schemas(pattern_props: Any, name: str) -> list:
+    """The ``patternProperties`` schemas whose pattern matches ``name`` (Python's ``re``
+    reads the patterns; one it cannot read matches nothing here)."""
+    if not isinstance(pattern_props, dict):
+        return []
+    out = []
+    for pattern, sub in pattern_props.items():
+        try:
+            if re.search(pattern, name):
+                out.append(sub)
+        except (re.error, TypeError):
+            continue
     return out
 
 
@@ -191,11 +249,11 @@ def _integer_only(schemas: list, root: Any) -> bool:
 def ordered(value: Any, schema: Any, root: Any) -> Any:
     """``value`` with dict keys reordered (recursively) into formcast's layout order."""
     if isinstance(value, dict):
-        order = property_order(schema, root)
+        order = property_order(schema, root, value=value)
         keys = [k for k in order if k in value] + [k for k in value if k not in order]
         out = {}
         for k in keys:
-            subs = _subschemas(schema, root, "properties", k)
+            subs = _subschemas(schema, root, "properties", k, value=value)
             out[k] = ordered(value[k], {"allOf": subs} if subs else {}, root)
             if isinstance(out[k], float) and out[k].is_integer() and _integer_only(subs, root):
                 out[k] = int(out[k])

@@ -223,3 +223,31 @@ def test_required_names_without_a_declaration_come_after_the_declared_ones(smoll
         grammar = compile_json_schema(schema, smollm2_vocab, strict=False, route=route)
         matcher = grammar.matcher()
         assert matcher.accept_bytes(text.encode()) and matcher.is_accepting(), route
+
+
+def test_serialize_orders_pattern_property_values_and_union_branches(
+    smollm2_vocab, smollm2_tokenizer
+):
+    """``serialize`` writes what the grammar accepts: the values of ``patternProperties``
+    keys in their schema's order, and an object under a union in the order of the branch
+    its keys fit (each branch is laid out in its own order)."""
+
+    schema = {
+        "$defs": {
+            "job": {"type": "object", "properties": {"x": {"type": "string"},
+                    "needs": {"type": "array"}}, "required": ["x"],
+                    "additionalProperties": False},
+            "call": {"type": "object", "properties": {"uses": {"type": "string"},
+                     "needs": {"type": "array"}}, "required": ["uses"],
+                     "additionalProperties": False},
+        },
+        "type": "object",
+        "patternProperties": {"^[a-z]+$": {"oneOf": [{"$ref": "#/$defs/job"},
+                                                     {"$ref": "#/$defs/call"}]}},
+        "additionalProperties": False,
+    }  # fmt: skip
+    value = {"a": {"needs": [], "x": "1"}, "b": {"needs": ["a"], "uses": "./r.yml"}}
+    text = serialize(value, schema)
+    assert text == '{"a":{"x":"1","needs":[]},"b":{"uses":"./r.yml","needs":["a"]}}'
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert walk(grammar, smollm2_tokenizer.encode(text, add_special_tokens=False))
