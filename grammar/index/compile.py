@@ -210,7 +210,7 @@ def writable_bytes(vocab: Vocabulary, marker_bytes: bytes = b"") -> np.ndarray:
     A byte-level vocabulary may lack some bytes altogether: SmolLM2 has no token holding
     0x04 0x06 0x13 0x14 0x16 0x1d, nor 0xf1 / 0xf2, the lead bytes of U+40000..U+BFFFF.
     """
-    is_writable = np.bincount(vocab_table(vocab).bytes_by_step.ravel(), minlength=257)[:256] > 0
+    is_writable = vocab_table(vocab).held_bytes().copy()
     for byte in marker_bytes:
         is_writable[byte] = True
     return is_writable

@@ -194,6 +194,16 @@ class VocabTable:
     bytes_by_step: np.ndarray
     trie: VocabTrie
     _dense: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _held: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def held_bytes(self) -> np.ndarray:
+        """``(256,)`` bool: the bytes some text token holds (computed once; read-only)."""
+        if self._held is None:
+            held = np.bincount(self.bytes_by_step.ravel(), minlength=257)[:256] > 0
+            held.flags.writeable = False
+            object.__setattr__(self, "_held", held)
+        assert self._held is not None
+        return self._held
 
     def dense_subtrees(self) -> tuple[np.ndarray, np.ndarray]:
         """Packed token sets of the large trie subtrees (computed once): ``(dense_of, dense)``,

@@ -23,6 +23,7 @@ declared and required names (the private ``merge.ORDER_KEY``).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,13 @@ def key_complement(names: list[str], any_string: Node) -> Node:
     """
     if not names:
         return any_string
+    return _names_complement(tuple(names))
+
+
+@functools.lru_cache(maxsize=512)
+def _names_complement(names: tuple[str, ...]) -> Node:
+    """`key_complement` of nonempty ``names`` (trees are immutable: one per name list, shared
+    by every object that declares it, as an inlined ``$ref`` repeats its object)."""
     encoded = [_esc_json(n)[1:-1] for n in names]
     quote = literal('"')
     return seq(quote, _complement(encoded, JSON_CHAR), quote)
