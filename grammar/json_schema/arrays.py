@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
-from formcast.grammar.json_schema.unique_plan import ELEMENT, ITEM_KINDS, EnumDomain
+from formcast.grammar.json_schema.unique_plan import ELEMENT, ITEM_KINDS, OBJECT_KIND, EnumDomain
 from formcast.grammar.json_schema.values import equality_key
 from formcast.grammar.regex.combinators import alt, joined, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node, to_python_regex
@@ -155,6 +155,8 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
         return None
     kind = s["type"]
     keywords = set(s) & VALIDATION_KEYWORDS
+    if kind == OBJECT_KIND:
+        return kind if _is_open_object(c, s, keywords, ptr) else None
     if kind not in ITEM_KINDS:
         return None
     if kind != "string":
@@ -166,6 +168,22 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
     with c.child(), c.at(ELEMENT):
         item_tree = c.compile_exact(rest, ptr + "/items")
     return kind if item_tree is not None and _is_open(item_tree) else None
+
+
+def _is_open_object(c: SchemaCompiler, s: dict, keywords: set[str], ptr: str) -> bool:
+    """Is every proper prefix of an item of the object schema ``s`` completed in infinitely
+    many ways? True when extra keys (written after the declared ones, any name but those)
+    are allowed without a count or name bound: until the closing brace another extra
+    member can always follow."""
+    if not keywords <= {"type", "properties", "required", "additionalProperties"}:
+        return False
+    extra = s.get("additionalProperties", not c.strict)
+    if extra is False:
+        return False
+    if extra is True or extra == {}:
+        return True
+    with c.child(), c.at(ELEMENT):  # (plan paths: refused inside anyway, see _reads_items)
+        return c.compile_exact(extra, ptr + "/items/additionalProperties") is not None
 
 
 def _is_open(item_tree: Node) -> bool:

@@ -17,9 +17,14 @@ text ``0`` (or ``-0``) can only complete as 0, so it is excluded when 0 is alrea
 Only tokens that hold a byte ending an item (a quote for strings; any byte outside
 ``-+.0-9eE`` for numbers), plus for integers those made of ``-`` and ``0``, can do either;
 the mask checks those of the allowed tokens, one cursor walk each, and only inside a guarded
-array that already has an item. For a string ``enum`` too large to enumerate the arrays of
-(`EnumDomain`), a pending item must still start some unused value and a new item needs an
-unused value: every allowed token is checked there.
+array that already has an item. Objects that take extra keys without bound (``"object"``:
+another member can follow until the closing brace) are open too: their items are kept as
+text from ``{`` to the matching ``}`` and compared as JSON values when that brace comes; only
+tokens holding enough closing brackets to reach it are walked. For a string ``enum`` too
+large to enumerate the arrays of (`EnumDomain`), a pending item must still start some unused
+value and a new item needs an unused value: every allowed token is checked there. Other
+regular items (closed objects, bounded strings, mixed types) run their own automaton
+(`ItemAutomaton`): an item must keep a new value within reach.
 """
 
 from __future__ import annotations
@@ -98,7 +103,17 @@ class JsonCursor:
         ``((path pattern, item kind), ...)`` of the guarded arrays.
     """
 
-    __slots__ = ("patterns", "stack", "mode", "hex_left", "is_key", "raw", "item_state")
+    __slots__ = (
+        "patterns",
+        "stack",
+        "mode",
+        "hex_left",
+        "is_key",
+        "raw",
+        "item_state",
+        "object_raw",
+        "object_level",
+    )
 
     def __init__(self, patterns: tuple[tuple[Path, Kind], ...]) -> None:
         self.patterns = patterns
@@ -110,6 +125,10 @@ class JsonCursor:
         # in an ItemAutomaton array: the automaton's state in the pending item (-1: none);
         # the item's bytes go to the automaton alone (no frames are pushed inside it)
         self.item_state = -1
+        # in an item of an "object" array: its bytes so far, and the stack height of the
+        # array's frame (the item is complete when the stack is back to it)
+        self.object_raw: bytes | None = None
+        self.object_level = -1
 
     def check_kind(self) -> Kind | None:
         """Which tokens the mask must walk here (the kind whose candidates apply; None: no
@@ -121,6 +140,8 @@ class JsonCursor:
         a ``[`` (``"enter_string"`` inside a string: a ``"`` and a ``[``), which could open
         the array and complete two equal items within one token."""
         container: tuple = ()
+        if self.object_raw is not None:
+            return "object"  # (no guarded array inside: UniqueItemsPlan.check)
         if self.stack:
             top = self.stack[-1]
             if top.kind is not None:
@@ -144,7 +165,11 @@ class JsonCursor:
         mode, hex_left, is_key = self.mode, self.hex_left, self.is_key
         raw = bytearray(self.raw) if self.raw is not None else None
         item_state = self.item_state
+        object_raw = bytearray(self.object_raw) if self.object_raw is not None else None
+        object_level = self.object_level
         for byte in data:
+            if object_raw is not None:
+                object_raw.append(byte)
             if item_state >= 0:  # in an item of an ItemAutomaton array
                 automaton = stack[-1].kind
                 assert isinstance(automaton, ItemAutomaton) and raw is not None
@@ -210,6 +235,8 @@ class JsonCursor:
             if byte == 0x7B or byte == 0x5B:  # '{' '['
                 path = _value_path(stack)
                 if byte == 0x7B:
+                    if top is not None and top.kind == "object" and object_raw is None:
+                        object_raw, object_level = bytearray(b"{"), len(stack)
                     stack.append(_Frame(True, path))
                 else:
                     kind = self._kind_at(path)
@@ -218,6 +245,10 @@ class JsonCursor:
             elif byte == 0x7D or byte == 0x5D:  # '}' ']'
                 if stack:
                     stack.pop()
+                if object_raw is not None and len(stack) == object_level:
+                    if not _complete_value(stack, object_raw):
+                        return None  # the object item repeats an earlier one
+                    object_raw = None
             elif byte == 0x2C:  # ','
                 if stack and (stack[-1].is_object or isinstance(stack[-1].kind, ItemAutomaton)):
                     stack[-1] = stack[-1].but(expects_key=True)
@@ -254,6 +285,8 @@ class JsonCursor:
         out.mode, out.hex_left, out.is_key = mode, hex_left, is_key
         out.raw = bytes(raw) if raw is not None else None
         out.item_state = item_state
+        out.object_raw = bytes(object_raw) if object_raw is not None else None
+        out.object_level = object_level
         return out
 
 
@@ -344,7 +377,7 @@ class _VocabTables:
     def __init__(self, vocab: Vocabulary, vocab_size: int) -> None:
         self._token_bytes = vocab.token_bytes[:vocab_size]
         self._ids_of_bytes: dict[bytes, list[int]] | None = None  # on first use
-        names = ("string", "integer", "number", "enum", "enter", "enter_string")
+        names = ("string", "integer", "number", "enum", "enter", "enter_string", "object")
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
@@ -352,19 +385,22 @@ class _VocabTables:
         # with no digit after it (they complete at most the pending item)
         self.number_heads: dict[int, bytes] = {}
         self.has_digit = np.zeros(vocab_size, dtype=bool)
+        # object items: how many '}' / ']' a token holds (it closes at most that many frames)
+        self.num_closers = np.zeros(vocab_size, dtype=np.int16)
         for token_id, data in enumerate(vocab.token_bytes[:vocab_size]):
             if not data:
                 continue
-            for name in ("string", "integer", "number", "enum"):
+            for name in ("string", "integer", "number", "enum", "object"):
                 flags[name][token_id] = _is_candidate(name, data)
+            self.num_closers[token_id] = min(data.count(0x7D) + data.count(0x5D), 1000)
             self.has_digit[token_id] = any(0x30 <= b <= 0x39 for b in data)
             end = next((k for k, b in enumerate(data) if b not in _NUMBER), len(data))
             if end < len(data) and not any(0x30 <= b <= 0x39 for b in data[end:]):
                 self.number_heads[token_id] = data[:end]
-            # an array opened by the token can get a complete item inside it only if a quote
-            # or a digit follows the bracket
+            # an array opened by the token can get a complete item inside it only if a quote,
+            # a digit or a brace follows the bracket
             tail = data[data.find(_BRACKET) + 1 :] if _BRACKET in data else b""
-            opens_items = _QUOTE in tail or any(0x30 <= b <= 0x39 for b in tail)
+            opens_items = _QUOTE in tail or 0x7D in tail or any(0x30 <= b <= 0x39 for b in tail)
             flags["enter"][token_id] = opens_items
             flags["enter_string"][token_id] = opens_items and _QUOTE in data
             num_quotes = min(data.count(_QUOTE), 2)
@@ -413,6 +449,8 @@ def _is_candidate(name: str, data: bytes) -> bool:
         return True  # any token can lead to a prefix only used values start with
     if name == "string":
         return _QUOTE in data
+    if name == "object":
+        return 0x7D in data  # '}': the only byte that completes an object item
     return not _NUMBER.issuperset(data) or (name == "integer" and set(data) <= {0x2D, 0x30})
 
 
@@ -556,6 +594,14 @@ class UniqueItemsMatcher:
                     elif json.loads(pending + head) in top.seen:
                         bad.append(t)
                 return np.asarray(bad, dtype=np.int64)
+        if kind == "object":
+            # a token completes the pending object item only if it holds a closer for every
+            # frame open inside it (the item's own included) and, in a string, a quote first
+            depth = len(cursor.stack) - cursor.object_level if cursor.object_raw else 1
+            token_ids = token_ids[token_ids < len(tables.num_closers)]
+            token_ids = token_ids[tables.num_closers[token_ids] >= depth]
+            if cursor.mode != _BETWEEN and cursor.mode != _LITERAL:
+                token_ids = token_ids[tables.num_quotes[token_ids] > 0]
         bad = [
             t
             for t in token_ids.tolist()

@@ -48,6 +48,9 @@ ANY_PATH = "**"
 # set of earlier items never leaves a dead end), except the integer text "0" / "-0", which the
 # matcher handles: see unique_items
 ITEM_KINDS = ("string", "integer", "number")
+# objects whose every proper prefix has infinitely many completions (extra keys stay open
+# until the closing brace): the matcher compares completed items as JSON values
+OBJECT_KIND = "object"
 
 # the most paths one shared pattern expands to (its use sites, transitively); past it the
 # pattern starts with "**" (any place: coarser, never wrong)
@@ -225,9 +228,9 @@ def path_matches(pattern: Path, path: tuple[str, ...]) -> bool:
 
 
 def _reads_items(kind: Kind) -> bool:
-    """Does the matcher read this kind's items as plain text (an `ItemAutomaton`), so that no
-    guarded array may sit inside them?"""
-    return not isinstance(kind, str | EnumDomain)
+    """Does the matcher keep this kind's items as one text (an `ItemAutomaton`, an open
+    object), so that no guarded array may sit inside them?"""
+    return kind == OBJECT_KIND or not isinstance(kind, str | EnumDomain)
 
 
 def _shown(path: Path) -> str:

@@ -431,3 +431,81 @@ def test_unique_items_with_too_few_matching_values_is_unsatisfiable(smollm2_voca
               "contains": {"const": "x"}, "minContains": 2}  # fmt: skip
     with pytest.raises(SchemaError, match="unsatisfiable"):
         compile_json_schema(schema, smollm2_vocab, cache=False)
+
+
+OPEN_OBJECTS = {
+    "type": "array",
+    "uniqueItems": True,
+    "items": {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+        "required": ["name"],
+    },
+}
+OPEN_TEXTS = [
+    '[{"name":"a"},{"name":"b"}]',
+    '[{"name":"a"},{"name":"a"}]',
+    '[{"name":"a","x":[1,{"y":2}]},{"name":"a","x":[1,{"y":2}]}]',
+    '[{"name":"a","x":[1,{"y":2}]},{"name":"a","x":[1,{"y":3}]}]',
+    '[{"id":1,"name":"a"},{"id":1.0,"name":"a"}]',  # 1 == 1.0
+    '[{"name":"a","b":1,"c":2},{"name":"a","b":1}]',
+    '[{"name":"a","b":{"p":1,"q":2}},{"name":"a","b":{"p":1,"q":2}}]',
+]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_open_object_items(smollm2_vocab, smollm2_tokenizer, strict):
+    """Objects that take extra keys (strict=False, or additionalProperties true): every
+    prefix of an item completes in infinitely many ways, so the matcher only refuses the
+    closing brace of an item equal to an earlier one (as JSON values, numbers by value)."""
+    items = OPEN_OBJECTS["items"] if not strict else {
+        **OPEN_OBJECTS["items"], "additionalProperties": True
+    }  # fmt: skip
+    schema = {**OPEN_OBJECTS, "items": items}
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=strict, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    assert [kind for _, kind in grammar.patterns] == ["object"]
+    oracle = validator(schema)  # jsonschema: extra keys allowed, as in both compiles
+    seen = {True: 0, False: 0}
+    for text in OPEN_TEXTS:
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] >= 2 and seen[False] >= 3
+
+
+def _repeats_an_item(text: bytes) -> bool:
+    """Do two complete items of the array text (``[`` then items, maybe unfinished) have
+    equal values? (Reference: json's own decoder, item by item.)"""
+    decoder = json.JSONDecoder()
+    body, pos, keys = text.decode("utf-8", errors="replace"), 1, []
+    while pos < len(body):
+        while pos < len(body) and body[pos] in " ,\n":
+            pos += 1
+        try:
+            value, pos = decoder.raw_decode(body, pos)
+        except json.JSONDecodeError:
+            break
+        keys.append(equality_key(value))
+    return len(set(keys)) < len(keys)
+
+
+def test_open_object_masks_against_the_repeat_oracle(smollm2_vocab, smollm2_tokenizer):
+    grammar = compile_json_schema(OPEN_OBJECTS, smollm2_vocab, strict=False, cache=False)
+    token_bytes = grammar.vocab.token_bytes
+    text = '[{"name":"a","n":[1,2]},{"name":"a","n":[1,2]},{"name":"a"}]'
+    matcher, prefix, num_forbidden = grammar.matcher(), b"", 0
+    for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        allowed = set(matcher.allowed_token_ids().tolist())
+        for t in matcher._inner.allowed_token_ids().tolist():
+            if t >= len(token_bytes) or b"}" not in token_bytes[t]:
+                assert t in allowed  # only a closing brace completes an item
+                continue
+            expected = not _repeats_an_item(prefix + token_bytes[t])
+            assert (t in allowed) == expected, (prefix, token_bytes[t])
+            num_forbidden += not expected
+        if not matcher.accept_token(token_id):
+            break  # the second item repeats the first: the walk stops at its closing brace
+        prefix += token_bytes[token_id]
+    assert num_forbidden > 0
+    assert prefix.endswith(b"[1,2]")  # stopped at the repeat's closing brace
