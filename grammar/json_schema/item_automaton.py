@@ -82,6 +82,9 @@ class ItemAutomaton:
         self.is_accepting: list[bool] = dfa.is_accepting.tolist()
         self.is_value_infinite, self.log2_values = _value_counts(full, dfa.is_accepting)
         self._is_infinite: list[bool] = self.is_value_infinite.tolist()  # scalar lookups
+        # bytes from each state to the nearest value-finite or accepting one: a token shorter
+        # than that stays inside the item among value-infinite states (never refused)
+        self.safe_horizon = _distance_to(full, ~self.is_value_infinite | dfa.is_accepting)
         self._log2_values: list[float] = self.log2_values.tolist()
         # states whose completions are at most _FEW fixed suffixes (else ()), on first use
         self._few_suffixes: dict[int, tuple[bytes, ...]] = {}
@@ -237,6 +240,31 @@ def _value_counts(full: np.ndarray, is_accepting: np.ndarray) -> tuple[np.ndarra
     log2_values[padded] = -np.inf
     log2_values[infinite] = np.inf
     return infinite, log2_values
+
+
+def _distance_to(full: np.ndarray, is_target: np.ndarray) -> np.ndarray:
+    """``(N,)`` int64: the fewest bytes from each state to a target state (breadth first
+    over the reversed edges of the ``(N, 256)`` table; ``2**62`` where none is reachable)."""
+    num_states = len(full)
+    predecessors: list[list[int]] = [[] for _ in range(num_states)]
+    for state, row in enumerate(full.tolist()):
+        for target in set(row):
+            if target >= 0:
+                predecessors[target].append(state)
+    distance = np.full(num_states, 2**62, dtype=np.int64)
+    frontier = np.flatnonzero(is_target).tolist()
+    distance[frontier] = 0
+    depth = 0
+    while frontier:
+        depth += 1
+        nxt = []
+        for state in frontier:
+            for before in predecessors[state]:
+                if distance[before] > depth:
+                    distance[before] = depth
+                    nxt.append(before)
+        frontier = nxt
+    return distance
 
 
 def _log2_sum(terms: list[float]) -> float:

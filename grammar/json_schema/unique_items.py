@@ -55,6 +55,9 @@ _WHITESPACE = frozenset(b" \t\n\r")
 _SCALAR = frozenset(b"-+.0123456789eEtruefalsn")  # bytes of numbers and true/false/null
 _NUMBER = frozenset(b"-+.0123456789eE")
 _QUOTE, _BACKSLASH, _BRACKET = 0x22, 0x5C, 0x5B
+# item-automaton masks: at most this many candidate tokens are walked one by one, more are
+# looked up in the automaton's token index (a whole-vocabulary walk on a state's first visit)
+_FEW_WALKED = 64
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
 _ZERO_TEXTS = (b"0", b"-0")
 
@@ -376,7 +379,12 @@ class _VocabTables:
 
     def __init__(self, vocab: Vocabulary, vocab_size: int) -> None:
         self._token_bytes = vocab.token_bytes[:vocab_size]
-        self._ids_of_bytes: dict[bytes, list[int]] | None = None  # on first use
+        self._ids_of_bytes: dict[bytes, list[int]] = {}
+        # string items: the tokens whose first quote ends an item and whose other bytes
+        # cannot complete or start one (one quote, or a second one last), by the bytes
+        # before that quote; the other tokens holding a quote are walked
+        ids_by_head: dict[bytes, list[int]] = {}
+        walked: list[int] = []
         names = ("string", "integer", "number", "enum", "enter", "enter_string", "object")
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
@@ -385,6 +393,7 @@ class _VocabTables:
         # with no digit after it (they complete at most the pending item)
         self.number_heads: dict[int, bytes] = {}
         self.has_digit = np.zeros(vocab_size, dtype=bool)
+        self.lengths = np.array([len(data) for data in self._token_bytes], dtype=np.int64)
         # object items: how many '}' / ']' a token holds (it closes at most that many frames)
         self.num_closers = np.zeros(vocab_size, dtype=np.int16)
         for token_id, data in enumerate(vocab.token_bytes[:vocab_size]):
@@ -408,6 +417,16 @@ class _VocabTables:
             head = data[: data.find(_QUOTE)]
             if num_quotes == 1 and _BACKSLASH not in head:
                 self.heads[token_id] = head
+            self._ids_of_bytes.setdefault(data, []).append(token_id)
+            if num_quotes and _BACKSLASH not in head:
+                rest = data[len(head) + 1 :]
+                if _QUOTE not in rest[:-1]:  # (a second quote only as the last byte)
+                    ids_by_head.setdefault(head, []).append(token_id)
+                    continue
+            if num_quotes:
+                walked.append(token_id)
+        self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
+        self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
         num_words = (vocab_size + 31) // 32
         self.words: dict[str, np.ndarray] = {}
         for name, is_candidate in flags.items():
@@ -418,12 +437,6 @@ class _VocabTables:
 
     def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
         """The tokens whose bytes continue ``prefix`` along one of ``texts``."""
-        if self._ids_of_bytes is None:
-            ids: dict[bytes, list[int]] = {}
-            for token_id, data in enumerate(self._token_bytes):
-                if data:
-                    ids.setdefault(data, []).append(token_id)
-            self._ids_of_bytes = ids
         found: set[int] = set()
         for text in texts:
             data = text.encode()
@@ -442,6 +455,14 @@ class _VocabTables:
             if found is None:
                 found = cls._built[key] = cls(vocab, vocab_size)
         return found
+
+
+def _is_in(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """``(len(ids),)`` bool: which of ``ids`` are in the ascending ``sorted_ids``."""
+    if sorted_ids.size == 0:
+        return np.zeros(len(ids), dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+    return sorted_ids[pos] == ids
 
 
 def _is_candidate(name: str, data: bytes) -> bool:
@@ -622,6 +643,24 @@ class UniqueItemsMatcher:
             state, prefix = cursor.item_state, cursor.raw or b""
         else:
             state, prefix = automaton.start, b""
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        if (
+            automaton.is_string_only
+            and cursor.item_state >= 0
+            and automaton.is_alive_fast(np.array([automaton.start]), len(seen) + 1)[0]
+        ):
+            return self._forbidden_string_items(cursor, seen, prefix, token_ids)
+        lengths = self.grammar.tables.lengths
+        token_ids = token_ids[token_ids < len(lengths)]
+        # tokens shorter than the way to a value-finite or accepting state are never refused
+        token_ids = token_ids[lengths[token_ids] >= automaton.safe_horizon[state]]
+        if token_ids.size <= _FEW_WALKED:  # (e.g. the long tokens, far from the item's end)
+            bad = [
+                t
+                for t in token_ids.tolist()
+                if t not in eos_ids and cursor.feed(token_bytes[t]) is None
+            ]
+            return np.asarray(bad, dtype=np.int64)
         ids, ends = automaton.transitions(state, self.grammar.vocab)  # (k,), (k,) ascending
         if ids.size:
             pos = np.minimum(np.searchsorted(ids, token_ids), ids.size - 1)
@@ -631,7 +670,6 @@ class UniqueItemsMatcher:
             inside = np.zeros(token_ids.size, dtype=bool)
         inside_ends = ends[pos[inside]]
         is_alive = automaton.is_alive_fast(inside_ends, len(seen))
-        token_bytes, eos_ids = self._token_bytes, self._eos_ids
         undecided = zip(
             token_ids[inside][~is_alive].tolist(), inside_ends[~is_alive].tolist(), strict=True
         )
@@ -651,6 +689,35 @@ class UniqueItemsMatcher:
             if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
         ]
         return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _forbidden_string_items(
+        self, cursor: JsonCursor, seen: frozenset, prefix: bytes, token_ids: np.ndarray
+    ) -> np.ndarray:
+        """`_forbidden_items` for string items (an item's text is its key) inside a pending
+        item, where a new item always has a new value within reach (the start state has
+        more values than the items so far and the pending one). A token can be refused only
+        if it continues the pending text along an earlier item's text (walked), or if it
+        holds a quote: one that ends the item at its first quote is refused iff the text so
+        far plus its bytes before that quote, closed, is an earlier item's (looked up by
+        those bytes); the others are walked."""
+        tables = self.grammar.tables
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        suspects = list(tables.continuations(prefix, seen))
+        bad: list[int] = []
+        for text in seen:
+            data = text.encode()
+            if data.startswith(prefix) and len(data) > len(prefix):
+                found = tables.ids_by_head.get(data[len(prefix) : -1])
+                if found is not None:
+                    bad += found[_is_in(found, token_ids)].tolist()
+        walked = np.concatenate([np.asarray(suspects, dtype=np.int64), tables.walked_quote_ids])
+        walked = walked[_is_in(walked, token_ids)]
+        bad += [
+            t
+            for t in walked.tolist()
+            if t not in eos_ids and t < len(token_bytes) and cursor.feed(token_bytes[t]) is None
+        ]
+        return np.unique(np.asarray(bad, dtype=np.int64))
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""
