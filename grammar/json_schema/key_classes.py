@@ -71,6 +71,12 @@ class KeySpace:
         """The class of ``key`` (whether it matches each pattern)."""
         return tuple(d.accepts(self.alphabet, key) for d in self.pattern_dfas)
 
+    def is_in_class(self, key: str, members: Members) -> bool:
+        """Is ``key`` an undeclared key of class ``members`` (within ``name_pattern``)?"""
+        if key in self.names or self.members_of(key) != members:
+            return False
+        return self.filter_dfa is None or self.filter_dfa.accepts(self.alphabet, key)
+
     def classes(self) -> list[Members]:
         """Every class that some string within ``name_pattern`` belongs to, sorted."""
         num_patterns = len(self.pattern_dfas)

@@ -39,7 +39,7 @@ from formcast.grammar.json_schema.charset import (
 from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.merge import ORDER_KEY
-from formcast.grammar.json_schema.unique_plan import Member, any_key_except
+from formcast.grammar.json_schema.unique_plan import KeyClass, Member, any_key_except
 from formcast.grammar.regex.char_classes import Ranges
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
@@ -357,7 +357,7 @@ def _pattern_extras(
             sub, sub_ptr = {"allOf": [pattern_props[p] for p in matched]}, ptr
         if sub is False:
             continue
-        with c.child(), c.at(any_key_except(names)):
+        with c.child(), c.at(KeyClass(space, hits)):
             value = c.compile(sub, sub_ptr)
         if value is None:
             continue

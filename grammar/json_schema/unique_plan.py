@@ -33,7 +33,7 @@ import functools
 import json
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from formcast.errors import SchemaError
 
@@ -115,6 +115,54 @@ class Member:
         return f"Member({self.name!r})"
 
 
+class KeySpaceLike(Protocol):
+    """What a :class:`KeyClass` asks of its object's key space."""
+
+    def is_in_class(self, key: str, hits: tuple[bool, ...]) -> bool: ...
+
+
+class KeyClass:
+    """The values of one object's extra keys of one ``patternProperties`` class: keys that
+    are not declared names and match exactly the patterns of ``hits`` (``space``: the
+    object's :class:`~formcast.grammar.json_schema.key_classes.KeySpace`). Two classes of
+    one object never share a key; a class and anything else are taken to meet."""
+
+    __slots__ = ("_found", "hits", "space")
+
+    def __init__(self, space: KeySpaceLike, hits: tuple[bool, ...]) -> None:
+        self.space, self.hits = space, hits
+        self._found: dict[str, bool] = {}  # key -> in the class (memo: masks ask often)
+
+    def matches(self, segment: str) -> bool:
+        """Is the concrete key ``segment`` in this class?"""
+        found = self._found.get(segment)
+        if found is None:
+            found = self._found[segment] = segment != ELEMENT and self.space.is_in_class(
+                segment, self.hits
+            )
+        return found
+
+    def meets(self, other: Segment) -> bool:
+        if other == ELEMENT:
+            return False
+        if isinstance(other, KeyClass):
+            return other.space is not self.space or other.hits == self.hits
+        if isinstance(other, Member):
+            return self.matches(other.name)
+        if isinstance(other, str):
+            return self.matches(other)
+        return True  # another object's extra keys: co-finite, taken to meet
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyClass) and other.space is self.space and other.hits == self.hits
+
+    def __hash__(self) -> int:
+        return hash((id(self.space), self.hits))
+
+    def __repr__(self) -> str:
+        return f"KeyClass({self.hits})"
+
+
 class MemberKey(str):
     """A concrete path segment: an object key, with the keys written before it (``before``)."""
 
@@ -126,9 +174,9 @@ class MemberKey(str):
         return out
 
 
-# a key, "[]", "**", ("*", excluded keys), a Member or (first only, before expansion) a
-# RefSite
-Segment = str | tuple[str, frozenset[str]] | Member | RefSite
+# a key, "[]", "**", ("*", excluded keys), a Member, a KeyClass or (first only, before
+# expansion) a RefSite
+Segment = str | tuple[str, frozenset[str]] | Member | KeyClass | RefSite
 Path = tuple[Segment, ...]
 
 
@@ -172,6 +220,10 @@ def any_key_except(names: list[str]) -> Segment:
 
 def _segments_meet(a: Segment, b: Segment) -> bool:
     """Can one concrete segment match both ``a`` and ``b``?"""
+    if isinstance(a, KeyClass):
+        return a.meets(b)
+    if isinstance(b, KeyClass):
+        return b.meets(a)
     if a == ELEMENT or b == ELEMENT:
         return a == b
     if isinstance(a, Member) and isinstance(b, Member):
@@ -190,7 +242,7 @@ def _segments_meet(a: Segment, b: Segment) -> bool:
 
 
 def _segment_matches(pattern: Segment, segment: str) -> bool:
-    if isinstance(pattern, Member):
+    if isinstance(pattern, Member | KeyClass):
         return pattern.matches(segment)
     if isinstance(pattern, tuple):
         return segment != ELEMENT and segment not in pattern[1]

@@ -497,3 +497,43 @@ def test_large_enum_on_the_structural_route(smollm2_vocab, smollm2_tokenizer):
     assert isinstance(grammar, UniqueItemsGrammar)
     assert walk(grammar, smollm2_tokenizer, '{"tags": [], "days": ["MO", "M"]}')
     assert not walk(grammar, smollm2_tokenizer, '{"tags": [], "days": ["MO", "MO"]}')
+
+
+def test_pattern_property_classes_told_apart(smollm2_vocab, smollm2_tokenizer):
+    """Extra keys of one object in different ``patternProperties`` classes never share a
+    key (GitLab CI: ``.hidden`` jobs hold any object, named jobs a unique ``needs``): the
+    key written tells the matcher which class an array is under."""
+    schema = {
+        "type": "object",
+        "patternProperties": {
+            "^\\.": {"type": "object"},
+            "^[a-z][a-z0-9_-]*$": {
+                "type": "object",
+                "properties": {"needs": STRINGS},
+                "additionalProperties": False,
+            },
+        },
+        "additionalProperties": False,
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    for text in [
+        '{"build":{"needs":["a","b"]}}',
+        '{"build":{"needs":["a","a"]}}',
+        '{".hidden":{"needs":["a","a"]}}',
+        '{".hidden":{"needs":["a","a"]},"test":{"needs":["x","x"]}}',
+        '{".hidden":{"needs":[1,1]},"test":{"needs":["x","y"]}}',
+    ]:
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+    # classes of two objects (union branches) may share a key: refused as before
+    clash = {
+        "anyOf": [
+            {"type": "object", "patternProperties": {"^a": {"type": "object"}}},
+            {"type": "object", "patternProperties": {"^a": {"properties": {"needs": STRINGS}}}},
+        ]
+    }
+    with pytest.raises(SchemaError) as info:
+        compile_json_schema(clash, smollm2_vocab, strict=False, cache=False)
+    assert info.value.keyword == "uniqueItems"
