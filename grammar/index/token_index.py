@@ -562,3 +562,23 @@ def _clear_tables() -> None:
 caches.register(
     "index.vocab_tables", f"weak by vocabulary, the last {_NUM_RECENT} kept alive", _clear_tables
 )
+
+
+class LazyTransitions:
+    """The token transitions of one DFA per vocabulary, indexed state by state on first use
+    (a lazy :class:`TokenIndex` per vocabulary): what a matcher-side automaton asks."""
+
+    def __init__(self, dfa: ByteDFA) -> None:
+        self.dfa = dfa
+        self._indexes: dict[int, TokenIndex] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+        """The text tokens whose bytes all stay inside the DFA from ``state`` (ascending
+        ids) and the state each ends in (memoised per state)."""
+        key = id(vocab)
+        index = self._indexes.get(key)
+        if index is None:
+            with self._lock:
+                index = self._indexes.setdefault(key, TokenIndex(self.dfa, vocab, is_eager=False))
+        return index.transitions(state)

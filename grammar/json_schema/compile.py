@@ -73,7 +73,7 @@ from formcast.grammar.json_schema.layout import make_layout
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
-from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
+from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan, may_need_plan
 from formcast.grammar.regex.syntax_tree import Node, Repeat, subtrees, to_python_regex
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
@@ -423,10 +423,10 @@ def _compile_json_schema(
         return structural()
     if reads_marker(grammar.dfa):
         grammar = AnyValueGrammar(grammar, make_layout(**layout_options))
-    if not plan.is_filled and '"uniqueItems"' in source:
+    if not plan.is_filled and may_need_plan(source):
         make_tree()
-    if plan.unique:
-        return UniqueItemsGrammar(grammar, plan.patterns())
+    if plan.needs_matcher:
+        return UniqueItemsGrammar(grammar, plan.patterns(), plan.text_patterns())
     return grammar
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from formcast.errors import CompileBudgetError, SchemaError
+from formcast.errors import CompileBudgetError, GrammarError, SchemaError
 from formcast.grammar import caches
 from formcast.grammar.index.compile import regex_to_dfa
 from formcast.grammar.json_schema import complement, dependencies, ecma_pattern, number_ranges
@@ -29,6 +29,7 @@ from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.formats import format_regex
 from formcast.grammar.json_schema.keyword_types import check_keyword_types
 from formcast.grammar.json_schema.layout import Layout
+from formcast.grammar.json_schema.length_guard import LengthGuard
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
 from formcast.grammar.json_schema.objects import object_tree
 from formcast.grammar.json_schema.pattern_intersection import intersect_branches, parse_pattern
@@ -126,7 +127,13 @@ class SchemaCompiler:
         self._ref_stack: list[str] = []
         self._pattern_cache: dict[str, Node | None] = {}
         self.any_string: Node = seq(QUOTE, star(JSON_CHAR), QUOTE)
+        self.num_exact = 0  # > 0 while compiling text that will be fullmatched
         self._any_cache: dict[tuple[int, int, bool], Node] = {}
+        # (source, min, max) of a length-bounded pattern: its product automaton's budget
+        # error (None: within budget), and its matcher-side guard (one object per key, so
+        # the same schema reached along several paths is one guard, never a clash)
+        self._guard_budget: dict[tuple[str, int, int | None], str | None] = {}
+        self._length_guards: dict[tuple[str, int, int | None], LengthGuard | None] = {}
 
     @contextmanager
     def child(self) -> Iterator[None]:
@@ -192,6 +199,8 @@ class SchemaCompiler:
         """Exactly the formcast text of ``value`` (layout included, current depth)."""
         if self.unique_plan is not None and isinstance(value, list | dict):
             self.unique_plan.note_values_below()  # arrays of the literal, at any depth
+        elif self.unique_plan is not None and isinstance(value, str):
+            self.unique_plan.note_string()
         v = ordered(value, schema if schema is not None else {}, self.root)
         return self._literal(v, self.depth)
 
@@ -313,9 +322,13 @@ class SchemaCompiler:
         """Like :meth:`compile`, for a tree that will be matched against sample texts.
 
         (The structural compiler in ``structural`` cuts sub-results into rule references;
-        here it must not.)
+        here it must not. Nor may the matcher count string lengths: see `_guarded_string`.)
         """
-        return self.compile(schema, pointer)
+        self.num_exact += 1
+        try:
+            return self.compile(schema, pointer)
+        finally:
+            self.num_exact -= 1
 
     def lexeme(self, node: Node) -> Node:
         """Hook for a self-contained piece of text (a string value, a key set): the regex
@@ -688,10 +701,17 @@ class SchemaCompiler:
             raise SchemaError(str(exc), pointer=ptr, keyword="minimum") from exc
 
     def _string(self, s: dict, ptr: str) -> Node | None:
+        found, is_counted = self._string_text(s, ptr)
+        if self.unique_plan is not None and not is_counted:
+            self.unique_plan.note_string()
+        return found
+
+    def _string_text(self, s: dict, ptr: str) -> tuple[Node | None, bool]:
+        """The string texts of ``s`` and whether the matcher counts their length."""
         min_len = int(s.get("minLength", 0))
         max_len = None if s.get("maxLength") is None else int(s["maxLength"])
         if max_len is not None and max_len < min_len:
-            return None
+            return None, False
         branches: list[ecma_pattern.Branch] | None = None
         patterns = s.get("pattern")
         fmt = s.get("format")
@@ -716,7 +736,7 @@ class SchemaCompiler:
                     self.refuse(f"pattern {patterns!r} with format {fmt!r}: {exc}", ptr, "pattern")
             branches = fmt_branches
         if branches is None:
-            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
+            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE), False
         out = []
         for b in branches:
             nodes = ecma_pattern.padded(b)
@@ -724,6 +744,8 @@ class SchemaCompiler:
                 nodes = ecma_pattern.with_length(nodes, min_len, max_len)
             except ecma_pattern.PatternRefused:
                 source = f"pattern {patterns!r}" if fmt_rx is None else f"format {fmt!r}"
+                if fmt_rx is not None and patterns is not None:
+                    source += f" with pattern {patterns!r}"
                 return self._guarded_string(branches, min_len, max_len, ptr, source)
             if nodes is None:
                 continue
@@ -731,8 +753,8 @@ class SchemaCompiler:
                 out.append(ecma_pattern.encode(nodes))
             except ecma_pattern.PatternRefused as exc:
                 self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
-                return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
-        return seq(QUOTE, alt(out), QUOTE)
+                return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE), False
+        return seq(QUOTE, alt(out), QUOTE), False
 
     def _guarded_string(
         self,
@@ -741,9 +763,10 @@ class SchemaCompiler:
         max_len: int | None,
         ptr: str,
         source: str,
-    ) -> Node | None:
+    ) -> tuple[Node | None, bool]:
         """A string whose pattern and length bounds do not fold into one repetition: the
-        pattern's JSON text under a length guard ``(?=(?:JSON_CHAR){m,n}")``.
+        pattern's JSON text under a length guard ``(?=(?:JSON_CHAR){m,n}")``; and whether
+        the matcher counts the length instead (True: the tree is the pattern's alone).
 
         The guard and the body both end at the closing quote and JSON string texts form a
         prefix code, so the lookahead is the intersection (``regex_ast.Lookahead``); its
@@ -756,33 +779,71 @@ class SchemaCompiler:
             body = ecma_pattern.pattern_tree(branches)
         except ecma_pattern.PatternRefused as exc:
             self.refuse(f"{source}: {exc}", ptr, "pattern")
-            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
+            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE), False
         if body is None:
-            return None
+            return None, False
         # an explicit counter, also for {1,1} and {0,0} (which `repeat` would simplify away):
         # a length guard is a lookahead starting with a counter (regex.syntax_tree.Lookahead)
         guard = Lookahead(seq(Repeat(JSON_CHAR, min_len, max_len, -1), QUOTE), -1)
         guarded = seq(QUOTE, group(guard, body, QUOTE))
-        try:
-            # the product has about (pattern states) x (counter values) states: refuse early
-            # when that alone is over the budget (the guard's own NFA grows with the bound)
-            num_body = regex_to_dfa(seq(QUOTE, body, QUOTE)).num_states
-            bound = max_len if max_len is not None else min_len
-            if num_body * (bound + 1) > GUARD_MAX_STATES:
-                raise CompileBudgetError(
-                    f"~{num_body} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
-                )
-            regex_to_dfa(guarded, max_states=GUARD_MAX_STATES, timeout_s=5.0)
-        except CompileBudgetError as exc:
-            self.refuse(
-                f"{source} with length bounds {min_len}..{max_len}: the product "
-                f"of the pattern automaton and the character counter exceeds the budget "
-                f"({exc})",
-                ptr,
-                kw,
-            )
-            return seq(QUOTE, body, QUOTE)
-        return guarded
+        key = (source, min_len, max_len)
+        if key not in self._guard_budget:
+            self._guard_budget[key] = _product_budget_error(body, guarded, min_len, max_len)
+        over_budget = self._guard_budget[key]
+        if over_budget is None:
+            return guarded, False
+        text = seq(QUOTE, body, QUOTE)
+        if self._count_length(key, text, ptr, kw):
+            return text, True
+        self.refuse(
+            f"{source} with length bounds {min_len}..{max_len}: the product of the pattern "
+            f"automaton and the character counter exceeds the budget ({over_budget})",
+            ptr,
+            kw,
+        )
+        return text, False
+
+    def _count_length(
+        self, key: tuple[str, int, int | None], text: Node, ptr: str, keyword: str
+    ) -> bool:
+        """Leave the length bounds ``key[1:]`` of the string texts ``text`` to the matcher
+        (`~formcast.grammar.json_schema.length_guard.LengthGuard`, recorded in the plan);
+        False where it cannot: no plan, inside a complemented language or a text that will
+        be fullmatched, or an automaton over budget."""
+        plan = self.unique_plan
+        if plan is None or plan.num_negations > 0 or self.num_exact > 0:
+            return False
+        if key not in self._length_guards:
+            _, min_len, max_len = key
+            try:
+                dfa = complement.byte_dfa(text)
+                guard = LengthGuard(dfa, min_len, max_len) if dfa is not None else None
+            except (CompileBudgetError, GrammarError, ValueError):
+                guard = None
+            self._length_guards[key] = guard
+        guard = self._length_guards[key]
+        if guard is None:
+            return False
+        plan.note_text_guard(guard, ptr, keyword)
+        return True
+
+
+def _product_budget_error(
+    body: Node, guarded: Node, min_len: int, max_len: int | None
+) -> str | None:
+    """Why the automaton of ``guarded`` (the pattern ``body`` under a length guard) is over
+    ``GUARD_MAX_STATES``, or None when it is within."""
+    try:
+        # the product has about (pattern states) x (counter values) states: refuse early
+        # when that alone is over the budget (the guard's own NFA grows with the bound)
+        num_body = regex_to_dfa(seq(QUOTE, body, QUOTE)).num_states
+        bound = max_len if max_len is not None else min_len
+        if num_body * (bound + 1) > GUARD_MAX_STATES:
+            return f"~{num_body} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
+        regex_to_dfa(guarded, max_states=GUARD_MAX_STATES, timeout_s=5.0)
+    except CompileBudgetError as exc:
+        return str(exc)
+    return None
 
 
 def has_assertions(s: dict) -> bool:

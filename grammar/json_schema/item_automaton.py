@@ -34,17 +34,16 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from formcast.grammar.index.token_index import LazyTransitions
 from formcast.grammar.json_schema.values import equality_key
 
 if TYPE_CHECKING:
     from formcast.grammar.automata.byte_dfa import ByteDFA
-    from formcast.grammar.index.token_index import TokenIndex
     from formcast.grammar.index.vocabulary import Vocabulary
 
 MAX_ENUMERATED = 4096  # completions has_new_value parses before answering False
@@ -90,8 +89,7 @@ class ItemAutomaton:
         self._few_suffixes: dict[int, tuple[bytes, ...]] = {}
         # every item is a string: its text is its key (see item_key)
         self.is_string_only = set(dfa.allowed_bytes(self.start).tolist()) == {0x22}
-        self._indexes: dict[int, TokenIndex] = {}
-        self._lock = threading.Lock()
+        self._transitions = LazyTransitions(dfa)
 
     def step(self, state: int, byte: int) -> int:
         """The state after ``byte`` (``-1``: the item cannot continue so)."""
@@ -100,14 +98,7 @@ class ItemAutomaton:
     def transitions(self, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
         """The tokens whose bytes all stay inside the item from ``state`` (ascending ids)
         and the state each ends in (memoised per state)."""
-        from formcast.grammar.index.token_index import TokenIndex
-
-        key = id(vocab)
-        index = self._indexes.get(key)
-        if index is None:
-            with self._lock:
-                index = self._indexes.setdefault(key, TokenIndex(self.dfa, vocab, is_eager=False))
-        return index.transitions(state)
+        return self._transitions(state, vocab)
 
     def is_alive_fast(self, states: np.ndarray, num_seen: int) -> np.ndarray:
         """``(k,)`` bool: the completions from ``states`` surely hold a value outside any

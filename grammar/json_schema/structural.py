@@ -57,7 +57,7 @@ from formcast.grammar.json_schema.number_ranges import NUMBER
 from formcast.grammar.json_schema.refs import resolve_ref
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
-from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
+from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan, may_need_plan
 from formcast.grammar.regex.combinators import alt, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
     EMPTY,
@@ -133,6 +133,8 @@ class _CuttingCompiler(SchemaCompiler):
                 return None
             # one nonterminal per (minLength, maxLength): every string with the same bounds
             # shares its chunk-count rules instead of repeating them
+            if self.unique_plan is not None:
+                self.unique_plan.note_string()
             return self._cut(self._chunked(min_len, int(max_len)), is_helper=True)
         found = super()._string(s, ptr)
         return None if found is None else self.lexeme(found)
@@ -584,11 +586,11 @@ def compile_json_schema_cfg(
         raise
     except GrammarError as exc:
         raise SchemaError(f"schema cannot be compiled as a grammar: {exc}", pointer="") from exc
-    if not plan.is_filled and '"uniqueItems"' in source:
+    if not plan.is_filled and may_need_plan(source):
         plan.reset()
         _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars, plan, True)
-    if plan.unique:
-        return UniqueItemsGrammar(compiled, plan.patterns())
+    if plan.needs_matcher:
+        return UniqueItemsGrammar(compiled, plan.patterns(), plan.text_patterns())
     return compiled
 
 

@@ -25,6 +25,13 @@ large to enumerate the arrays of (`EnumDomain`), a pending item must still start
 value and a new item needs an unused value: every allowed token is checked there. Other
 regular items (closed objects, bounded strings, mixed types) run their own automaton
 (`ItemAutomaton`): an item must keep a new value within reach.
+
+Counted strings. A string whose ``pattern`` / ``format`` and length bounds are too large as
+one product automaton is compiled with the pattern alone, its place recorded with a
+:class:`~formcast.grammar.json_schema.length_guard.LengthGuard`; the cursor runs the
+guard's automaton over the string and counts its characters, and a token is allowed iff
+the text after it can still complete within the bounds (``LengthGuard.fits``): exactly the
+product automaton's mask, without its states.
 """
 
 from __future__ import annotations
@@ -37,14 +44,15 @@ import numpy as np
 import torch
 
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
+from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
 from formcast.grammar.json_schema.unique_plan import (
-    ANY_PATH,
     ELEMENT,
     EnumDomain,
     Kind,
     MemberKey,
     Path,
     path_matches,
+    pattern_positions,
 )
 
 if TYPE_CHECKING:
@@ -116,10 +124,24 @@ class JsonCursor:
         "item_state",
         "object_raw",
         "object_level",
+        "text_patterns",
+        "text_guard",
+        "text_state",
+        "num_chars",
     )
 
-    def __init__(self, patterns: tuple[tuple[Path, Kind], ...]) -> None:
+    def __init__(
+        self,
+        patterns: tuple[tuple[Path, Kind], ...],
+        text_patterns: tuple[tuple[Path, LengthGuard], ...] = (),
+    ) -> None:
         self.patterns = patterns
+        self.text_patterns = text_patterns
+        # in a string whose length the matcher counts: its guard, automaton state, and
+        # characters so far
+        self.text_guard: LengthGuard | None = None
+        self.text_state = -1
+        self.num_chars = 0
         self.stack: tuple[_Frame, ...] = ()
         self.mode = _BETWEEN
         self.hex_left = 0
@@ -143,6 +165,8 @@ class JsonCursor:
         a ``[`` (``"enter_string"`` inside a string: a ``"`` and a ``[``), which could open
         the array and complete two equal items within one token."""
         container: tuple = ()
+        if self.text_guard is not None:
+            return "length"
         if self.object_raw is not None:
             return "object"  # (no guarded array inside: UniqueItemsPlan.check)
         if self.stack:
@@ -153,6 +177,12 @@ class JsonCursor:
         for pattern, _ in self.patterns:
             if _may_extend(pattern, container):
                 return "enter_string" if self.mode in (_STRING, _ESCAPE, _HEX) else "enter"
+        return None
+
+    def _text_guard_at(self, path: tuple[str, ...]) -> LengthGuard | None:
+        for pattern, guard in self.text_patterns:
+            if path_matches(pattern, path):
+                return guard
         return None
 
     def _kind_at(self, path: tuple[str, ...]) -> Kind | None:
@@ -170,9 +200,21 @@ class JsonCursor:
         item_state = self.item_state
         object_raw = bytearray(self.object_raw) if self.object_raw is not None else None
         object_level = self.object_level
+        text_guard, text_state, num_chars = self.text_guard, self.text_state, self.num_chars
         for byte in data:
             if object_raw is not None:
                 object_raw.append(byte)
+            if text_guard is not None:  # in a counted string (the byte is read below too)
+                text_state, added = text_guard.step(text_state, byte)
+                num_chars += added
+                if text_state < 0:
+                    return None
+                if text_guard.max_len is not None and num_chars > text_guard.max_len:
+                    return None
+                if text_guard.is_accepting[text_state]:  # the closing quote
+                    if num_chars < text_guard.min_len:
+                        return None
+                    text_guard = None
             if item_state >= 0:  # in an item of an ItemAutomaton array
                 automaton = stack[-1].kind
                 assert isinstance(automaton, ItemAutomaton) and raw is not None
@@ -262,11 +304,17 @@ class JsonCursor:
                 mode = _STRING
                 top = stack[-1] if stack else None
                 is_key = top is not None and top.is_object and top.expects_key
+                if not is_key and self.text_patterns:
+                    text_guard = self._text_guard_at(_value_path(stack))
+                    if text_guard is not None:
+                        text_state, num_chars = text_guard.step(text_guard.start, byte)[0], 0
                 raw = bytearray(b'"') if is_key or (top is not None and top.kind) else None
             else:
                 mode, is_key = _LITERAL, False
                 top = stack[-1] if stack else None
                 raw = bytearray([byte]) if top is not None and top.kind else None
+        if text_guard is not None and not text_guard.fits(text_state, num_chars):
+            return None  # no completion of the pending string fits its length bounds
         top = stack[-1] if stack else None
         if item_state >= 0:  # a pending item of an ItemAutomaton array
             assert top is not None and isinstance(top.kind, ItemAutomaton) and raw is not None
@@ -290,15 +338,15 @@ class JsonCursor:
         out.item_state = item_state
         out.object_raw = bytes(object_raw) if object_raw is not None else None
         out.object_level = object_level
+        out.text_patterns = self.text_patterns
+        out.text_guard, out.text_state, out.num_chars = text_guard, text_state, num_chars
         return out
 
 
 def _may_extend(pattern: Path, container: tuple) -> bool:
     """Can ``pattern`` match a path longer than the concrete ``container`` path that starts
     with it (a guarded array below the container)?"""
-    if pattern and pattern[0] == ANY_PATH:
-        return True
-    return len(pattern) > len(container) and path_matches(pattern[: len(container)], container)
+    return any(position < len(pattern) for position in pattern_positions(pattern, container))
 
 
 def _value_path(stack: list[_Frame]) -> Path:
@@ -342,9 +390,15 @@ class UniqueItemsGrammar:
         ``((path pattern, item kind), ...)`` from `UniqueItemsPlan.patterns`.
     """
 
-    def __init__(self, inner: Grammar, patterns: tuple[tuple[Path, Kind], ...]) -> None:
+    def __init__(
+        self,
+        inner: Grammar,
+        patterns: tuple[tuple[Path, Kind], ...],
+        text_patterns: tuple[tuple[Path, LengthGuard], ...] = (),
+    ) -> None:
         self.inner = inner
         self.patterns = patterns
+        self.text_patterns = text_patterns
         self.kind = inner.kind
         self.source = inner.source
         self.vocab: Vocabulary = inner.vocab
@@ -366,7 +420,10 @@ class UniqueItemsGrammar:
         return self.tables.words[kind if isinstance(kind, str) else "enum"]
 
     def __repr__(self) -> str:
-        return f"UniqueItemsGrammar({self.inner!r}, {len(self.patterns)} guarded arrays)"
+        return (
+            f"UniqueItemsGrammar({self.inner!r}, {len(self.patterns)} guarded arrays, "
+            f"{len(self.text_patterns)} counted strings)"
+        )
 
 
 class _VocabTables:
@@ -385,7 +442,7 @@ class _VocabTables:
         # before that quote; the other tokens holding a quote are walked
         ids_by_head: dict[bytes, list[int]] = {}
         walked: list[int] = []
-        names = ("string", "integer", "number", "enum", "enter", "enter_string", "object")
+        names = ("string", "integer", "number", "enum", "enter", "enter_string", "object", "length")
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
@@ -394,12 +451,24 @@ class _VocabTables:
         self.number_heads: dict[int, bytes] = {}
         self.has_digit = np.zeros(vocab_size, dtype=bool)
         self.lengths = np.array([len(data) for data in self._token_bytes], dtype=np.int64)
+        # counted strings: the characters a token adds inside a string (bytes that start a
+        # UTF-8 character), for the tokens without a quote or a backslash (the others walk)
+        self.num_chars = np.array(
+            [sum(1 for b in data if not 0x80 <= b < 0xC0) for data in self._token_bytes],
+            dtype=np.int64,
+        )
+        self.is_plain_text = np.array(
+            [bool(data) and _QUOTE not in data and _BACKSLASH not in data
+             for data in self._token_bytes],
+            dtype=bool,
+        )  # fmt: skip
+        self.max_chars = int(self.num_chars.max(initial=0))
         # object items: how many '}' / ']' a token holds (it closes at most that many frames)
         self.num_closers = np.zeros(vocab_size, dtype=np.int16)
         for token_id, data in enumerate(vocab.token_bytes[:vocab_size]):
             if not data:
                 continue
-            for name in ("string", "integer", "number", "enum", "object"):
+            for name in ("string", "integer", "number", "enum", "object", "length"):
                 flags[name][token_id] = _is_candidate(name, data)
             self.num_closers[token_id] = min(data.count(0x7D) + data.count(0x5D), 1000)
             self.has_digit[token_id] = any(0x30 <= b <= 0x39 for b in data)
@@ -466,8 +535,8 @@ def _is_in(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
 
 
 def _is_candidate(name: str, data: bytes) -> bool:
-    if name == "enum":
-        return True  # any token can lead to a prefix only used values start with
+    if name in ("enum", "length"):
+        return True  # any token can lead to a prefix only used values start with / too long
     if name == "string":
         return _QUOTE in data
     if name == "object":
@@ -483,7 +552,7 @@ class UniqueItemsMatcher:
         self._inner: Matcher = grammar.inner.matcher()
         self._token_bytes = grammar.vocab.token_bytes
         self._eos_ids = frozenset(grammar.vocab.eos_token_ids)
-        self._cursors: list[JsonCursor] = [JsonCursor(grammar.patterns)]
+        self._cursors: list[JsonCursor] = [JsonCursor(grammar.patterns, grammar.text_patterns)]
         self._scratch: torch.Tensor | None = None  # (1, W) int32 CPU row for the inner mask
 
     @property
@@ -554,6 +623,8 @@ class UniqueItemsMatcher:
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
         tables = self.grammar.tables
         top = cursor.stack[-1] if cursor.stack else None
+        if kind == "length":
+            return self._forbidden_length(cursor, token_ids)
         if top is not None and isinstance(top.kind, ItemAutomaton):
             return self._forbidden_items(cursor, top.kind, top.seen, token_ids)
         if top is not None and top.kind == "string" and cursor.mode in (_BETWEEN, _STRING):
@@ -688,6 +759,45 @@ class UniqueItemsMatcher:
             for t in token_ids[~inside].tolist()
             if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
         ]
+        return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _forbidden_length(self, cursor: JsonCursor, token_ids: np.ndarray) -> np.ndarray:
+        """The allowed ``token_ids`` that ``feed`` refuses in a counted string.
+
+        A token without a quote or backslash keeps the string open and adds its characters
+        (``tables.num_chars``); it can break the bounds only if the count after it plus the
+        shortest completion anywhere could pass ``max_len``, or while the count is under
+        ``min_len`` where some state's completions are bounded: those are looked up with
+        their end states (the guard's token index) and tested with `LengthGuard.fits`. The
+        tokens with a quote or a backslash (few: they may close the string) are walked."""
+        guard = cursor.text_guard
+        assert guard is not None
+        state, num_chars = cursor.text_state, cursor.num_chars
+        tables = self.grammar.tables
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        token_ids = token_ids[token_ids < len(tables.num_chars)]
+        is_plain = tables.is_plain_text[token_ids]
+        walked = token_ids[~is_plain].tolist()
+        plain = token_ids[is_plain]
+        room = INFINITE if guard.max_len is None else guard.max_len - num_chars
+        # plain tokens that might leave too little room, or too few characters for min_len
+        risky = tables.num_chars[plain] + guard.max_shortest > room
+        if num_chars < guard.min_len and guard.has_bounded_content:
+            risky |= True
+        plain = plain[risky]
+        bad = [t for t in walked if t not in eos_ids and cursor.feed(token_bytes[t]) is None]
+        if plain.size <= _FEW_WALKED:
+            bad += [t for t in plain.tolist() if cursor.feed(token_bytes[t]) is None]
+            return np.asarray(sorted(bad), dtype=np.int64)
+        ids, ends = guard.transitions(state, self.grammar.vocab)  # (k,), (k,) ascending
+        found = _is_in(plain, ids)
+        pos = np.minimum(np.searchsorted(ids, plain), max(ids.size - 1, 0))
+        for t, end, is_inside in zip(
+            plain.tolist(), ends[pos].tolist() if ids.size else [0] * plain.size,
+            found.tolist(), strict=True,
+        ):  # fmt: skip
+            if not is_inside or not guard.fits(end, num_chars + int(tables.num_chars[t])):
+                bad.append(t)
         return np.asarray(sorted(bad), dtype=np.int64)
 
     def _forbidden_string_items(

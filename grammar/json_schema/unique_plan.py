@@ -39,6 +39,7 @@ from formcast.errors import SchemaError
 
 if TYPE_CHECKING:
     from formcast.grammar.json_schema.item_automaton import ItemAutomaton
+    from formcast.grammar.json_schema.length_guard import LengthGuard
 
 ELEMENT = "[]"  # a path segment: any array element
 # any sequence of segments, empty included: last in a "values below" pattern; first in the
@@ -74,6 +75,22 @@ class RefSite:
 
     def __repr__(self) -> str:
         return f"RefSite({self.key!r})"
+
+
+class _Turn:
+    """While expanding a cycle of shared nonterminals: the paths that follow are the
+    segments one turn through ``key`` adds (`UniqueItemsPlan._prefixes`)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Turn) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(("_Turn", self.key))
 
 
 class Member:
@@ -213,6 +230,15 @@ class EnumDomain:
 Kind: TypeAlias = "str | EnumDomain | ItemAutomaton"
 
 
+def may_need_plan(source: str) -> bool:
+    """Could the schema text ``source`` need the matcher's checks (a cache hit skips the
+    tree, so the plan is rebuilt only where the keywords occur)?"""
+    has_bounds = '"maxLength"' in source or '"minLength"' in source
+    return '"uniqueItems"' in source or (
+        has_bounds and ('"pattern"' in source or '"format"' in source)
+    )
+
+
 def any_key_except(names: list[str]) -> Segment:
     """The segment of extra properties' values: any key but ``names``."""
     return ("*", frozenset(names))
@@ -266,17 +292,36 @@ def paths_meet(first: Path, second: Path) -> bool:
 
 
 def path_matches(pattern: Path, path: tuple[str, ...]) -> bool:
-    """Does the concrete ``path`` (keys and ``"[]"``) match the unique-array ``pattern``
-    (which may start with ``"**"``: then its rest matches the end of ``path``)?"""
-    if pattern and pattern[0] == ANY_PATH:
-        rest = pattern[1:]
-        if len(rest) > len(path):
-            return False
-        path = path[len(path) - len(rest) :]
-        pattern = rest
-    return len(pattern) == len(path) and all(
-        _segment_matches(p, segment) for p, segment in zip(pattern, path, strict=True)
-    )
+    """Does the concrete ``path`` (keys and ``"[]"``) match the pattern (``"**"``: any run
+    of segments)?"""
+    return len(pattern) in pattern_positions(pattern, path)
+
+
+def pattern_positions(pattern: Path, path: tuple[str, ...]) -> set[int]:
+    """The positions in ``pattern`` that matching the concrete ``path`` can reach (an NFA
+    over segments: ``"**"`` loops on any segment and may be skipped)."""
+
+    def closure(positions: set[int]) -> set[int]:
+        for position in sorted(positions):
+            while position < len(pattern) and pattern[position] == ANY_PATH:
+                position += 1
+                positions.add(position)
+        return positions
+
+    positions = closure({0})
+    for segment in path:
+        after = set()
+        for position in positions:
+            if position == len(pattern):
+                continue
+            if pattern[position] == ANY_PATH:
+                after.add(position)
+            elif _segment_matches(pattern[position], segment):
+                after.add(position + 1)
+        if not after:
+            return after
+        positions = closure(after)
+    return positions
 
 
 def _reads_items(kind: Kind) -> bool:
@@ -307,6 +352,10 @@ class UniqueItemsPlan:
         self._others: set[Path] = set()
         # {shared nonterminal key: the paths it is used at} (paths may start with a RefSite)
         self._sites: dict[object, set[Path]] = {}
+        # strings whose length bounds the matcher counts: {path: (guard, pointer, keyword)},
+        # and the places every other string schema writes strings at
+        self.text_guards: dict[Path, tuple[LengthGuard, str, str]] = {}
+        self._strings: set[Path] = set()
         # > 0 while compiling a language that gets complemented (complement.spec_semantics):
         # a guard cannot be exact there (dropping uniqueItems would grow what is subtracted)
         self.num_negations = 0
@@ -351,6 +400,18 @@ class UniqueItemsPlan:
         language: those are subtracted, never written)."""
         if self.num_negations == 0:
             self._others.add(tuple(self.path))
+
+    def note_string(self) -> None:
+        """A string schema (or string literal) at the current path."""
+        if self.num_negations == 0:
+            self._strings.add(tuple(self.path))
+
+    def note_text_guard(self, guard: LengthGuard, pointer: str, keyword: str) -> None:
+        """The strings at the current path have their length counted by the matcher."""
+        path = tuple(self.path)
+        if path in self.text_guards and self.text_guards[path][0] is not guard:
+            self._strings.add(path)  # two guarded schemas at one place: they clash
+        self.text_guards[path] = (guard, pointer, keyword)
 
     def note_values_below(self) -> None:
         """Values that may hold arrays anywhere at or below the current path."""
@@ -401,6 +462,34 @@ class UniqueItemsPlan:
             dropped.append(path)
         for path in dropped:
             del self.unique[path]
+        self._check_text_guards(lenient)
+
+    def _check_text_guards(self, lenient: bool) -> None:
+        """Refuse a counted string that another string schema can also write at."""
+        guarded = list(self.text_guards)
+        dropped = []
+        for i, path in enumerate(guarded):
+            guard, pointer, keyword = self.text_guards[path]
+            clash = [other for other in self._strings if paths_meet(path, other)]
+            clash += [other for other in self._others if other[-1:] == (ANY_PATH,)
+                      and paths_meet(path, other)]  # fmt: skip
+            clash += [
+                other
+                for other in guarded[i + 1 :]
+                if self.text_guards[other][0] is not guard and paths_meet(path, other)
+            ]
+            if not clash:
+                continue
+            message = (
+                f"{keyword} counted by the matcher where other schemas can also write strings "
+                f"(at output path {_shown(path)}): the matcher could not tell them apart"
+            )
+            if not lenient:
+                raise SchemaError(message, pointer=pointer, keyword=keyword)
+            warnings.warn(f"{message} ({pointer or '#'}): {keyword} dropped", stacklevel=2)
+            dropped.append(path)
+        for path in dropped:
+            del self.text_guards[path]
 
     def _expand_sites(self) -> None:
         """Replace each leading RefSite by the paths its nonterminal is used at (a use
@@ -408,23 +497,57 @@ class UniqueItemsPlan:
         unique, others = self.unique, self._others
         self.unique, self._others = {}, set()
         for path, (kind, pointer) in unique.items():
-            for found in self._expanded(path, frozenset()):
+            for found in self._expanded(path):
                 self._note_unique_at(found, kind, pointer)
         for path in others:
-            self._others.update(self._expanded(path, frozenset()))
+            self._others.update(self._expanded(path))
+        guards, strings = self.text_guards, self._strings
+        self.text_guards, self._strings = {}, set()
+        for path, record in guards.items():
+            for found in self._expanded(path):
+                if found in self.text_guards and self.text_guards[found][0] is not record[0]:
+                    strings.add(found)  # one schema at several places is fine; two clash
+                self.text_guards[found] = record
+        for path in strings:
+            self._strings.update(self._expanded(path))
 
-    def _expanded(self, path: Path, visiting: frozenset) -> list[Path]:
+    def _expanded(self, path: Path) -> list[Path]:
         if not path or not isinstance(path[0], RefSite):
             return [path]
-        key, rest = path[0].key, path[1:]
-        if key in visiting:  # recursive: the use sites nest without bound
-            return [(ANY_PATH, *rest)]
-        out: list[Path] = []
+        prefixes = self._prefixes(path[0].key, frozenset())
+        return [(*prefix, *path[1:]) for prefix in prefixes]
+
+    def _prefixes(self, key: object, visiting: frozenset) -> list[Path]:
+        """The paths the shared nonterminal ``key`` is used at. A use nested inside a
+        nonterminal of ``visiting`` (a cycle) comes back as ``(_Turn(outer), *segments)``:
+        the segments one turn adds. With entries ``E`` (the uses off the cycle) and turns
+        ``C``, the uses are ``E`` and ``E + "**" + C`` (any turns, the last one written
+        out): every concrete path matches one of them."""
+        if key in visiting:
+            return [(_Turn(key),)]
+        found: list[Path] = []
         for site in self._sites.get(key, ()):
-            out += [(*found, *rest) for found in self._expanded(site, visiting | {key})]
-            if len(out) > MAX_EXPANDED_PATHS:
-                return [(ANY_PATH, *rest)]
+            if site and isinstance(site[0], RefSite):
+                found += [
+                    (*prefix, *site[1:]) for prefix in self._prefixes(site[0].key, visiting | {key})
+                ]
+            else:
+                found.append(site)
+        turns = [path[1:] for path in found if path[:1] == (_Turn(key),)]
+        entries = [path for path in found if path[:1] != (_Turn(key),)]
+        out = entries + [(*entry, ANY_PATH, *turn) for entry in entries for turn in turns]
+        if len(out) > MAX_EXPANDED_PATHS:
+            return [(ANY_PATH,)]
         return out
+
+    def text_patterns(self) -> tuple[tuple[Path, LengthGuard], ...]:
+        """``((path pattern, length guard), ...)`` for the run-time grammar."""
+        return tuple((path, guard) for path, (guard, _, _) in self.text_guards.items())
+
+    @property
+    def needs_matcher(self) -> bool:
+        """Does the grammar need the matcher's checks (guarded arrays or counted strings)?"""
+        return bool(self.unique or self.text_guards)
 
     def patterns(self) -> tuple[tuple[Path, Kind], ...]:
         """``((path pattern, item kind), ...)`` for the run-time grammar."""

@@ -537,3 +537,89 @@ def test_pattern_property_classes_told_apart(smollm2_vocab, smollm2_tokenizer):
     with pytest.raises(SchemaError) as info:
         compile_json_schema(clash, smollm2_vocab, strict=False, cache=False)
     assert info.value.keyword == "uniqueItems"
+
+
+def test_recursive_nonterminals_keep_their_entries(smollm2_vocab, smollm2_tokenizer):
+    """A recursive ``$ref`` is used at its entries, then any number of turns, the last one
+    written out (ESLint's ``overrides``: a unique ``plugins`` at ``overrides/[]/plugins``
+    and deeper, plain arrays as values of ``rules``' any-key map); a coarser place (``**``
+    from the root) met the map's values and was refused."""
+    override = {
+        "type": "object",
+        "properties": {
+            "plugins": STRINGS,
+            "rules": {"type": "object", "additionalProperties": {"type": "array"}},
+            "overrides": {"type": "array", "items": {"$ref": "#/$defs/override"}},
+        },
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "$defs": {"override": override},
+        "properties": {"overrides": {"type": "array", "items": {"$ref": "#/$defs/override"}}},
+        "additionalProperties": False,
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    for value in [
+        {"overrides": [{"plugins": ["a", "b"], "rules": {"plugins": [1, 1]}}]},
+        {"overrides": [{"plugins": ["a", "a"]}]},
+        {"overrides": [{"overrides": [{"plugins": ["x", "y"], "rules": {"x": ["x", "x"]}}]}]},
+        {"overrides": [{"overrides": [{"overrides": [{"plugins": ["x", "x"]}]}]}]},
+        {"overrides": [{"rules": {"plugins": ["a", "a"]}, "overrides": [{"plugins": ["z"]}]}]},
+    ]:
+        text = serialize(value, schema, schema)
+        assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value), text
+
+
+def test_mutually_recursive_nonterminals(smollm2_vocab, smollm2_tokenizer):
+    """``A`` holds ``B``, ``B`` holds ``A`` and a unique array: the turns through both are
+    places of the array, and a plain array beside it elsewhere in ``A`` is not one."""
+    schema = {
+        "type": "object",
+        "$defs": {
+            "A": {
+                "type": "object",
+                "properties": {"b": {"$ref": "#/$defs/B"}, "ids": {"type": "array"}},
+                "additionalProperties": False,
+            },
+            "B": {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/A"}, "ids": INTEGERS},
+                "additionalProperties": False,
+            },
+        },
+        "properties": {"root": {"$ref": "#/$defs/A"}},
+        "additionalProperties": False,
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    for value in [
+        {"root": {"ids": [1, 1], "b": {"ids": [1, 2]}}},
+        {"root": {"b": {"ids": [3, 3]}}},
+        {"root": {"b": {"a": {"ids": [5, 5], "b": {"ids": [4, 5, 4]}}}}},
+        {"root": {"b": {"a": {"b": {"a": {"ids": [0, 0], "b": {"ids": [0]}}}}}}},
+    ]:
+        text = serialize(value, schema, schema)
+        assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value), text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        (("a", "**", "b"), ("a", "b"), True),
+        (("a", "**", "b"), ("a", "x", "y", "b"), True),
+        (("a", "**", "b"), ("a", "x", "y"), False),
+        (("**",), (), True),
+        (("**", "b"), ("b", "b"), True),
+        (("a", "**"), ("b",), False),
+        (("a", "[]", "**", "[]"), ("a", "[]"), False),
+        (("a", "[]", "**", "[]"), ("a", "[]", "[]"), True),
+    ],
+)
+def test_path_patterns_with_inner_any_runs(pattern, path, expected):
+    from formcast.grammar.json_schema.unique_plan import path_matches
+
+    assert path_matches(pattern, path) is expected

@@ -1,0 +1,283 @@
+"""LengthGuard: a JSON string's pattern automaton with its length bounds counted at run time.
+
+A string schema with ``pattern`` / ``format`` and ``minLength`` / ``maxLength`` is the
+intersection of the pattern's language with a character counter. The compiler builds that
+product as one automaton when it is small (``compiler._guarded_string``); past its budget
+(``format: uri`` with ``maxLength: 2048``: ~174 pattern states x 2049 counts) the grammar keeps
+the pattern alone and the matcher counts (``unique_items.JsonCursor``): it runs this automaton
+over the string's text (quotes included), counts characters, and refuses a token that would
+pass ``max_len``, close the string under ``min_len``, or leave the string where no completion
+fits the bounds.
+
+Math. Every state of the string-text automaton has one lexical mode (before the opening
+quote, content, after ``\\``, inside ``\\uXXXX``, closed), found breadth first from the start; a
+byte read in content starts a character unless it is a UTF-8 continuation byte or the closing
+quote, so a transition's weight (0 or 1) is a function of (state, byte). A pending string with
+``n`` characters in state ``s`` can complete within the bounds iff some completion adds
+``k`` characters with ``lo = min_len - n <= k <= hi = max_len - n``. With ``shortest[s]`` /
+``longest[s]`` the fewest / most characters of a completion (``longest`` infinite when a cycle
+is reachable: every cycle of a string automaton holds a character) and ``every[s]`` a count
+from which every larger one is achievable (through a state with a one-character self-loop:
+the way there, any number of turns, the shortest way on), the answer is no if
+``shortest > hi`` or ``longest < lo``, yes if ``shortest >= lo`` or ``longest <= hi`` or
+``every <= hi``; otherwise (rare: no such loop within reach) a search over (state, count)
+pairs decides.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.index.token_index import LazyTransitions
+
+if TYPE_CHECKING:
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+INFINITE = 2**62
+
+_OPEN, _CONTENT, _ESCAPE, _HEX, _CLOSED = range(5)
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+
+
+class LengthGuard:
+    """The automaton of one string schema's JSON texts and its length bounds.
+
+    Parameters
+    ----------
+    dfa : ByteDFA
+        The trimmed DFA of the string's JSON texts, quotes included, without the bounds.
+    min_len, max_len : int, int or None
+        ``minLength`` / ``maxLength`` in characters.
+
+    Raises
+    ------
+    ValueError
+        If some state is reached in two lexical modes (not a JSON string automaton).
+    """
+
+    def __init__(self, dfa: ByteDFA, min_len: int, max_len: int | None) -> None:
+        self.dfa = dfa
+        self.min_len, self.max_len = min_len, max_len
+        self.start = dfa.start_state
+        full = dfa.transitions[:, dfa.byte_to_class]  # (N, 256)
+        self._rows: list[list[int]] = full.tolist()
+        self.is_accepting: list[bool] = dfa.is_accepting.tolist()
+        modes = _modes(self._rows, self.start)
+        # (N, 256) weights: 1 where the byte starts a character of the content
+        starts = np.ones(256, dtype=bool)
+        starts[0x80:0xC0] = False
+        starts[_QUOTE] = False
+        is_content = np.asarray(modes) == _CONTENT
+        self._weights: list[list[int]] = (
+            (is_content[:, None] & starts[None, :]).astype(np.int64).tolist()
+        )
+        self.shortest = _shortest(self._rows, self._weights, dfa.is_accepting)
+        self.longest = _longest(self._rows, self._weights, dfa.is_accepting)
+        self.max_shortest = int(self.shortest.max(initial=0))
+        self._shortest_list: list[int] = self.shortest.tolist()
+        self._longest_list: list[int] = self.longest.tolist()
+        self._every: list[int] = _every_count_from(self._rows, self._weights, self.shortest)
+        # some content state has boundedly many characters ahead: under min_len a token can
+        # then lead where too few remain (else only closing the string early breaks it)
+        self.has_bounded_content = bool(
+            (is_content & (self.longest < INFINITE) & ~dfa.is_accepting).any()
+        )
+        self._fits: dict[tuple[int, int], bool] = {}  # (state, characters) -> fits (search)
+        self._transitions = LazyTransitions(dfa)
+
+    def step(self, state: int, byte: int) -> tuple[int, int]:
+        """``(state after byte, characters it adds)``; state ``-1``: the text cannot go on."""
+        return self._rows[state][byte], self._weights[state][byte]
+
+    def transitions(self, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens whose bytes all stay inside the string text from ``state`` (ascending
+        ids) and the state each ends in (memoised per state)."""
+        return self._transitions(state, vocab)
+
+    def fits(self, state: int, num_chars: int) -> bool:
+        """Can the text in ``state`` with ``num_chars`` characters complete within the
+        bounds (some completion adds ``k`` characters, ``min_len <= num_chars + k <=
+        max_len``)?"""
+        lo = max(self.min_len - num_chars, 0)
+        hi = INFINITE if self.max_len is None else self.max_len - num_chars
+        if hi < 0 or self._shortest_list[state] > hi or self._longest_list[state] < lo:
+            return False
+        if self._shortest_list[state] >= lo or self._longest_list[state] <= hi:
+            return True  # the shortest (or longest) completion is inside [lo, hi]
+        if lo > hi:
+            return False
+        if self._every[state] <= hi:
+            return True  # max(lo, every) is achievable and inside [lo, hi]
+        key = (state, num_chars)
+        found = self._fits.get(key)
+        if found is None:
+            found = _has_count_in(self._rows, self._weights, self.is_accepting, state, lo, hi)
+            self._fits[key] = found
+        return found
+
+    def __repr__(self) -> str:
+        return f"LengthGuard({self.dfa.num_states} states, {self.min_len}..{self.max_len})"
+
+
+def _modes(rows: list[list[int]], start: int) -> list[int]:
+    """The lexical mode of each state (breadth first from ``start``)."""
+    modes = [-1] * len(rows)
+    modes[start] = _OPEN
+    hex_left = [0] * len(rows)
+    queue = collections.deque([start])
+    while queue:
+        state = queue.popleft()
+        mode = modes[state]
+        for byte, target in enumerate(rows[state]):
+            if target < 0:
+                continue
+            after, left = _next_mode(mode, hex_left[state], byte)
+            if modes[target] == -1:
+                modes[target], hex_left[target] = after, left
+                queue.append(target)
+            elif (modes[target], hex_left[target]) != (after, left):
+                raise ValueError("a state of the string automaton has two lexical modes")
+    return modes
+
+
+def _next_mode(mode: int, hex_left: int, byte: int) -> tuple[int, int]:
+    if mode == _OPEN:
+        return _CONTENT, 0
+    if mode == _CONTENT:
+        if byte == _QUOTE:
+            return _CLOSED, 0
+        return (_ESCAPE, 0) if byte == _BACKSLASH else (_CONTENT, 0)
+    if mode == _ESCAPE:
+        return (_HEX, 4) if byte == 0x75 else (_CONTENT, 0)  # \u
+    if mode == _HEX:
+        return (_HEX, hex_left - 1) if hex_left > 1 else (_CONTENT, 0)
+    return _CLOSED, 0
+
+
+def _shortest(
+    rows: list[list[int]], weights: list[list[int]], is_accepting: np.ndarray
+) -> np.ndarray:
+    """``(N,)`` fewest characters from each state to acceptance (0-1 BFS, reversed edges)."""
+    num_states = len(rows)
+    into = _reversed_edges(rows, weights)
+    distance = np.full(num_states, INFINITE, dtype=np.int64)
+    queue: collections.deque[int] = collections.deque()
+    for state in np.flatnonzero(is_accepting).tolist():
+        distance[state] = 0
+        queue.append(state)
+    while queue:
+        state = queue.popleft()
+        for before, weight in into[state]:
+            found = distance[state] + weight
+            if found < distance[before]:
+                distance[before] = found
+                if weight == 0:
+                    queue.appendleft(before)
+                else:
+                    queue.append(before)
+    return distance
+
+
+def _reversed_edges(rows: list[list[int]], weights: list[list[int]]) -> list[list[tuple[int, int]]]:
+    """Per state, ``(state before, weight)`` of every transition into it."""
+    into: list[list[tuple[int, int]]] = [[] for _ in rows]
+    for state, row in enumerate(rows):
+        for byte, target in enumerate(row):
+            if target >= 0:
+                into[target].append((state, weights[state][byte]))
+    return into
+
+
+def _every_count_from(
+    rows: list[list[int]], weights: list[list[int]], shortest: np.ndarray
+) -> list[int]:
+    """Per state, a count ``T`` such that completions of every count ``>= T`` exist: the
+    fewest characters to a state ``p`` with a one-character self-loop plus ``shortest[p]``
+    (``INFINITE`` if no such state is reachable); 0-1 breadth first over reversed edges."""
+    into = _reversed_edges(rows, weights)
+    every = np.full(len(rows), INFINITE, dtype=np.int64)
+    for state, row in enumerate(rows):
+        for byte, target in enumerate(row):
+            if target == state and weights[state][byte] == 1:
+                every[state] = min(every[state], shortest[state])
+    order = sorted(np.flatnonzero(every < INFINITE).tolist(), key=lambda s: every[s])
+    queue = collections.deque(order)  # (0-1 BFS from several sources: relax until stable)
+    while queue:
+        state = queue.popleft()
+        for before, weight in into[state]:
+            found = every[state] + weight
+            if found < every[before]:
+                every[before] = found
+                queue.append(before)
+    return every.tolist()
+
+
+def _longest(
+    rows: list[list[int]], weights: list[list[int]], is_accepting: np.ndarray
+) -> np.ndarray:
+    """``(N,)`` most characters from each state to acceptance (``INFINITE`` when a cycle is
+    reachable; the trimmed automaton's states all reach acceptance)."""
+    num_states = len(rows)
+    successors = [sorted({t for t in row if t >= 0}) for row in rows]
+    # iterative DFS: post-order, with cycle detection (gray states)
+    color = [0] * num_states  # 0 white, 1 gray, 2 black
+    longest = np.full(num_states, -1, dtype=np.int64)
+    on_cycle_path = [False] * num_states
+    for root in range(num_states):
+        if color[root]:
+            continue
+        stack = [(root, 0)]
+        color[root] = 1
+        while stack:
+            state, k = stack[-1]
+            if k < len(successors[state]):
+                stack[-1] = (state, k + 1)
+                target = successors[state][k]
+                if color[target] == 0:
+                    color[target] = 1
+                    stack.append((target, 0))
+                elif color[target] == 1:
+                    on_cycle_path[state] = True  # a back edge: a cycle through state
+                continue
+            stack.pop()
+            color[state] = 2
+            best = 0 if is_accepting[state] else -INFINITE
+            for byte, target in enumerate(rows[state]):
+                if target < 0:
+                    continue
+                if on_cycle_path[target] or longest[target] >= INFINITE:
+                    on_cycle_path[state] = True
+                    continue
+                best = max(best, int(longest[target]) + weights[state][byte])
+            longest[state] = INFINITE if on_cycle_path[state] else best
+    return longest
+
+
+def _has_count_in(
+    rows: list[list[int]],
+    weights: list[list[int]],
+    is_accepting: list[bool],
+    state: int,
+    lo: int,
+    hi: int,
+) -> bool:
+    """Does some completion from ``state`` add between ``lo`` and ``hi`` characters? (Search
+    over (state, characters added) pairs, characters capped at ``hi``.)"""
+    seen = {(state, 0)}
+    stack = [(state, 0)]
+    while stack:
+        here, count = stack.pop()
+        if is_accepting[here] and lo <= count <= hi:
+            return True
+        for byte, target in enumerate(rows[here]):
+            if target < 0:
+                continue
+            after = count + weights[here][byte]
+            if after <= hi and (target, after) not in seen:
+                seen.add((target, after))
+                stack.append((target, after))
+    return False

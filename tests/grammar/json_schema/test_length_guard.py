@@ -1,0 +1,267 @@
+"""LengthGuard: ``pattern`` / ``format`` with ``minLength`` / ``maxLength`` past the product
+budget, the length counted by the matcher (``length_guard``, ``unique_items.JsonCursor``).
+
+Oracles: brute force over short completions for ``LengthGuard.fits``; the product automaton
+(the same schema compiled within the budget: an independent construction) for masks over
+the whole SmolLM2 vocabulary at every position of walks; ``jsonschema`` for instances.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formcast.errors import SchemaError
+from formcast.grammar.json_schema import compiler, complement, ecma_pattern
+from formcast.grammar.json_schema.compile import compile_json_schema
+from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
+from formcast.grammar.json_schema.pattern_intersection import parse_pattern
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
+from formcast.grammar.json_schema.values import serialize
+from formcast.grammar.regex.combinators import seq
+from tests.grammar.schema_oracle import validator
+
+
+def _guard(pattern: str, min_len: int, max_len: int | None) -> LengthGuard:
+    body = ecma_pattern.pattern_tree(parse_pattern(pattern))
+    dfa = complement.byte_dfa(seq(compiler.QUOTE, body, compiler.QUOTE))
+    return LengthGuard(dfa, min_len, max_len)
+
+
+def _brute_fits(guard: LengthGuard, state: int, num_chars: int, alphabet: str, depth: int):
+    """Some completion of at most ``depth`` characters (then the closing quote) lands
+    inside the bounds?"""
+    for size in range(depth + 1):
+        for chars in itertools.product(alphabet, repeat=size):
+            total = num_chars + size
+            if total < guard.min_len or (guard.max_len is not None and total > guard.max_len):
+                continue
+            here = state
+            for byte in ("".join(chars) + '"').encode():
+                here, _ = guard.step(here, byte)
+                if here < 0:
+                    break
+            if here >= 0 and guard.is_accepting[here]:
+                return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("pattern", "min_len", "max_len"),
+    [
+        ("^(ab|c)+$", 3, 5),
+        ("^a*b?$", 2, 3),
+        ("^(ab)*$", 3, 3),  # even lengths only: 3 never fits
+        ("^x(ab)*y$", 4, 7),
+        ("^(aa|b)+$", 5, None),
+        ("^c?ab?$", 0, 1),
+    ],
+)
+def test_fits_agrees_with_brute_force(pattern, min_len, max_len):
+    guard = _guard(pattern, min_len, max_len)
+    # every state reachable by a short content prefix, with every character count near it
+    reached = {}
+    for size in range(5):
+        for chars in itertools.product("abcxy", repeat=size):
+            here, count = guard.start, 0
+            for byte in ('"' + "".join(chars)).encode():
+                here, weight = guard.step(here, byte)
+                count += weight
+                if here < 0:
+                    break
+            if here >= 0:
+                reached.setdefault(here, set()).add(count)
+    assert reached
+    for state, counts in reached.items():
+        for num_chars in sorted(counts | {c + 2 for c in counts}):
+            expected = _brute_fits(guard, state, num_chars, "abcxy", 8)
+            assert guard.fits(state, num_chars) == expected, (pattern, state, num_chars)
+
+
+def test_shortest_and_longest():
+    guard = _guard("^x(ab)?y$", 0, None)
+    assert guard.shortest[guard.start] == 2 and guard.longest[guard.start] == 4
+    assert _guard("^x+$", 0, None).longest[guard.start] == INFINITE
+
+
+def _forced(monkeypatch):
+    """Every product automaton over budget: the matcher counts."""
+    monkeypatch.setattr(compiler, "GUARD_MAX_STATES", 1)
+
+
+SCHEMAS = [
+    {"type": "string", "pattern": "^[a-z]+(\\.[a-z]+)*$", "minLength": 3, "maxLength": 9},
+    {"type": "string", "format": "uri", "maxLength": 24},
+    {"type": "string", "pattern": "^(é|x)+-?$", "minLength": 2, "maxLength": 5},
+    {
+        "type": "object",
+        "properties": {
+            "home": {"type": "string", "format": "uri", "minLength": 12, "maxLength": 30},
+            "name": {"type": "string"},
+        },
+        "required": ["home"],
+    },
+]
+VALUES = [
+    "abc",
+    "ab",
+    "a.b.c",
+    "abcdefghij",
+    "a.bcdefgh",
+    "http://a.io",
+    "http://example.com/x",
+    "https://example.com/very/long/path",
+    "éx",
+    "ééééé-",
+    "éééé-",
+    "x",
+]
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_walks_agree_with_jsonschema(index, monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    schema = SCHEMAS[index]
+    _forced(monkeypatch)
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar) and grammar.text_patterns
+    oracle = validator(schema)
+    values = VALUES if schema["type"] == "string" else [
+        {"home": v, "name": "n"} for v in VALUES
+    ]  # fmt: skip
+    num_valid = 0
+    for value in values:
+        text = serialize(value, schema, schema)
+        matcher = grammar.matcher()
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value), text
+        num_valid += is_walked
+    assert 0 < num_valid < len(values)
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_masks_equal_the_product_automaton(index, monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    schema = SCHEMAS[index]
+    product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert not isinstance(product, UniqueItemsGrammar)  # within the budget: one automaton
+    _forced(monkeypatch)
+    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(counted, UniqueItemsGrammar)
+    oracle = validator(schema)
+    for value in VALUES:
+        value = value if schema["type"] == "string" else {"home": value, "name": "n"}
+        if not oracle.is_valid(value):
+            continue
+        text = serialize(value, schema, schema)
+        expected, found = product.matcher(), counted.matcher()
+        for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids()), (
+                text,
+                found.num_accepted,
+            )
+            assert expected.accept_token(token_id) and found.accept_token(token_id)
+        assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids())
+        assert found.is_accepting()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(st.text(alphabet="ab.é-x", max_size=11))
+def test_generated_strings(smollm2_vocab, smollm2_tokenizer, value):
+    schema = SCHEMAS[0]
+    with pytest.MonkeyPatch.context() as patch:
+        _forced(patch)
+        grammar = _generated_grammar(smollm2_vocab)
+    text = json.dumps(value, ensure_ascii=False)
+    matcher = grammar.matcher()
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+    assert is_walked == validator(schema).is_valid(value), text
+
+
+_GENERATED: dict = {}
+
+
+def _generated_grammar(vocab):
+    if "grammar" not in _GENERATED:
+        _GENERATED["grammar"] = compile_json_schema(SCHEMAS[0], vocab, strict=False, cache=False)
+    return _GENERATED["grammar"]
+
+
+def test_counted_string_beside_another_string_schema_is_refused(monkeypatch, smollm2_vocab):
+    """The matcher tells counted strings apart by their place; another string schema that
+    can be written at the same place (a union branch) is refused with its pointer."""
+    _forced(monkeypatch)
+    schema = {
+        "type": "object",
+        "properties": {
+            "home": {
+                "anyOf": [
+                    {"type": "string", "format": "uri", "maxLength": 30},
+                    {"type": "string", "minLength": 40},
+                ]
+            },  # fmt: skip
+        },
+    }
+    with pytest.raises(SchemaError) as info:
+        compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert info.value.keyword == "maxLength"
+    assert info.value.pointer == "/properties/home/anyOf/0"
+
+
+def test_same_schema_along_two_paths_is_one_guard(monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    """package.json: an ``anyOf`` of two required sets expands the object twice; its
+    ``homepage`` (``format: uri`` + ``maxLength``) is one guard, not a clash."""
+    _forced(monkeypatch)
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "homepage": {"type": "string", "format": "uri", "maxLength": 20},
+        },
+        "anyOf": [{"required": ["name"]}, {"required": ["homepage"]}],
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    oracle = validator(schema)
+    for value in [{"homepage": "http://a.io"}, {"name": "x", "homepage": "http://a.io/" + "b" * 9},
+                  {"name": "x", "homepage": "http://a.io/" + "b" * 8}]:  # fmt: skip
+        text = serialize(value, schema, schema)
+        matcher = grammar.matcher()
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value), text
+
+
+def test_real_uri_bound_compiles_unforced(smollm2_vocab, smollm2_tokenizer):
+    """``format: uri`` with ``maxLength: 2048`` (OpenAPI ``info``): over the real budget,
+    counted; the longest valid URI is accepted and one character more is not."""
+    schema = {"type": "string", "format": "uri", "maxLength": 2048}
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    base = "https://example.com/"
+    for size, expected in [(2048, True), (2049, False)]:
+        value = base + "a" * (size - len(base))
+        matcher = grammar.matcher()
+        ids = smollm2_tokenizer.encode(json.dumps(value), add_special_tokens=False)
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked is expected
+        assert validator(schema).is_valid(value) is expected
+
+
+def test_disk_cache_hit_keeps_the_count(smollm2_vocab, smollm2_tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORMCAST_CACHE", str(tmp_path))
+    schema = {"type": "string", "format": "uri", "maxLength": 2048}
+    first = compile_json_schema(schema, smollm2_vocab)
+    second = compile_json_schema(schema, smollm2_vocab)  # from disk: the plan is rebuilt
+    assert isinstance(second, UniqueItemsGrammar) and len(second.text_patterns) == 1
+    for size, expected in [(2048, True), (2049, False)]:
+        value = "https://example.com/" + "a" * (size - 20)
+        ids = smollm2_tokenizer.encode(json.dumps(value), add_special_tokens=False)
+        for grammar in (first, second):
+            matcher = grammar.matcher()
+            is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+            assert is_walked is expected
