@@ -97,25 +97,31 @@ def merge(
             if n not in names:
                 names.append(n)
     with_patterns = [s for s in schemas if s.get("patternProperties")]
-    if len(with_patterns) > 1 and any(
-        s.get("additionalProperties", True) not in (True, {}) for s in schemas
-    ):
+    if len(with_patterns) > 1 and any(_is_closed(s) for s in with_patterns):
+        # its additionalProperties would hold only for keys its own patterns miss, which
+        # one patternProperties / additionalProperties pair cannot say
         raise SchemaError(
-            "allOf of several patternProperties next to a closed additionalProperties cannot be "
-            "merged exactly",
+            "allOf of several patternProperties, one of them beside a closed "
+            "additionalProperties, cannot be merged exactly",
             pointer=pointer,
             keyword="patternProperties",
         )
-    if len(with_patterns) == 1 and any(
-        s.get("additionalProperties", True) not in (True, {})
-        for s in schemas
-        if s is not with_patterns[0]
-    ):
-        raise SchemaError(
-            "patternProperties with another branch's additionalProperties cannot be merged",
-            pointer=pointer,
-            keyword="patternProperties",
-        )
+    # a schema without patterns holds its additionalProperties for every key it does not
+    # declare, whatever pattern of another schema the key matches: conjoined into each
+    # pattern's schema (exact unless a pattern also matches one of its declared names,
+    # which the merged pattern would then wrongly cover)
+    uniform = [s for s in schemas if not s.get("patternProperties") and _is_closed(s)]
+    for s in uniform if with_patterns else ():
+        for pattern in (p for t in with_patterns for p in t["patternProperties"]):
+            declared = [n for n in s.get("properties", {}) or {} if pattern_matches(pattern, n)]
+            if declared:
+                raise SchemaError(
+                    f"patternProperties {pattern!r} matches the declared property "
+                    f"{declared[0]!r} of a schema with a closed additionalProperties: the "
+                    "allOf cannot be merged exactly",
+                    pointer=pointer,
+                    keyword="patternProperties",
+                )
     if names:
         props = {}
         for n in names:
@@ -140,13 +146,21 @@ def merge(
         for s in with_patterns:
             for pattern, sub in s["patternProperties"].items():
                 patterns.setdefault(pattern, []).append(sub)
-        out["patternProperties"] = {pattern: _all(*subs) for pattern, subs in patterns.items()}
+        closed = [s["additionalProperties"] for s in uniform]
+        out["patternProperties"] = {
+            pattern: _all(*subs, *closed) for pattern, subs in patterns.items()
+        }
     if any(key in s for s in schemas for key in _ITEM_KEYS):
         out.update(_merge_items(schemas))
     additional = [s["additionalProperties"] for s in schemas if "additionalProperties" in s]
     if additional:
         out["additionalProperties"] = _all(*additional)
     return out
+
+
+def _is_closed(s: dict) -> bool:
+    """Does ``s`` constrain the values of keys it neither declares nor matches?"""
+    return s.get("additionalProperties", True) not in (True, {})
 
 
 def _combine(key: str, a: Any, b: Any, pointer: str) -> Any:

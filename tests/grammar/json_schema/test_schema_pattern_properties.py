@@ -235,6 +235,16 @@ ALL_OF_PATTERNS = [
                {"patternProperties": {"a": {"type": "integer"}}, "required": ["b"]}]},
     {"type": "object", "patternProperties": {"^\\w+$": {"type": ["null", "boolean", "integer"]}},
      "allOf": [{"patternProperties": {"^[a-z]+$": {"type": "boolean"}}}]},
+    # a closed additionalProperties of a schema without patterns holds for every key it does
+    # not declare, whatever pattern of another schema the key matches (the wild corpus's
+    # allOf of three patternProperties beside properties + additionalProperties)
+    {"type": "object", "properties": {"q": {"type": "string"}},
+     "additionalProperties": {"type": ["integer", "null"]},
+     "allOf": [{"patternProperties": {"^x_": {"type": ["string", "null"]}}},
+               {"patternProperties": {"_y$": {"type": "integer", "minimum": 1}}}]},
+    {"allOf": [{"patternProperties": {"^a": {"type": ["integer", "boolean"]}},
+                "additionalProperties": {"type": "string"}},
+               {"properties": {"b": {}}, "additionalProperties": {"type": ["integer", "null"]}}]},
 ]  # fmt: skip
 
 
@@ -255,3 +265,11 @@ def test_allof_of_several_pattern_properties_beside_a_closed_one_is_refused():
     schema = {"allOf": [{"patternProperties": {"^a": {}}, "additionalProperties": False},
                         {"patternProperties": {"^b": {}}}]}  # fmt: skip
     _refused(schema, "patternProperties", "", "closed additionalProperties")
+
+
+def test_pattern_over_a_closed_schemas_declared_name_is_refused():
+    """The merged pattern would cover ``b_`` too, which the closed schema declares (so its
+    additionalProperties does not hold there)."""
+    schema = {"allOf": [{"patternProperties": {"^b": {"type": "integer"}}},
+                        {"properties": {"b_": {}}, "additionalProperties": False}]}  # fmt: skip
+    _refused(schema, "patternProperties", "", "declared property 'b_'")
