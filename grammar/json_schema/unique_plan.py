@@ -56,6 +56,9 @@ OBJECT_KIND = "object"
 # the most paths one shared pattern expands to (its use sites, transitively); past it the
 # pattern starts with "**" (any place: coarser, never wrong)
 MAX_EXPANDED_PATHS = 64
+# the most expansion calls for one shared nonterminal (the use graph of ``$ref``s is walked
+# path by path); past it its places are "**"
+MAX_EXPANSION_STEPS = 2048
 
 
 class RefSite:
@@ -75,6 +78,10 @@ class RefSite:
 
     def __repr__(self) -> str:
         return f"RefSite({self.key!r})"
+
+
+class _TooManyUses(Exception):
+    """The use chains of a shared nonterminal branch past ``MAX_EXPANSION_STEPS``."""
 
 
 class _Turn:
@@ -352,6 +359,8 @@ class UniqueItemsPlan:
         self._others: set[Path] = set()
         # {shared nonterminal key: the paths it is used at} (paths may start with a RefSite)
         self._sites: dict[object, set[Path]] = {}
+        self._prefix_memo: dict[object, list[Path]] = {}  # (filled by check: sites final)
+        self._num_steps = 0
         # strings whose length bounds the matcher counts: {path: (guard, pointer, keyword)},
         # and the places every other string schema writes strings at
         self.text_guards: dict[Path, tuple[LengthGuard, str, str]] = {}
@@ -514,15 +523,26 @@ class UniqueItemsPlan:
     def _expanded(self, path: Path) -> list[Path]:
         if not path or not isinstance(path[0], RefSite):
             return [path]
-        prefixes = self._prefixes(path[0].key, frozenset())
-        return [(*prefix, *path[1:]) for prefix in prefixes]
+        key = path[0].key
+        if key not in self._prefix_memo:
+            self._num_steps = 0
+            try:
+                self._prefix_memo[key] = self._prefixes(key, frozenset())
+            except _TooManyUses:
+                self._prefix_memo[key] = [(ANY_PATH,)]
+        return [(*prefix, *path[1:]) for prefix in self._prefix_memo[key]]
 
     def _prefixes(self, key: object, visiting: frozenset) -> list[Path]:
         """The paths the shared nonterminal ``key`` is used at. A use nested inside a
         nonterminal of ``visiting`` (a cycle) comes back as ``(_Turn(outer), *segments)``:
         the segments one turn adds. With entries ``E`` (the uses off the cycle) and turns
         ``C``, the uses are ``E`` and ``E + "**" + C`` (any turns, the last one written
-        out): every concrete path matches one of them."""
+        out): every concrete path matches one of them. Past ``MAX_EXPANDED_PATHS`` paths
+        at one level or ``MAX_EXPANSION_STEPS`` calls in all (use chains branch: a DAG of
+        ``$ref``s has exponentially many), ``("**",)``: any place, coarser, never wrong."""
+        self._num_steps += 1
+        if self._num_steps > MAX_EXPANSION_STEPS:
+            raise _TooManyUses
         if key in visiting:
             return [(_Turn(key),)]
         found: list[Path] = []
@@ -533,6 +553,8 @@ class UniqueItemsPlan:
                 ]
             else:
                 found.append(site)
+            if len(found) > MAX_EXPANDED_PATHS:
+                return [(ANY_PATH,)]
         turns = [path[1:] for path in found if path[:1] == (_Turn(key),)]
         entries = [path for path in found if path[:1] != (_Turn(key),)]
         out = entries + [(*entry, ANY_PATH, *turn) for entry in entries for turn in turns]

@@ -623,3 +623,29 @@ def test_path_patterns_with_inner_any_runs(pattern, path, expected):
     from formcast.grammar.json_schema.unique_plan import path_matches
 
     assert path_matches(pattern, path) is expected
+
+
+def test_branching_reference_chains_expand_within_a_budget(smollm2_vocab, smollm2_tokenizer):
+    """Forty ``$defs`` each using the next twice: 2^40 use chains to the unique array at the
+    bottom. The plan walks chains one by one up to a budget, then places the array at "**"
+    (any place: coarser, never wrong); the walks still agree with jsonschema."""
+    depth = 40
+    defs = {
+        f"d{i}": {
+            "type": "object",
+            "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"}, "b": {"$ref": f"#/$defs/d{i + 1}"}},
+            "additionalProperties": False,
+        }
+        for i in range(depth)
+    }
+    defs[f"d{depth}"] = {"type": "object", "properties": {"tags": STRINGS}}
+    schema = {"$defs": defs, "$ref": "#/$defs/d0"}
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    for tags in (["x", "y"], ["x", "x"]):
+        value: dict = {"tags": tags}
+        for _ in range(depth):
+            value = {"b": value}
+        text = json.dumps(value, separators=(",", ":"))
+        assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value)
