@@ -91,6 +91,7 @@ def warm_kernels(vocab: Vocabulary) -> None:
             )
             index = TokenIndex(dfa, vocab, is_eager=True)
             index.build_eager(budget)
+            index.transitions(dfa.start_state)  # the sparse-transition trie walk
             _is_warm = True
 
 

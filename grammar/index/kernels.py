@@ -159,3 +159,60 @@ def dense_rows(nodes, row_lo, row_hi, token_ids, num_words):  # pragma: no cover
             t = token_ids[r]
             out[i, t >> 5] |= np.uint32(1) << np.uint32(t & 31)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def trie_ends(
+    transitions,
+    byte_to_class,
+    node_byte,
+    state,
+    child_start,
+    child_end,
+    token_start,
+    token_rows,
+    token_ids,
+    row_lo,
+    row_hi,
+    height,
+    below,
+    uniform,
+    first,
+    out,
+):  # pragma: no cover - jitted
+    """Set ``out[t]`` (``(V,)`` int32, ``-1`` filled) to the DFA state after token ``t`` from
+    ``state`` for every text token that stays alive: the trie walked depth first, one step per
+    alive token prefix (the sparse transitions of one state). A subtree entered in a state
+    ``q`` that loops on itself (``uniform[q] == q``) over every byte below (``below`` within
+    ``first[q]``, the looping bytes) ends every token in ``q``: its row range at once."""
+    stack_node = np.empty(len(child_start), np.int64)
+    stack_state = np.empty(len(child_start), np.int64)
+    stack_node[0] = 0
+    stack_state[0] = state
+    depth = 1
+    while depth:
+        depth -= 1
+        node = stack_node[depth]
+        cur = stack_state[depth]
+        for child in range(child_start[node], child_end[node]):
+            nxt = transitions[cur, byte_to_class[node_byte[child]]]
+            if nxt < 0:
+                continue
+            if height[child] > 0 and uniform[nxt] == nxt:
+                loop = first[nxt]
+                bytes_below = below[child]
+                if (
+                    (bytes_below[0] & ~loop[0])
+                    | (bytes_below[1] & ~loop[1])
+                    | (bytes_below[2] & ~loop[2])
+                    | (bytes_below[3] & ~loop[3])
+                ) == 0:
+                    for r in range(row_lo[child], row_hi[child]):
+                        out[token_ids[r]] = nxt
+                    continue
+            for q in range(token_start[child], token_start[child + 1]):
+                out[token_ids[token_rows[q]]] = nxt
+            if height[child] > 0:
+                stack_node[depth] = child
+                stack_state[depth] = nxt
+                depth += 1

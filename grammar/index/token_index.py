@@ -37,7 +37,7 @@ import numpy as np
 from formcast.grammar import caches
 from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.byte_dfa import ByteDFA
-from formcast.grammar.index.kernels import chain_coverage, dense_rows, index_rows
+from formcast.grammar.index.kernels import chain_coverage, dense_rows, index_rows, trie_ends
 from formcast.grammar.index.vocabulary import Vocabulary
 
 _EAGER_CHUNK = 256  # states indexed between two clock checks
@@ -364,7 +364,9 @@ class TrieTokens:
 
     def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
         longest = int(table.trie.height.max(initial=0))
-        self.covered, _ = chain_coverage(dfa.transitions, dfa.byte_to_class, max(longest, 1))
+        self.covered, self.uniform = chain_coverage(
+            dfa.transitions, dfa.byte_to_class, max(longest, 1)
+        )
         self.max_height = len(self.covered) - 1
 
 
@@ -404,6 +406,25 @@ def index_packed_rows(
     return out.view(np.int32)
 
 
+def state_transitions(
+    dfa: ByteDFA, table: VocabTable, state: int, tokens: TrieTokens | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The text tokens alive from ``state`` (ascending ids) and the state each ends in:
+    the trie walked by :func:`~formcast.grammar.index.kernels.trie_ends` (cost: the alive
+    token prefixes off self-loops; the same pairs as :func:`walk_tokens`)."""
+    if tokens is None:
+        tokens = TrieTokens(dfa, table)
+    trie = table.trie
+    ends = np.full(table.vocab_size, -1, dtype=np.int32)  # (V,)
+    trie_ends(
+        dfa.transitions, dfa.byte_to_class, trie.node_byte, state, trie.child_start,
+        trie.child_end, trie.token_start, trie.token_rows, table.token_ids, trie.row_lo,
+        trie.row_hi, trie.height, trie.bytes_below, tokens.uniform, tokens.covered[1], ends,
+    )  # fmt: skip
+    ids = np.flatnonzero(ends >= 0).astype(table.token_ids.dtype)
+    return ids, ends[ids]
+
+
 class TokenIndex:
     """Per-state packed masks and sparse token transitions of one DFA over one vocabulary.
 
@@ -424,7 +445,6 @@ class TokenIndex:
         self.sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
-        self._tokens: GrammarTokens | None = None
         self._trie_tokens: TrieTokens | None = None
         self._init_row_views()
 
@@ -492,14 +512,10 @@ class TokenIndex:
         """Allowed text token ids of ``state`` (ascending) and the DFA state each leads to."""
         found = self.sparse.get(state)
         if found is None:
-            with self._lock:
-                if self._tokens is None:
-                    self._tokens = GrammarTokens(self.dfa, self.table)
-                _, rows, ends = walk_tokens(self.dfa, self.table, np.array([state]), self._tokens)
-                ids = self.table.token_ids[rows]
-                order = np.argsort(ids, kind="stable")
-                found = (ids[order], ends[order])
-                self.sparse[state] = found
+            if self._trie_tokens is None:
+                self._trie_tokens = TrieTokens(self.dfa, self.table)
+            found = state_transitions(self.dfa, self.table, state, self._trie_tokens)
+            self.sparse[state] = found
         return found
 
     def _index_states(self, states: np.ndarray) -> None:
@@ -548,7 +564,6 @@ class TokenIndex:
         self.table = vocab_table(self.vocab)
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
-        self._tokens = None
         self._trie_tokens = None
         self._init_row_views()
 

@@ -100,7 +100,12 @@ def test_special_and_padding_ids_never_allowed(smollm2_tokenizer):
 def _assert_trie_walk_exact(dfa, vocab) -> None:
     """The trie kernel's packed rows (row ranges, dense subtree rows, singles, EOS) equal the
     allowed sets of the plain per-token walk (``walk_tokens``, one gather per byte)."""
-    from formcast.grammar.index.token_index import index_packed_rows, vocab_table, walk_tokens
+    from formcast.grammar.index.token_index import (
+        index_packed_rows,
+        state_transitions,
+        vocab_table,
+        walk_tokens,
+    )
 
     table = vocab_table(vocab)
     states = np.arange(dfa.num_states)
@@ -113,6 +118,14 @@ def _assert_trie_walk_exact(dfa, vocab) -> None:
     got = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little").astype(bool)
     assert got.shape == expected.shape
     assert np.array_equal(got, expected), "allowed tokens differ"
+    # the sparse transitions of each state (trie_ends): the same (token, end state) pairs
+    owner, rows, ends = walk_tokens(dfa, table, states)
+    for state in states.tolist():
+        ids, found_ends = state_transitions(dfa, table, state)
+        mine = owner == state
+        order = np.argsort(table.token_ids[rows[mine]])
+        assert np.array_equal(ids, table.token_ids[rows[mine]][order]), state
+        assert np.array_equal(found_ends, ends[mine][order]), state
 
 
 # patterns whose DFAs have self-loops over wide byte sets and counted chains (the row-range
