@@ -406,12 +406,13 @@ def index_packed_rows(
     return out.view(np.int32)
 
 
-def state_transitions(
+def state_token_ends(
     dfa: ByteDFA, table: VocabTable, state: int, tokens: TrieTokens | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The text tokens alive from ``state`` (ascending ids) and the state each ends in:
-    the trie walked by :func:`~formcast.grammar.index.kernels.trie_ends` (cost: the alive
-    token prefixes off self-loops; the same pairs as :func:`walk_tokens`)."""
+) -> np.ndarray:
+    """``(V,)`` int32: the DFA state after each text token from ``state``, ``-1`` where the
+    token dies (or is no text token): the trie walked by
+    :func:`~formcast.grammar.index.kernels.trie_ends` (cost: the alive token prefixes off
+    self-loops; the same pairs as :func:`walk_tokens`)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     trie = table.trie
@@ -421,6 +422,15 @@ def state_transitions(
         trie.child_end, trie.token_start, trie.token_rows, table.token_ids, trie.row_lo,
         trie.row_hi, trie.height, trie.bytes_below, tokens.uniform, tokens.covered[1], ends,
     )  # fmt: skip
+    return ends
+
+
+def state_transitions(
+    dfa: ByteDFA, table: VocabTable, state: int, tokens: TrieTokens | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The text tokens alive from ``state`` (ascending ids) and the state each ends in
+    (:func:`state_token_ends`, sparse)."""
+    ends = state_token_ends(dfa, table, state, tokens)
     ids = np.flatnonzero(ends >= 0).astype(table.token_ids.dtype)
     return ids, ends[ids]
 
@@ -580,20 +590,24 @@ caches.register(
 
 
 class LazyTransitions:
-    """The token transitions of one DFA per vocabulary, indexed state by state on first use
-    (a lazy :class:`TokenIndex` per vocabulary): what a matcher-side automaton asks."""
+    """Where every token leads from each state of one DFA, per vocabulary, computed state by
+    state on first use and memoised: what a matcher-side automaton asks."""
 
     def __init__(self, dfa: ByteDFA) -> None:
         self.dfa = dfa
-        self._indexes: dict[int, TokenIndex] = {}
-        self._lock = threading.Lock()
+        self._ends: dict[tuple[int, int], np.ndarray] = {}  # (vocab id, state) -> (V,)
+        self._tokens: TrieTokens | None = None
 
-    def __call__(self, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
-        """The text tokens whose bytes all stay inside the DFA from ``state`` (ascending
-        ids) and the state each ends in (memoised per state)."""
-        key = id(vocab)
-        index = self._indexes.get(key)
-        if index is None:
-            with self._lock:
-                index = self._indexes.setdefault(key, TokenIndex(self.dfa, vocab, is_eager=False))
-        return index.transitions(state)
+    def __call__(self, state: int, vocab: Vocabulary) -> np.ndarray:
+        """``(V,)`` int32: the state after each text token from ``state`` (``-1``: the token
+        does not stay inside the DFA)."""
+        key = (id(vocab), state)
+        found = self._ends.get(key)
+        if found is None:
+            table = vocab_table(vocab)
+            if self._tokens is None:
+                self._tokens = TrieTokens(self.dfa, table)
+            found = state_token_ends(self.dfa, table, state, self._tokens)
+            found.setflags(write=False)
+            self._ends[key] = found
+        return found

@@ -95,9 +95,9 @@ class ItemAutomaton:
         """The state after ``byte`` (``-1``: the item cannot continue so)."""
         return self._rows[state][byte]
 
-    def transitions(self, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
-        """The tokens whose bytes all stay inside the item from ``state`` (ascending ids)
-        and the state each ends in (memoised per state)."""
+    def token_ends(self, state: int, vocab: Vocabulary) -> np.ndarray:
+        """``(V,)`` int32: the state each token ends in when its bytes all stay inside the
+        item from ``state``, else ``-1`` (memoised per state)."""
         return self._transitions(state, vocab)
 
     def is_alive_fast(self, states: np.ndarray, num_seen: int) -> np.ndarray:

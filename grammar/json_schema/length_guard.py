@@ -93,9 +93,9 @@ class LengthGuard:
         """``(state after byte, characters it adds)``; state ``-1``: the text cannot go on."""
         return self._rows[state][byte], self._weights[state][byte]
 
-    def transitions(self, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
-        """The tokens whose bytes all stay inside the string text from ``state`` (ascending
-        ids) and the state each ends in (memoised per state)."""
+    def token_ends(self, state: int, vocab: Vocabulary) -> np.ndarray:
+        """``(V,)`` int32: the state each token ends in when its bytes all stay inside the
+        string text from ``state``, else ``-1`` (memoised per state)."""
         return self._transitions(state, vocab)
 
     def fits(self, state: int, num_chars: int) -> bool:

@@ -732,14 +732,9 @@ class UniqueItemsMatcher:
                 if t not in eos_ids and cursor.feed(token_bytes[t]) is None
             ]
             return np.asarray(bad, dtype=np.int64)
-        ids, ends = automaton.transitions(state, self.grammar.vocab)  # (k,), (k,) ascending
-        if ids.size:
-            pos = np.minimum(np.searchsorted(ids, token_ids), ids.size - 1)
-            inside = ids[pos] == token_ids
-        else:
-            pos = np.zeros(token_ids.size, dtype=np.int64)
-            inside = np.zeros(token_ids.size, dtype=bool)
-        inside_ends = ends[pos[inside]]
+        ends = automaton.token_ends(state, self.grammar.vocab)[token_ids]  # (k,)
+        inside = ends >= 0
+        inside_ends = ends[inside]
         is_alive = automaton.is_alive_fast(inside_ends, len(seen))
         undecided = zip(
             token_ids[inside][~is_alive].tolist(), inside_ends[~is_alive].tolist(), strict=True
@@ -789,14 +784,9 @@ class UniqueItemsMatcher:
         if plain.size <= _FEW_WALKED:
             bad += [t for t in plain.tolist() if cursor.feed(token_bytes[t]) is None]
             return np.asarray(sorted(bad), dtype=np.int64)
-        ids, ends = guard.transitions(state, self.grammar.vocab)  # (k,), (k,) ascending
-        found = _is_in(plain, ids)
-        pos = np.minimum(np.searchsorted(ids, plain), max(ids.size - 1, 0))
-        for t, end, is_inside in zip(
-            plain.tolist(), ends[pos].tolist() if ids.size else [0] * plain.size,
-            found.tolist(), strict=True,
-        ):  # fmt: skip
-            if not is_inside or not guard.fits(end, num_chars + int(tables.num_chars[t])):
+        ends = guard.token_ends(state, self.grammar.vocab)[plain]  # (k,)
+        for t, end in zip(plain.tolist(), ends.tolist(), strict=True):
+            if end < 0 or not guard.fits(end, num_chars + int(tables.num_chars[t])):
                 bad.append(t)
         return np.asarray(sorted(bad), dtype=np.int64)
 
