@@ -78,6 +78,11 @@ class ItemAutomaton:
         self.start = dfa.start_state
         full = dfa.transitions[:, dfa.byte_to_class]  # (N, 256)
         self._rows: list[list[int]] = full.tolist()
+        # per state, the (byte, target) pairs of its live transitions, ascending bytes
+        self._edges: list[list[tuple[int, int]]] = [
+            [(byte, row[byte]) for byte in np.flatnonzero(np.asarray(row) >= 0).tolist()]
+            for row in self._rows
+        ]
         self.is_accepting: list[bool] = dfa.is_accepting.tolist()
         self.is_value_infinite, self.log2_values = _value_counts(full, dfa.is_accepting)
         self._is_infinite: list[bool] = self.is_value_infinite.tolist()  # scalar lookups
@@ -147,31 +152,31 @@ class ItemAutomaton:
         """``prefix`` + each completion from ``state``, depth first, each state at most
         twice on a path (padding cycles turned once); None for a value-infinite state met on
         the way (infinitely many values)."""
-        rows, accepting, infinite = self._rows, self.is_accepting, self._is_infinite
+        edges, accepting, infinite = self._edges, self.is_accepting, self._is_infinite
         visits: dict[int, int] = {state: 1}
         text = bytearray(prefix)
-        stack: list[list[int]] = [[state, -1]]  # (state, last byte tried)
+        stack: list[list[int]] = [[state, -1]]  # (state, index of the last edge tried)
         while stack:
             frame = stack[-1]
-            here, byte = frame
-            if byte == -1:
+            here, edge = frame
+            if edge == -1:
                 if infinite[here]:
                     yield None
                     return
                 if accepting[here]:
                     yield bytes(text)
-            row = rows[here]
-            byte += 1
-            while byte < 256 and (row[byte] < 0 or visits.get(row[byte], 0) >= 2):
-                byte += 1
-            if byte == 256:
+            out = edges[here]
+            edge += 1
+            while edge < len(out) and visits.get(out[edge][1], 0) >= 2:
+                edge += 1
+            if edge == len(out):
                 stack.pop()
                 visits[here] -= 1
                 if stack:
                     text.pop()
                 continue
-            frame[1] = byte
-            target = row[byte]
+            frame[1] = edge
+            byte, target = out[edge]
             visits[target] = visits.get(target, 0) + 1
             text.append(byte)
             stack.append([target, -1])
