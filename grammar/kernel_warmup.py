@@ -26,7 +26,8 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     Exercises: regex determinisation/minimisation and the eager token index (a regex),
     the CFG lexer walks of both paths (a Lark grammar with ``%ignore``, a GBNF-like grammar
     without it, masks across split tokens; set walks over many key terminals), and the
-    unbounded-value frames of JSON Schema (an open object with nested containers).
+    unbounded-value frames of JSON Schema (an open object with nested containers), the
+    matcher-side checks of `uniqueItems` (their per-vocabulary tables).
     """
     import numpy as np
 
@@ -53,6 +54,12 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     grammar = compile_json_schema({"type": "object"}, vocab, strict=False, cache=False)
     matcher = grammar.matcher()
     for byte in b'{"a":[{"b":[1]}],"c":{}}':
+        matcher.fill_bitmask(bitmask, 0)
+        matcher.accept_bytes(bytes([byte]))
+    # the matcher-side checks (uniqueItems, counted strings): their per-vocabulary tables
+    unique = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    matcher = compile_json_schema(unique, vocab, cache=False).matcher()
+    for byte in b'["a","b"]':
         matcher.fill_bitmask(bitmask, 0)
         matcher.accept_bytes(bytes([byte]))
     # one terminal per member: the lexer's set walks (many key terminals at once)

@@ -58,7 +58,7 @@ OBJECT_KIND = "object"
 MAX_EXPANDED_PATHS = 64
 # the most expansion calls for one shared nonterminal (the use graph of ``$ref``s is walked
 # path by path); past it its places are "**"
-MAX_EXPANSION_STEPS = 2048
+MAX_EXPANSION_STEPS = 512
 
 
 class RefSite:
