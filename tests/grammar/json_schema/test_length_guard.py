@@ -123,11 +123,12 @@ VALUES = [
 ]
 
 
+@pytest.mark.parametrize("route", ["auto", "cfg"])
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))
-def test_walks_agree_with_jsonschema(index, monkeypatch, smollm2_vocab, smollm2_tokenizer):
+def test_walks_agree_with_jsonschema(index, route, monkeypatch, smollm2_vocab, smollm2_tokenizer):
     schema = SCHEMAS[index]
     _forced(monkeypatch)
-    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False, route=route)
     assert isinstance(grammar, UniqueItemsGrammar) and grammar.text_patterns
     oracle = validator(schema)
     values = VALUES if schema["type"] == "string" else [
@@ -144,13 +145,16 @@ def test_walks_agree_with_jsonschema(index, monkeypatch, smollm2_vocab, smollm2_
     assert 0 < num_valid < len(values)
 
 
+@pytest.mark.parametrize("route", ["auto", "cfg"])
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))
-def test_masks_equal_the_product_automaton(index, monkeypatch, smollm2_vocab, smollm2_tokenizer):
+def test_masks_equal_the_product_automaton(
+    index, route, monkeypatch, smollm2_vocab, smollm2_tokenizer
+):
     schema = SCHEMAS[index]
-    product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False, route=route)
     assert not isinstance(product, UniqueItemsGrammar)  # within the budget: one automaton
     _forced(monkeypatch)
-    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False, route=route)
     assert isinstance(counted, UniqueItemsGrammar)
     oracle = validator(schema)
     for value in VALUES:
