@@ -20,10 +20,12 @@ through :func:`~formcast.grammar.json_schema.charset.encode_charset`, structure 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from formcast.errors import GrammarError
+from formcast.grammar import caches
 from formcast.grammar.json_schema.charset import UNIVERSE, encode_charset
 from formcast.grammar.regex.combinators import alt, repeat, seq
 from formcast.grammar.regex.parser import parse_regex
@@ -134,7 +136,13 @@ def format_branches(pattern: str) -> list[Branch]:
 
 def _parsed_branches(pattern: str, dialect: str, *, is_anchored: bool) -> list[Branch]:
     """``pattern`` parsed in ``dialect`` and split into branches (anchored at both ends when
-    ``is_anchored``); parse errors become ``PatternRefused``."""
+    ``is_anchored``); parse errors become ``PatternRefused``. Memoised (a schema repeats its
+    formats and patterns; branches are immutable)."""
+    return list(_parsed_branches_memo(pattern, dialect, is_anchored))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_branches_memo(pattern: str, dialect: str, is_anchored: bool) -> tuple[Branch, ...]:
     try:
         tree = parse_regex(pattern, dialect)
     except GrammarError as exc:
@@ -143,7 +151,7 @@ def _parsed_branches(pattern: str, dialect: str, *, is_anchored: bool) -> list[B
             raise PatternRefused(f"{_LOOKAROUND_REFUSAL}: {exc}") from exc
         raise PatternRefused(str(exc)) from exc
     _check_character_level(tree, allow_anchors=True)
-    return _split(tree, start=is_anchored, end=is_anchored)
+    return tuple(_split(tree, start=is_anchored, end=is_anchored))
 
 
 def branches_of(node: Node) -> list[Branch]:
@@ -385,6 +393,11 @@ def encode(nodes: Sequence[Node]) -> Node | None:
     PatternRefused
         A node is not character-level.
     """
+    return _encode_memo(tuple(nodes))
+
+
+@functools.lru_cache(maxsize=1024)
+def _encode_memo(nodes: tuple[Node, ...]) -> Node | None:
     return seq(*(_encode_node(node) for node in nodes))
 
 
@@ -418,3 +431,13 @@ def pattern_tree(branches: Sequence[Branch]) -> Node | None:
         The union of the encoded padded branches; ``None`` when no string matches.
     """
     return alt(encode(padded(branch)) for branch in branches)
+
+
+def _clear_memos() -> None:
+    _parsed_branches_memo.cache_clear()
+    _encode_memo.cache_clear()
+
+
+caches.register(
+    "json_schema.pattern_branches", "LRU: 1024 parsed patterns and 1024 encodings", _clear_memos
+)
