@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 
 # states of a string automaton = pattern x character counter (``_guarded_string``)
 GUARD_MAX_STATES = 20_000
+# past this many product states (estimated: pattern states x counter values) the matcher
+# counts the length instead where it can: the product is built in Python at ~50 us per
+# state, so larger ones alone would pass the 100 ms compile budget of a whole schema
+COUNTED_ABOVE_STATES = 2_000
 # max_any_depth=None: containers this many levels inside an unconstrained value are written
 # as the marker ``any_marker`` (expanded without bound by ``AnyValueGrammar``)
 ANY_WINDOW = 0
@@ -771,8 +775,10 @@ class SchemaCompiler:
         The guard and the body both end at the closing quote and JSON string texts form a
         prefix code, so the lookahead is the intersection (``regex_ast.Lookahead``); its
         automaton is the product of the pattern's with a character counter, built here once
-        to check it stays within ``GUARD_MAX_STATES`` (``SchemaError`` otherwise). ``source``
-        names the constraint in messages (``pattern '...'`` or ``format 'email'``).
+        to check it stays within ``GUARD_MAX_STATES`` (``SchemaError`` otherwise). Past an
+        estimated ``COUNTED_ABOVE_STATES``, or past the budget, the matcher counts instead
+        where it can (`_count_length`). ``source`` names the constraint in messages
+        (``pattern '...'`` or ``format 'email'``).
         """
         kw = "maxLength" if max_len is not None else "minLength"
         try:
@@ -787,12 +793,19 @@ class SchemaCompiler:
         guard = Lookahead(seq(Repeat(JSON_CHAR, min_len, max_len, -1), QUOTE), -1)
         guarded = seq(QUOTE, group(guard, body, QUOTE))
         key = (source, min_len, max_len)
+        text = seq(QUOTE, body, QUOTE)
+        bound = max_len if max_len is not None else min_len
+        try:
+            num_product = regex_to_dfa(text).num_states * (bound + 1)  # (memoised DFA)
+        except CompileBudgetError:
+            num_product = GUARD_MAX_STATES + 1
+        if num_product > COUNTED_ABOVE_STATES and self._count_length(key, text, ptr, kw):
+            return text, True
         if key not in self._guard_budget:
             self._guard_budget[key] = _product_budget_error(body, guarded, min_len, max_len)
         over_budget = self._guard_budget[key]
         if over_budget is None:
             return guarded, False
-        text = seq(QUOTE, body, QUOTE)
         if self._count_length(key, text, ptr, kw):
             return text, True
         self.refuse(
