@@ -14,6 +14,12 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _is_within(bits, of):  # pragma: no cover - jitted
+    """Is the 256-bit set ``bits`` (4 uint64 words) a subset of ``of``?"""
+    return ((bits[0] & ~of[0]) | (bits[1] & ~of[1]) | (bits[2] & ~of[2]) | (bits[3] & ~of[3])) == 0
+
+
 @numba.njit(cache=True, nogil=True)
 def index_rows(
     transitions,
@@ -61,14 +67,7 @@ def index_rows(
                     continue
                 h = height[child]
                 if h > 0:
-                    chain = covered[min(h, max_height), nxt]
-                    bytes_below = below[child]
-                    if (
-                        (bytes_below[0] & ~chain[0])
-                        | (bytes_below[1] & ~chain[1])
-                        | (bytes_below[2] & ~chain[2])
-                        | (bytes_below[3] & ~chain[3])
-                    ) == 0:
+                    if _is_within(below[child], covered[min(h, max_height), nxt]):
                         d = dense_of[child]
                         if d >= 0:
                             dense_row = dense[d]
@@ -198,18 +197,10 @@ def trie_ends(
             nxt = transitions[cur, byte_to_class[node_byte[child]]]
             if nxt < 0:
                 continue
-            if height[child] > 0 and uniform[nxt] == nxt:
-                loop = first[nxt]
-                bytes_below = below[child]
-                if (
-                    (bytes_below[0] & ~loop[0])
-                    | (bytes_below[1] & ~loop[1])
-                    | (bytes_below[2] & ~loop[2])
-                    | (bytes_below[3] & ~loop[3])
-                ) == 0:
-                    for r in range(row_lo[child], row_hi[child]):
-                        out[token_ids[r]] = nxt
-                    continue
+            if height[child] > 0 and uniform[nxt] == nxt and _is_within(below[child], first[nxt]):
+                for r in range(row_lo[child], row_hi[child]):
+                    out[token_ids[r]] = nxt
+                continue
             for q in range(token_start[child], token_start[child + 1]):
                 out[token_ids[token_rows[q]]] = nxt
             if height[child] > 0:

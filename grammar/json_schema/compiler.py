@@ -795,14 +795,25 @@ class SchemaCompiler:
         key = (source, min_len, max_len)
         text = seq(QUOTE, body, QUOTE)
         bound = max_len if max_len is not None else min_len
+        # the product has about (pattern states) x (counter values) states
         try:
-            num_product = regex_to_dfa(text).num_states * (bound + 1)  # (memoised DFA)
-        except CompileBudgetError:
-            num_product = GUARD_MAX_STATES + 1
+            num_text = regex_to_dfa(text).num_states  # (memoised DFA)
+        except CompileBudgetError as exc:
+            num_text, text_error = GUARD_MAX_STATES + 1, str(exc)
+        else:
+            text_error = None
+        num_product = num_text * (bound + 1)
         if num_product > COUNTED_ABOVE_STATES and self._count_length(key, text, ptr, kw):
             return text, True
         if key not in self._guard_budget:
-            self._guard_budget[key] = _product_budget_error(body, guarded, min_len, max_len)
+            if text_error is not None:
+                self._guard_budget[key] = text_error
+            elif num_product > GUARD_MAX_STATES:  # refused before building it
+                self._guard_budget[key] = (
+                    f"~{num_text} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
+                )
+            else:
+                self._guard_budget[key] = _product_budget_error(guarded)
         over_budget = self._guard_budget[key]
         if over_budget is None:
             return guarded, False
@@ -841,18 +852,10 @@ class SchemaCompiler:
         return True
 
 
-def _product_budget_error(
-    body: Node, guarded: Node, min_len: int, max_len: int | None
-) -> str | None:
-    """Why the automaton of ``guarded`` (the pattern ``body`` under a length guard) is over
+def _product_budget_error(guarded: Node) -> str | None:
+    """Why the automaton of ``guarded`` (a pattern under a length guard) is over
     ``GUARD_MAX_STATES``, or None when it is within."""
     try:
-        # the product has about (pattern states) x (counter values) states: refuse early
-        # when that alone is over the budget (the guard's own NFA grows with the bound)
-        num_body = regex_to_dfa(seq(QUOTE, body, QUOTE)).num_states
-        bound = max_len if max_len is not None else min_len
-        if num_body * (bound + 1) > GUARD_MAX_STATES:
-            return f"~{num_body} pattern states x {bound + 1} lengths > {GUARD_MAX_STATES}"
         regex_to_dfa(guarded, max_states=GUARD_MAX_STATES, timeout_s=5.0)
     except CompileBudgetError as exc:
         return str(exc)

@@ -75,12 +75,15 @@ class LengthGuard:
         self._weights: list[list[int]] = (
             (is_content[:, None] & starts[None, :]).astype(np.int64).tolist()
         )
-        self.shortest = _shortest(self._rows, self._weights, dfa.is_accepting)
+        into = _reversed_edges(self._rows, self._weights)
+        self.shortest = _distances(into, np.where(dfa.is_accepting, 0, INFINITE))
         self.longest = _longest(self._rows, self._weights, dfa.is_accepting)
         self.max_shortest = int(self.shortest.max(initial=0))
         self._shortest_list: list[int] = self.shortest.tolist()
         self._longest_list: list[int] = self.longest.tolist()
-        self._every: list[int] = _every_count_from(self._rows, self._weights, self.shortest)
+        self._every: list[int] = _distances(
+            into, _self_loop_counts(self._rows, self._weights, self.shortest)
+        ).tolist()
         # some content state has boundedly many characters ahead: under min_len a token can
         # then lead where too few remain (else only closing the string early breaks it)
         self.has_bounded_content = bool(
@@ -158,17 +161,28 @@ def _next_mode(mode: int, hex_left: int, byte: int) -> tuple[int, int]:
     return _CLOSED, 0
 
 
-def _shortest(
-    rows: list[list[int]], weights: list[list[int]], is_accepting: np.ndarray
-) -> np.ndarray:
-    """``(N,)`` fewest characters from each state to acceptance (0-1 BFS, reversed edges)."""
-    num_states = len(rows)
-    into = _reversed_edges(rows, weights)
-    distance = np.full(num_states, INFINITE, dtype=np.int64)
-    queue: collections.deque[int] = collections.deque()
-    for state in np.flatnonzero(is_accepting).tolist():
-        distance[state] = 0
-        queue.append(state)
+def _reversed_edges(rows: list[list[int]], weights: list[list[int]]) -> list[list[tuple[int, int]]]:
+    """Per state, ``(state before, weight)`` of every transition into it."""
+    into: list[list[tuple[int, int]]] = [[] for _ in rows]
+    for state, row in enumerate(rows):
+        for byte, target in enumerate(row):
+            if target >= 0:
+                into[target].append((state, weights[state][byte]))
+    return into
+
+
+def _distances(into: list[list[tuple[int, int]]], initial: np.ndarray) -> np.ndarray:
+    """``(N,)`` ``min over sources p (characters from each state to p + initial[p])``
+    (``INFINITE``: no source reachable), over the 0/1-weighted reversed edges ``into``:
+    relaxed until stable, weight-0 edges first (0-1 breadth first from several sources).
+
+    With ``initial`` 0 at the accepting states this is the shortest completion; with
+    ``shortest[p]`` at the states ``p`` with a one-character self-loop, a count from which
+    every larger one is achievable (the way to ``p``, any number of turns, then the shortest
+    way on)."""
+    distance = np.asarray(initial, dtype=np.int64).copy()
+    sources = np.flatnonzero(distance < INFINITE).tolist()
+    queue = collections.deque(sorted(sources, key=lambda s: distance[s]))
     while queue:
         state = queue.popleft()
         for before, weight in into[state]:
@@ -182,38 +196,16 @@ def _shortest(
     return distance
 
 
-def _reversed_edges(rows: list[list[int]], weights: list[list[int]]) -> list[list[tuple[int, int]]]:
-    """Per state, ``(state before, weight)`` of every transition into it."""
-    into: list[list[tuple[int, int]]] = [[] for _ in rows]
-    for state, row in enumerate(rows):
-        for byte, target in enumerate(row):
-            if target >= 0:
-                into[target].append((state, weights[state][byte]))
-    return into
-
-
-def _every_count_from(
+def _self_loop_counts(
     rows: list[list[int]], weights: list[list[int]], shortest: np.ndarray
-) -> list[int]:
-    """Per state, a count ``T`` such that completions of every count ``>= T`` exist: the
-    fewest characters to a state ``p`` with a one-character self-loop plus ``shortest[p]``
-    (``INFINITE`` if no such state is reachable); 0-1 breadth first over reversed edges."""
-    into = _reversed_edges(rows, weights)
-    every = np.full(len(rows), INFINITE, dtype=np.int64)
+) -> np.ndarray:
+    """``(N,)`` ``shortest[p]`` at the states ``p`` with a one-character self-loop, else
+    ``INFINITE``."""
+    counts = np.full(len(rows), INFINITE, dtype=np.int64)
     for state, row in enumerate(rows):
-        for byte, target in enumerate(row):
-            if target == state and weights[state][byte] == 1:
-                every[state] = min(every[state], shortest[state])
-    order = sorted(np.flatnonzero(every < INFINITE).tolist(), key=lambda s: every[s])
-    queue = collections.deque(order)  # (0-1 BFS from several sources: relax until stable)
-    while queue:
-        state = queue.popleft()
-        for before, weight in into[state]:
-            found = every[state] + weight
-            if found < every[before]:
-                every[before] = found
-                queue.append(before)
-    return every.tolist()
+        if any(target == state and weights[state][byte] == 1 for byte, target in enumerate(row)):
+            counts[state] = shortest[state]
+    return counts
 
 
 def _longest(

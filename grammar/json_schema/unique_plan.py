@@ -33,6 +33,7 @@ import functools
 import json
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from formcast.errors import SchemaError
@@ -61,43 +62,24 @@ MAX_EXPANDED_PATHS = 64
 MAX_EXPANSION_STEPS = 512
 
 
+@dataclass(frozen=True, slots=True)
 class RefSite:
     """The first segment of the paths recorded inside a shared nonterminal: any place the
     nonterminal ``key`` is used at (:meth:`UniqueItemsPlan.check` expands it)."""
 
-    __slots__ = ("key",)
-
-    def __init__(self, key: object) -> None:
-        self.key = key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RefSite) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash(("RefSite", self.key))
-
-    def __repr__(self) -> str:
-        return f"RefSite({self.key!r})"
+    key: object
 
 
 class _TooManyUses(Exception):
     """The use chains of a shared nonterminal branch past ``MAX_EXPANSION_STEPS``."""
 
 
+@dataclass(frozen=True, slots=True)
 class _Turn:
     """While expanding a cycle of shared nonterminals: the paths that follow are the
     segments one turn through ``key`` adds (`UniqueItemsPlan._prefixes`)."""
 
-    __slots__ = ("key",)
-
-    def __init__(self, key: object) -> None:
-        self.key = key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Turn) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash(("_Turn", self.key))
+    key: object
 
 
 class Member:

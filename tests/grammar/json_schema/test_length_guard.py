@@ -86,7 +86,8 @@ def test_fits_agrees_with_brute_force(pattern, min_len, max_len):
 def test_shortest_and_longest():
     guard = _guard("^x(ab)?y$", 0, None)
     assert guard.shortest[guard.start] == 2 and guard.longest[guard.start] == 4
-    assert _guard("^x+$", 0, None).longest[guard.start] == INFINITE
+    looping = _guard("^x+$", 0, None)
+    assert looping.longest[looping.start] == INFINITE
 
 
 def _forced(monkeypatch):
