@@ -97,8 +97,9 @@ def check_grammar_size(kind: str, source: Any, limits: GrammarLimits) -> None:
     ----------
     kind : str
         ``"json_schema"`` (``source`` is the schema), ``"regex"`` (the pattern), ``"lark"``
-        (the grammar text), ``"choice"`` (the list of options) or ``"structural_tag"`` (the
-        request; each schema and regex inside is checked as above).
+        (the grammar text), ``"choice"`` (the list of options), ``"structural_tag"`` (the
+        request; each schema and regex inside is checked as above) or ``"reasoning"`` (its
+        answer's recipe is checked).
     source : Any
         The input as the request gave it.
     limits : GrammarLimits
@@ -124,6 +125,8 @@ def check_grammar_size(kind: str, source: Any, limits: GrammarLimits) -> None:
         _check_count("max_source_chars", total, limits, "the choices together")
     elif kind == "structural_tag":
         _check_structural_tag(source, limits)
+    elif kind == "reasoning":
+        source["answer"].check_size(limits)
     else:
         raise GrammarError(f"unknown grammar kind {kind!r} (no size limits defined for it)")
 

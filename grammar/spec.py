@@ -32,6 +32,8 @@ from formcast.grammar.json_schema.compile import compile_json_schema
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.limits import GrammarLimits, check_grammar_size
 from formcast.grammar.protocol import Grammar
+from formcast.grammar.reasoning.config import ReasoningConfig
+from formcast.grammar.reasoning.grammar import ReasoningGrammar
 from formcast.grammar.structural_tag.compile import compile_structural_tag
 from formcast.grammar.structural_tag.format import parse_structural_tag
 
@@ -45,11 +47,12 @@ class GrammarRecipe:
     Parameters
     ----------
     kind : str
-        ``"json_schema"``, ``"regex"``, ``"choice"``, ``"lark"`` or ``"structural_tag"`` (the
-        constructor's name).
+        ``"json_schema"``, ``"regex"``, ``"choice"``, ``"lark"``, ``"structural_tag"`` or
+        ``"reasoning"`` (the constructor's name).
     source : Any
-        The schema (a dict / bool), the pattern, the options list, the grammar text or the
-        structural tag request.
+        The schema (a dict / bool), the pattern, the options list, the grammar text, the
+        structural tag request, or for ``"reasoning"`` ``{"answer": GrammarRecipe,
+        "reasoning": ReasoningConfig}``.
     options : dict
         Keyword options of the compile function.
     """
@@ -224,6 +227,32 @@ class GrammarSpec:
         raise RequestError(
             "grammar must be a compiled grammar, a GrammarSpec or a dict like "
             f"{{'json_schema': ...}}, got {type(grammar).__name__}"
+        )
+
+    @classmethod
+    def reasoning(
+        cls, answer: GrammarSpec | dict[str, Any], config: ReasoningConfig | None = None
+    ) -> GrammarSpec:
+        """Free reasoning between ``config``'s tags, then ``answer`` (a `ReasoningGrammar`).
+
+        ``answer`` is a spec, or (as a `GrammarRecipe` rebuilds it) ``{"answer": recipe,
+        "reasoning": config}`` with ``config`` omitted.
+        """
+        if isinstance(answer, dict):
+            answer, config = answer["answer"].spec(), answer["reasoning"]
+        if config is None:
+            raise RequestError("GrammarSpec.reasoning needs a ReasoningConfig")
+        recipe = (
+            None
+            if answer.recipe is None
+            else GrammarRecipe("reasoning", {"answer": answer.recipe, "reasoning": config})
+        )
+        answer_compile = answer.compile_fn
+        return cls(
+            ("reasoning", answer.key, json.dumps(config.to_json(), sort_keys=True)),
+            lambda vocab: ReasoningGrammar(answer_compile(vocab), config),
+            f"reasoning ({config.start!r}...{config.end!r}) then {answer.description}",
+            recipe,
         )
 
     def __str__(self) -> str:

@@ -113,6 +113,8 @@ class ChoiceGenerator(Generator):
         log-probability (see :func:`choice`).
     include_stop : bool
         Scores include the log-probability of stopping right after the option.
+    reasoning : bool, dict or ReasoningConfig, optional
+        Think first, then choose (``method="sample"`` only; see `Generator`).
     **sampling
         Default sampling options (``method="sample"`` only).
 
@@ -130,6 +132,7 @@ class ChoiceGenerator(Generator):
         *,
         method: ChoiceMethod = "sample",
         include_stop: bool = True,
+        reasoning: Any = None,
         **sampling: Any,
     ) -> None:
         if method not in CHOICE_METHODS:
@@ -137,8 +140,13 @@ class ChoiceGenerator(Generator):
         if not isinstance(include_stop, bool):
             raise UsageError(f"choice: include_stop must be a bool, got {include_stop!r}")
         if method == "score":
+            if reasoning:
+                raise UsageError(
+                    "formcast.choice: method='score' scores the options without generating; "
+                    "reasoning= needs method='sample'"
+                )
             self._refuse_sampling(sampling, "formcast.choice")
-        super().__init__(model, **sampling)
+        super().__init__(model, reasoning=reasoning, **sampling)
         self.method = method
         self.include_stop = include_stop
         self.options = choice_options(options)

@@ -8,6 +8,10 @@ time (``__call__``), as one concurrent engine batch (``batch``) or as a stream o
 (``stream``), and checks that a constrained output is complete before parsing it (the engine
 reports ``is_grammar_complete``): a generation cut by ``max_tokens`` raises
 `IncompleteOutputError` instead of returning a truncated value.
+
+``reasoning=`` (every call kind): the model first thinks freely between two tags (a
+:class:`~formcast.grammar.reasoning.ReasoningConfig`, optionally with a token budget), then
+writes the constrained answer; calls return `Reasoned` (the value and the thoughts).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from formcast.engine.outputs import CompletionOutput
 from formcast.engine.prompt import Prompt
 from formcast.errors import IncompleteOutputError, OutputError, UsageError
 from formcast.grammar import Grammar, GrammarSpec
+from formcast.grammar.reasoning import ReasoningConfig
 from formcast.model import Model
 from formcast.sampling import check_sampling_options, make_sampling_params
 
@@ -35,6 +40,26 @@ class Completion:
     finish_reason: str
 
 
+@dataclass(frozen=True)
+class Reasoned:
+    """The value of a call made with ``reasoning=``: the parsed answer and the thoughts.
+
+    Attributes
+    ----------
+    value : Any
+        What the call returns without reasoning (a model instance, a dict, a str, ...).
+    reasoning : str
+        The text between the reasoning tags (tags excluded).
+    """
+
+    value: Any
+    reasoning: str
+
+
+# the answer of free text under reasoning=: any text (valid UTF-8)
+_ANY_TEXT = r"[\s\S]*"
+
+
 class Generator:
     """Base of the typed calls; free text when not subclassed (see :func:`text`).
 
@@ -42,6 +67,9 @@ class Generator:
     ----------
     model : Model
         From :func:`formcast.load`.
+    reasoning : bool, dict or ReasoningConfig, optional
+        Think first: free text between the tags (``True``: ``<think>`` ... ``</think>``), then
+        the constrained answer; calls return `Reasoned`.
     **sampling
         Default sampling options (`formcast.samplers.SamplingParams` fields: ``temperature``,
         ``top_p``, ``max_tokens``, ``seed``, ``stop``, ...); call-time keywords override them.
@@ -49,12 +77,13 @@ class Generator:
 
     description = "text"
 
-    def __init__(self, model: Model, **sampling: Any) -> None:
+    def __init__(self, model: Model, *, reasoning: Any = None, **sampling: Any) -> None:
         if not isinstance(model, Model):
             raise UsageError(
                 f"expected a formcast Model (from formcast.load()), got {type(model).__name__}"
             )
         self.model = model
+        self.reasoning: ReasoningConfig | None = ReasoningConfig.of(reasoning)
         self.sampling = check_sampling_options(sampling, type(self).__name__)
         make_sampling_params(self.sampling, {})  # validate the defaults now
 
@@ -78,8 +107,16 @@ class Generator:
 
     @functools.cached_property
     def grammar_spec(self) -> GrammarSpec | None:
-        """The grammar request, built once (its key serialises the schema: not per call)."""
-        return self._grammar_spec()
+        """The grammar request, built once (its key serialises the schema: not per call);
+        under ``reasoning`` the answer's spec behind the thoughts."""
+        spec = self._grammar_spec()
+        if self.reasoning is None:
+            return spec
+        return GrammarSpec.reasoning(spec or GrammarSpec.regex(_ANY_TEXT), self.reasoning)
+
+    def answer_text(self, text: str) -> str:
+        """The part of a generated text that is the answer (after the reasoning, if any)."""
+        return text if self.reasoning is None else self.reasoning.split(text)[1]
 
     def _check_complete(
         self, text: str, token_ids: Sequence[int], finish_reason: str, is_complete: bool | None
@@ -105,7 +142,10 @@ class Generator:
         self._check_complete(
             output.text, output.token_ids, output.finish_reason or "", output.is_grammar_complete
         )
-        return self.parse(output.text)
+        if self.reasoning is None:
+            return self.parse(output.text)
+        thoughts, answer = self.reasoning.split(output.text)
+        return Reasoned(self.parse(answer), thoughts)
 
     # -- calls --------------------------------------------------------------------------------
 

@@ -114,13 +114,16 @@ class JsonGenerator(Generator):
         Snapshots are ``dict`` / ``list`` / ``str`` / numbers (see
         :func:`formcast.partial_json.parse_partial_json`); the last one is the complete
         value. Pass it to :meth:`validate` for the typed value. A cut output raises
-        `IncompleteOutputError` after the last snapshot.
+        `IncompleteOutputError` after the last snapshot. Under ``reasoning`` the snapshots are
+        of the answer (none while the model thinks).
         """
         text = ""
         last: Any = NOTHING
         for chunk in self.stream(prompt, **sampling):
             text += chunk
-            snapshot = parse_partial_json(text)
+            if self.reasoning is not None and self.reasoning.end not in text:
+                continue  # still thinking: no answer yet
+            snapshot = parse_partial_json(self.answer_text(text))
             if snapshot is not NOTHING and snapshot != last:
                 last = snapshot
                 yield snapshot

@@ -1,8 +1,8 @@
 """Speculative decoding on the real SmolLM2: greedy output equals plain greedy, token for token.
 
 16 prompts (copying tasks, where prompt lookup is accepted often, and open-ended ones), run
-in one batch without and with grammars (JSON schemas with long forced keys, regexes; jump-
-forward on), for each proposer: n-gram prompt lookup and the self-speculative draft (the
+in one batch without and with grammars (JSON schemas with long forced keys, regexes, free
+reasoning then JSON; jump-forward on), for each proposer: n-gram prompt lookup and the self-speculative draft (the
 target's first layers). The oracle is the same engine without speculation; the reference
 loop tests already tie that engine to transformers.
 """
@@ -12,6 +12,8 @@ from __future__ import annotations
 import pytest
 
 from formcast.engine.llm_engine import LLM
+from formcast.grammar import GrammarSpec
+from formcast.grammar.reasoning import ReasoningConfig
 from formcast.samplers import SamplingParams
 
 MAX_TOKENS = 16
@@ -55,6 +57,9 @@ GRAMMARS = [
     {"regex": r"[A-Z][a-z]+( [a-z]+){2,6}\."},
     {"json_schema": {"type": "array", "items": {"type": "integer"}, "maxItems": 6}},
     {"regex": r"(yes|no), because [a-z ,]{5,40}\."},
+    # free thoughts, the end tag forced after 3 tokens (jump-forward), then JSON: drafts
+    # cross the end tag
+    GrammarSpec.reasoning(GrammarSpec.json_schema(SCHEMA), ReasoningConfig(max_tokens=3)),
 ]
 GRAMMAR_LIST = [GRAMMARS[i % len(GRAMMARS)] for i in range(len(PROMPTS))]
 
