@@ -115,12 +115,16 @@ class GrammarWorkers:
 
     def start_all(self) -> None:
         """Start every worker that is not running yet (the server does it at start-up, so the
-        first grammar request does not wait for a worker to start)."""
+        first grammar request does not wait for a worker to start). A worker that fails to
+        start here (the process is shutting down) is logged and left to start on first use."""
         for _ in range(self.num_workers):
             worker = self._idle.get()
             try:
                 if worker is None:
                     worker = _Worker.start(self._context, self.vocab)
+            except GrammarWorkerError as exc:
+                logger.warning("grammar worker not started ahead of use: %s", exc)
+                return
             finally:
                 self._idle.put(worker)
 

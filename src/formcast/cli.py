@@ -95,6 +95,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", help="uvicorn log level")
     serve.add_argument(
+        "--reasoning-tags",
+        default="auto",
+        metavar="START,END",
+        help="tags around the model's thoughts: chat answers get reasoning_content, and "
+        "max_reasoning_tokens / reasoning_effort bound them; 'auto' finds <think>/</think> in "
+        "the chat template, 'none' turns it off (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--tool-call-format",
+        default="auto",
+        choices=["auto", "hermes", "llama3_json", "mistral"],
+        help="how the model writes tool calls; 'auto' reads the chat template, hermes "
+        "(<tool_call>...</tool_call>) when it names none (default: %(default)s)",
+    )
+    serve.add_argument(
         "--api-key",
         help="require 'Authorization: Bearer KEY' on /v1/ requests (401 otherwise); "
         "default: $FORMCAST_API_KEY, else no key",
@@ -395,6 +410,8 @@ def run_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         api_key=args.api_key or os.environ.get("FORMCAST_API_KEY") or None,
         limits=ServerLimits(**limits),
+        reasoning_tags=args.reasoning_tags,
+        tool_call_format=args.tool_call_format,
         **engine_config,
     )
     return 0

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 from server_helpers import parse_metrics
 
 from formcast.errors import SamplingParamsError
+from formcast.grammar.structural_tag import compile_structural_tag
 from formcast.server.chat import chat_messages
 from formcast.server.errors import APIError
 from formcast.server.metrics import ServerMetrics
 from formcast.server.protocol import ChatCompletionRequest, ToolDefinition
 from formcast.server.sampling import sampling_params_from
-from formcast.server.tools import parse_tool_call, tool_call_schema, tool_grammar
+from formcast.server.tool_formats import FORMATS, ToolCallsParser, tool_call_tag
+
+HERMES = FORMATS["hermes"]
 
 TOOLS = [
     ToolDefinition.model_validate(
@@ -57,7 +59,7 @@ def test_chat_messages_conversion():
     out = chat_messages(messages, TOOLS, "auto")
     assert [m["role"] for m in out] == ["system", "user", "assistant", "tool"]
     assert out[0]["content"].startswith("Be brief.\n\n") and "lookup" in out[0]["content"]
-    assert json.loads(out[2]["content"]) == {"name": "lookup", "arguments": {"key": "a"}}
+    assert out[2]["content"] == HERMES.render_calls([("lookup", {"key": "a"})])
     assert chat_messages(messages[1:2], TOOLS, "none") == [
         {"role": "user", "content": "Look up a."}
     ]
@@ -68,34 +70,37 @@ def test_chat_messages_conversion():
         chat_messages([{"role": "wizard", "content": "x"}], [], "none")
 
 
-def test_tool_call_schema_and_parsing():
-    schema = tool_call_schema(TOOLS)
-    jsonschema.validate({"name": "lookup", "arguments": {"key": "b"}}, schema)
-    jsonschema.validate({"name": "ping", "arguments": {}}, schema)
-    for bad in ({"name": "lookup", "arguments": {"key": "c"}}, {"name": "nope", "arguments": {}}):
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(bad, schema)
-    assert parse_tool_call('{"name":"ping","arguments":{}}', TOOLS) == {
-        "name": "ping",
-        "arguments": {},
-    }
-    assert parse_tool_call('{"name":"ping"', TOOLS) is None
-    assert parse_tool_call("hello", TOOLS) is None
+def _tool_grammar(vocab, mode, tools):
+    return compile_structural_tag(tool_call_tag(HERMES, mode, tools, True), vocab)
+
+
+def test_parsed_calls_keep_names_and_arguments():
+    parser = ToolCallsParser(HERMES)
+    parser.feed(HERMES.render_calls([("ping", {}), ("lookup", {"key": "b"})]))
+    parser.finish()
+    assert [(c.name, json.loads(c.arguments)) for c in parser.calls] == [
+        ("ping", {}),
+        ("lookup", {"key": "b"}),
+    ]
+    cut = ToolCallsParser(HERMES)
+    cut.feed('<tool_call>\n{"name": "ping"')
+    cut.finish()
+    assert not cut.calls[0].is_complete
 
 
 def test_auto_tool_grammar_language(smollm2_vocab):
-    grammar = tool_grammar("auto", TOOLS).compile_fn(smollm2_vocab)
+    grammar = _tool_grammar(smollm2_vocab, "auto", TOOLS)
 
     def accepts(text: str) -> bool:
         matcher = grammar.matcher()
         return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
 
-    assert accepts('{"name":"lookup","arguments":{"key":"a"}}')
-    assert accepts('{"name":"ping","arguments":{}}')
+    assert accepts(HERMES.render_calls([("lookup", {"key": "a"})]))
+    assert accepts("Sure. " + HERMES.render_calls([("ping", {})]))
     assert accepts("Hello there {not a call}")
-    assert not accepts('{"name":"lookup","arguments":{"key":"z"}}')
-    assert not accepts('{"hello": 1}')
-    assert not accepts("")
+    assert accepts('{"hello": 1}')  # free text may start with a brace
+    assert not accepts(HERMES.render_calls([("lookup", {"key": "z"})]))
+    assert not accepts('<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>')
 
 
 def test_auto_tool_grammar_nests_unconstrained_arguments_without_bound(smollm2_vocab):
@@ -115,20 +120,23 @@ def test_auto_tool_grammar_nests_unconstrained_arguments_without_bound(smollm2_v
             }
         )
     ]
-    grammar = tool_grammar("auto", tools).compile_fn(smollm2_vocab)
+    grammar = _tool_grammar(smollm2_vocab, "auto", tools)
 
     def accepts(text: str) -> bool:
         matcher = grammar.matcher()
         return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
 
+    def call(arguments_text: str) -> str:
+        return f'<tool_call>\n{{"name": "store", "arguments": {arguments_text}}}\n</tool_call>'
+
     # (strict=True closes the object branch of the `{}` schema itself, not of nested values)
     deep = [{"b": {"c": [[{"d": [1, "}]"]}]]}}, [[[]]]]
-    assert accepts(json.dumps({"name": "store", "arguments": {"data": deep}}))
-    assert accepts(json.dumps({"name": "store", "arguments": {"data": [[[[[]]]]]}}))
+    compact = {"separators": (",", ":")}
+    assert accepts(call(json.dumps({"data": deep}, **compact)))
+    assert accepts(call(json.dumps({"data": [[[[[]]]]]}, **compact)))
     assert accepts("No call [{[{ needed")
-    assert not accepts('{"name":"store","arguments":{"data":[[[[]]]}}')
-    assert not accepts('{"name":"store","arguments":{"data":{},"x":1}}')
-    assert not accepts("free \x01 text")  # the marker byte is never text
+    assert not accepts(call('{"data":[[[[]]]}'))
+    assert not accepts(call('{"data":{},"x":1}'))
 
 
 def test_sampling_mapping():
@@ -271,27 +279,19 @@ def test_tool_parameters_with_defs_are_re_rooted(smollm2_vocab):
         "additionalProperties": False,
     }
     tools = [_tool("save_person", Person.model_json_schema()), _tool("save_tree", tree)]
-    schema = tool_call_schema(tools)
     person = {"name": "Ada", "address": {"city": "London", "kind": "home"}}
     nested = {"label": "a", "child": {"label": "b", "child": {"label": "c"}}}
-    jsonschema.validate({"name": "save_person", "arguments": person}, schema)
-    jsonschema.validate({"name": "save_tree", "arguments": nested}, schema)
-    for bad in (
-        {"name": "save_person", "arguments": {**person, "address": {"city": "L", "kind": "x"}}},
-        {"name": "save_tree", "arguments": {"label": "a", "child": {"name": "save_tree"}}},
-    ):
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(bad, schema)
-    grammar = tool_grammar("required", tools).compile_fn(smollm2_vocab)
+    grammar = _tool_grammar(smollm2_vocab, "required", tools)
 
-    def accepts(value: object) -> bool:
+    def accepts(name: str, value: object) -> bool:
         matcher = grammar.matcher()
-        text = json.dumps(value, separators=(",", ":"))
+        text = HERMES.render_calls([(name, value)])
         return bool(matcher.accept_bytes(text.encode())) and matcher.is_accepting()
 
-    assert accepts({"name": "save_person", "arguments": person})
-    assert accepts({"name": "save_tree", "arguments": nested})
-    assert not accepts({"name": "save_tree", "arguments": {"label": "a", "child": {"name": "f"}}})
+    assert accepts("save_person", person)
+    assert accepts("save_tree", nested)
+    assert not accepts("save_tree", {"label": "a", "child": {"name": "f"}})
+    assert not accepts("save_person", {**person, "address": {"city": "L", "kind": "x"}})
     assert Person.model_json_schema()["properties"]["address"] == {"$ref": "#/$defs/Address"}
 
 

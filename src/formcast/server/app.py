@@ -207,6 +207,8 @@ def create_app(
     model_name: str,
     api_key: str | None = None,
     limits: ServerLimits | None = None,
+    reasoning_tags: str | None = "auto",
+    tool_call_format: str = "auto",
 ) -> FastAPI:
     """The FastAPI app serving ``engine`` as model ``model_name``.
 
@@ -221,6 +223,12 @@ def create_app(
         Every ``/v1/`` request needs ``Authorization: Bearer <api_key>`` (401 otherwise).
     limits : ServerLimits, optional
         Body size, waiting queue, drain and stall limits (defaults: `ServerLimits()`).
+    reasoning_tags : str, optional
+        ``"auto"`` (``<think>``/``</think>`` if the chat template has them), ``"none"`` or
+        ``"START,END"``: chat answers split into ``reasoning_content`` and ``content``.
+    tool_call_format : str
+        ``"auto"`` (from the chat template), ``"hermes"``, ``"llama3_json"`` or ``"mistral"``
+        (see :mod:`formcast.server.tool_formats`).
 
     The app's ``state`` holds ``engine``, ``context``, ``limits`` and ``gate`` (the
     `RequestGate` whose `RequestGate.drain` a server runs when it starts shutting down).
@@ -228,7 +236,7 @@ def create_app(
     """
     limits = limits if limits is not None else ServerLimits()
     engine.use_metrics(ServerMetrics(model_name, engine.llm.config.max_model_len))
-    context = ServingContext.of(engine, model_name)
+    context = ServingContext.of(engine, model_name, reasoning_tags, tool_call_format)
     gate = RequestGate(engine, limits)
 
     @contextlib.asynccontextmanager

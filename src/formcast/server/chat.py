@@ -3,10 +3,12 @@
 - ``content`` may be a string or a list of parts; text parts are joined, other parts (images,
   audio, files) are refused with a 400.
 - ``developer`` messages are system messages (OpenAI's newer name).
-- An assistant message with ``tool_calls`` becomes the JSON the model writes for a call
-  (``{"name", "arguments"}``, one per line); a ``tool`` message keeps its role and content.
-- With tools (and ``tool_choice`` other than ``"none"``), their description is appended to
-  the first system message, or a system message carrying it is put first.
+- An assistant message with ``tool_calls`` becomes the text the model writes for them in the
+  server's tool-call format (:mod:`formcast.server.tool_formats`); a ``tool`` message keeps
+  its role and content.
+- With tools (and ``tool_choice`` other than ``"none"``), their description and the format's
+  call syntax are appended to the first system message, or a system message carrying them is
+  put first.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from formcast.server.errors import bad_request
 from formcast.server.protocol import ToolDefinition
+from formcast.server.tool_formats import FORMATS, ToolFormat
 from formcast.server.tools import describe_tools
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -50,10 +53,10 @@ def message_text(content: Any, where: str) -> str:
     raise bad_request("content must be a string or a list of parts", param=f"{where}.content")
 
 
-def _tool_calls_text(tool_calls: Any, where: str) -> str:
+def _tool_calls_text(tool_calls: Any, where: str, fmt: ToolFormat) -> str:
     if not isinstance(tool_calls, list):
         raise bad_request("tool_calls must be a list of calls", param=f"{where}.tool_calls")
-    lines = []
+    calls: list[tuple[str, Any]] = []
     for i, call in enumerate(tool_calls):
         at = f"{where}.tool_calls[{i}]"
         function = call.get("function") if isinstance(call, dict) else None
@@ -72,14 +75,15 @@ def _tool_calls_text(tool_calls: Any, where: str) -> str:
                     f"{exc.pos})",
                     param=f"{at}.function.arguments",
                 ) from exc
-        lines.append(
-            json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False)
-        )
-    return "\n".join(lines)
+        calls.append((function["name"], arguments))
+    return fmt.render_calls(calls)
 
 
 def chat_messages(
-    messages: list[dict[str, Any]], tools: list[ToolDefinition], tool_mode: str
+    messages: list[dict[str, Any]],
+    tools: list[ToolDefinition],
+    tool_mode: str,
+    fmt: ToolFormat = FORMATS["hermes"],
 ) -> list[dict[str, str]]:
     """Messages for the chat template (see the module docstring).
 
@@ -103,11 +107,11 @@ def chat_messages(
             )
         text = message_text(message.get("content"), where)
         if role == "assistant" and message.get("tool_calls"):
-            calls = _tool_calls_text(message["tool_calls"], where)
+            calls = _tool_calls_text(message["tool_calls"], where, fmt)
             text = f"{text}\n{calls}" if text else calls
         converted.append({"role": "system" if role == "developer" else role, "content": text})
     if tools and tool_mode != "none":
-        description = describe_tools(tools, tool_mode)
+        description = describe_tools(tools, tool_mode, fmt.instructions())
         if converted[0]["role"] == "system":
             first = converted[0]
             converted[0] = {"role": "system", "content": f"{first['content']}\n\n{description}"}

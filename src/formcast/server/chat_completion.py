@@ -1,16 +1,20 @@
 """``POST /v1/chat/completions``: build the engine request, answer in one body or as SSE chunks.
 
-Tool calls (see `formcast.server.tools`): a completion whose text is a complete call becomes
-``message.tool_calls`` (``content`` null, ``finish_reason`` ``"tool_calls"``). When streaming,
-text that is a call (``"required"``: all of it; ``"auto"``: when its first character is
-``{``, which the grammar reserves for calls) is parsed as it arrives and sent as OpenAI
-streams calls: a ``tool_calls`` delta with the call's index, id, type and name as soon as the
-name is complete, then deltas carrying the next piece of ``arguments``; the pieces concatenate
-to the ``arguments`` a non-streamed completion of the same tokens returns. The finish reason
-is ``"tool_calls"`` for a complete call; a call cut by ``max_tokens`` ends with ``"length"``
-after its partial arguments (as OpenAI), or, cut before its name was complete, is sent as
-content. With logprobs, a step's logprobs ride on its first chunk (``delta`` ``{}`` when the
-step completed no delta of the call).
+Tool calls (see `formcast.server.tool_formats`): the model writes calls in its family's format
+(a structural tag constrains them: ``tool_choice``, ``parallel_tool_calls``, ``strict``, and
+``response_format`` as the answer when no tool is called); the text is read back by a
+`ToolCallsParser`. Complete calls become ``message.tool_calls`` (``content`` the text outside
+them, or null; ``finish_reason`` ``"tool_calls"``). When streaming, each call is sent as
+OpenAI streams calls: a ``tool_calls`` delta with the call's index, id, type and name as soon
+as the name is complete, then deltas carrying the next piece of ``arguments``; the pieces
+concatenate to the ``arguments`` a non-streamed completion of the same tokens returns. A call
+cut by ``max_tokens`` ends with ``"length"`` after its partial arguments (as OpenAI). With
+logprobs, a step's logprobs ride on its first chunk (``delta`` ``{}`` when the step completed
+no delta).
+
+Reasoning (see `formcast.server.reasoning`): the thoughts go to ``message.reasoning_content``
+(streamed as ``reasoning_content`` deltas) and only the answer after the end tag is
+``content`` or tool calls.
 """
 
 from __future__ import annotations
@@ -20,22 +24,26 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from formcast.engine.outputs import CompletionOutput, StreamDelta
+from formcast.grammar.reasoning import ReasoningConfig
+from formcast.grammar.spec import GrammarSpec
 from formcast.server.async_engine import EngineRequest
 from formcast.server.chat import chat_messages
 from formcast.server.errors import APIError, bad_request
 from formcast.server.generation import Generation, new_queue
 from formcast.server.grammars import request_grammar
 from formcast.server.protocol import ChatCompletionRequest, ToolDefinition, check_unsupported
+from formcast.server.reasoning import (
+    ReasoningSplitter,
+    opened_by_prompt,
+    reasoning_spec,
+    request_reasoning,
+    split_message,
+)
 from formcast.server.responses import envelope, new_id, now, sse, usage
 from formcast.server.sampling import max_new_tokens, sampling_params_from
 from formcast.server.serving_context import ServingContext
-from formcast.server.tools import (
-    ToolCallStream,
-    openai_tool_call,
-    parse_tool_call,
-    selected_tools,
-    tool_grammar,
-)
+from formcast.server.tool_formats import ToolCallsParser, tool_call_tag
+from formcast.server.tools import openai_call, selected_tools
 
 
 class ChatCompletion:
@@ -50,6 +58,7 @@ class ChatCompletion:
         self.tools: list[ToolDefinition] = []
         self.num_top_logprobs = 0
         self.generation: Generation | None = None
+        self.reasoning: ReasoningConfig | None = None
 
     async def start(self) -> Generation:
         """Validate, compile the grammar, submit; raises `APIError` for bad input."""
@@ -58,15 +67,32 @@ class ChatCompletion:
         check_unsupported(body)
         self.tool_mode, self.tools = selected_tools(body.tools, body.tool_choice)
         spec, param = request_grammar(body)
+        fmt = context.tool_format
         if self.tool_mode != "none":
-            if spec is not None:
+            answer_schema = None
+            if param == "response_format" and body.response_format.type == "json_schema":
+                answer_schema = body.response_format.json_schema.schema_ or {}
+            elif spec is not None:
                 raise bad_request(
                     f"tools (tool_choice {self.tool_mode!r}) cannot be combined with {param}; "
                     "use tool_choice='none' or drop the other constraint",
                     param=param,
                 )
-            spec, param = tool_grammar(self.tool_mode, self.tools), "tools"
-        messages = chat_messages(body.messages, self.tools, self.tool_mode)
+            is_parallel = body.parallel_tool_calls is not False
+            tag = tool_call_tag(fmt, self.tool_mode, self.tools, is_parallel, answer_schema)
+            spec, param = GrammarSpec.structural_tag(tag), "tools"
+        messages = chat_messages(body.messages, self.tools, self.tool_mode, fmt)
+        prompt_text, prompt_ids = self._render(messages)
+        config, has_budget = request_reasoning(
+            context.reasoning,
+            body.reasoning_effort,
+            body.max_reasoning_tokens,
+            body.chat_template_kwargs,
+        )
+        if config is not None:
+            self.reasoning = opened_by_prompt(config, prompt_text)
+            spec = reasoning_spec(self.reasoning, spec, has_budget)
+            param = param or "max_reasoning_tokens"
         params = sampling_params_from(body)
         self.num_top_logprobs = params.logprobs or 0
         grammar = await context.compile(spec, param)
@@ -75,7 +101,7 @@ class ChatCompletion:
             jump_forward = False  # every token sampled, so every token has a logprob
         request = EngineRequest(
             request_id=self.response_id,
-            prompt=messages,
+            prompt=prompt_ids,
             params=params,
             events=new_queue(),
             loop=asyncio.get_running_loop(),
@@ -88,17 +114,41 @@ class ChatCompletion:
         await self.generation.start()
         return self.generation
 
+    def _render(self, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
+        """The prompt text (chat template, with ``chat_template_kwargs``) and its token ids."""
+        tokenizer = self.context.engine.llm.tokenizer
+        options = self.body.chat_template_kwargs or {}
+        try:
+            text = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, **options
+            )
+        except Exception as exc:  # a template raising on these messages / options
+            raise bad_request(
+                f"the chat template cannot render these messages: {type(exc).__name__}: {exc}",
+                param="chat_template_kwargs" if options else "messages",
+            ) from exc
+        return text, list(tokenizer.encode(text, add_special_tokens=False))
+
     # -- one body ------------------------------------------------------------------------------
 
     def _message(self, completion: CompletionOutput) -> tuple[dict[str, Any], str | None]:
-        message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+        text = completion.text
+        message: dict[str, Any] = {"role": "assistant"}
+        if self.reasoning is not None:
+            message["reasoning_content"], text = split_message(self.reasoning, text)
+        message["content"] = text
         reason = completion.finish_reason
         if self.tool_mode != "none":
-            call = openai_tool_call(completion.text, self.tools)
-            if call is not None:
-                message["content"] = None
-                message["tool_calls"] = [call]
-                reason = "tool_calls"
+            parser = ToolCallsParser(self.context.tool_format)
+            parser.feed(text)
+            parser.finish()
+            if parser.calls:  # as streamed: the calls whose name is known, cut ones partial
+                message["content"] = parser.content.strip() or None
+                started = [call for call in parser.calls if call.has_started]
+                if started:
+                    message["tool_calls"] = [openai_call(call) for call in started]
+                if reason == "stop" and parser.num_complete:
+                    reason = "tool_calls"
         message["refusal"] = None
         return message, reason
 
@@ -154,14 +204,15 @@ class ChatCompletion:
         return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
 
     async def stream(self) -> AsyncIterator[str]:
-        """SSE chunks: a role chunk per choice, content or tool-call deltas, finish chunks,
-        usage, [DONE]."""
+        """SSE chunks: a role chunk per choice, reasoning, content or tool-call deltas, finish
+        chunks, usage, [DONE]."""
         n = self.generation.requests[0].params.n
-        texts = {i: "" for i in range(n)}  # each choice's text so far
-        calls: dict[int, ToolCallStream | None] = {
-            i: ToolCallStream() if self.tool_mode == "required" else None for i in range(n)
+        fmt = self.context.tool_format
+        parsers = {i: ToolCallsParser(fmt) if self.tool_mode != "none" else None for i in range(n)}
+        splitters = {
+            i: ReasoningSplitter(self.reasoning) if self.reasoning is not None else None
+            for i in range(n)
         }
-        is_undecided = {i: self.tool_mode == "auto" for i in range(n)}
         for i in range(n):
             yield self._chunk([self._choice(i, {"role": "assistant", "content": ""})])
         try:
@@ -174,16 +225,28 @@ class ChatCompletion:
                     continue
                 delta: StreamDelta = payload
                 i = delta.index
-                texts[i] += delta.text
-                if is_undecided[i] and delta.text:
-                    is_undecided[i] = False  # the grammar: "{" starts a call, else text
-                    if delta.text.startswith("{"):
-                        calls[i] = ToolCallStream()
-                call = calls[i]
-                if call is not None:
-                    deltas = [{"tool_calls": [entry]} for entry in call.feed(delta.text)]
+                is_last = delta.finish_reason is not None
+                deltas: list[dict[str, Any]] = []
+                answer = delta.text
+                splitter = splitters[i]
+                if splitter is not None:
+                    thoughts, answer = splitter.feed(delta.text)
+                    if is_last:
+                        thoughts += splitter.finish()
+                    if thoughts:
+                        deltas.append({"reasoning_content": thoughts})
+                parser = parsers[i]
+                if parser is None:
+                    if answer:
+                        deltas.append({"content": answer})
                 else:
-                    deltas = [{"content": delta.text}] if delta.text else []
+                    content, calls = parser.feed(answer)
+                    if is_last:
+                        rest, more = parser.finish()
+                        content, calls = content + rest, calls + more
+                    if content:
+                        deltas.append({"content": content})
+                    deltas += [{"tool_calls": [entry]} for entry in calls]
                 if delta.logprobs is not None:
                     logprobs = {
                         "content": self.context.token_texts.chat_logprobs(
@@ -192,26 +255,16 @@ class ChatCompletion:
                         "refusal": None,
                     }
                     if not deltas:
-                        deltas = [{} if call is not None else {"content": ""}]
+                        deltas = [{} if parser is not None else {"content": ""}]
                     yield self._chunk([self._choice(i, deltas[0], logprobs=logprobs)])
                     deltas = deltas[1:]
                 for piece in deltas:
                     yield self._chunk([self._choice(i, piece)])
-                if delta.finish_reason is not None:
-                    for chunk in self._finish(i, texts[i], call, delta.finish_reason):
-                        yield chunk
+                if is_last:
+                    reason = delta.finish_reason
+                    if reason == "stop" and parser is not None and parser.num_complete:
+                        reason = "tool_calls"
+                    yield self._chunk([self._choice(i, {}, reason)])
         except APIError as exc:
             yield sse(exc.body())
         yield sse("[DONE]")
-
-    def _finish(self, index: int, text: str, call: ToolCallStream | None, reason: str) -> list[str]:
-        """The last chunks of choice ``index``: the rest of its call, and its finish reason."""
-        chunks = []
-        if call is not None and call.has_started:
-            for entry in call.finish():
-                chunks.append(self._chunk([self._choice(index, {"tool_calls": [entry]})]))
-            if call.is_complete and parse_tool_call(text, self.tools) is not None:
-                reason = "tool_calls"
-        elif call is not None and text:  # cut before the name was complete: plain content
-            chunks.append(self._chunk([self._choice(index, {"content": text})]))
-        return chunks + [self._chunk([self._choice(index, {}, reason)])]

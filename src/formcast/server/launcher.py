@@ -85,12 +85,15 @@ def serve(
     log_level: str = "info",
     api_key: str | None = None,
     limits: ServerLimits | None = None,
+    reasoning_tags: str | None = "auto",
+    tool_call_format: str = "auto",
     **engine_config: Any,
 ) -> None:
     """Serve ``model`` on ``host:port`` until interrupted (Ctrl-C / SIGTERM: drain, then stop).
 
     With ``api_key``, ``/v1/`` requests need ``Authorization: Bearer <api_key>``;
-    ``limits`` sets the body, queue, drain and stall limits (`ServerLimits`).
+    ``limits`` sets the body, queue, drain and stall limits (`ServerLimits`);
+    ``reasoning_tags`` and ``tool_call_format`` as `create_app` reads them.
 
     Raises
     ------
@@ -99,7 +102,14 @@ def serve(
     """
     limits = limits if limits is not None else ServerLimits()
     engine = build_engine(model, **engine_config)
-    app = create_app(engine, served_model_name or str(model), api_key=api_key, limits=limits)
+    app = create_app(
+        engine,
+        served_model_name or str(model),
+        api_key=api_key,
+        limits=limits,
+        reasoning_tags=reasoning_tags,
+        tool_call_format=tool_call_format,
+    )
     config = uvicorn_config(app, limits, host=host, port=port, log_level=log_level)
     server = DrainingServer(config, app.state.gate)
     server.run()
@@ -122,6 +132,10 @@ class BackgroundServer:
         Require ``Authorization: Bearer <api_key>`` on ``/v1/`` requests.
     limits : ServerLimits, optional
         Body size, waiting queue, drain and stall limits.
+    reasoning_tags : str, optional
+        As `create_app` reads them (``"auto"``, ``"none"``, ``"START,END"``).
+    tool_call_format : str, optional
+        As `create_app` reads it (``"auto"``, ``"hermes"``, ``"llama3_json"``, ``"mistral"``).
 
     Examples
     --------
@@ -136,10 +150,19 @@ class BackgroundServer:
         host: str = "127.0.0.1",
         api_key: str | None = None,
         limits: ServerLimits | None = None,
+        reasoning_tags: str | None = "auto",
+        tool_call_format: str = "auto",
     ) -> None:
         self.engine = engine
         self.limits = limits if limits is not None else ServerLimits()
-        self.app = create_app(engine, model_name, api_key=api_key, limits=self.limits)
+        self.app = create_app(
+            engine,
+            model_name,
+            api_key=api_key,
+            limits=self.limits,
+            reasoning_tags=reasoning_tags,
+            tool_call_format=tool_call_format,
+        )
         self.gate: RequestGate = self.app.state.gate
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -11,8 +11,9 @@ formcast extensions (send them with the client's ``extra_body``): ``top_k``, ``m
 ``typical_p``, ``repetition_penalty``, ``min_tokens``, ``ignore_eos``, ``stop_token_ids``,
 ``jump_forward``, ``logprobs_mode`` (``"processed"``, the default: logprobs of the
 distribution each token was drawn from; ``"raw"``: the model's own distribution, before the
-grammar mask and the sampling parameters), and the grammar fields ``regex``, ``choice`` and
-``grammar`` (Lark text).
+grammar mask and the sampling parameters), the grammar fields ``regex``, ``choice`` and
+``grammar`` (Lark text), and for chat ``max_reasoning_tokens`` and ``chat_template_kwargs``
+(see :mod:`formcast.server.reasoning`).
 """
 
 from __future__ import annotations
@@ -122,11 +123,14 @@ class ChatCompletionRequest(SamplingFields):
     tools: list[ToolDefinition] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    reasoning_effort: str | None = None
+    # formcast / vLLM extensions: a thinking budget in tokens, options for the chat template
+    max_reasoning_tokens: int | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
     # defined by OpenAI, refused here (check_unsupported)
     audio: dict[str, Any] | None = None
     modalities: list[str] | None = None
     prediction: dict[str, Any] | None = None
-    reasoning_effort: str | None = None
     functions: list[dict[str, Any]] | None = None
     function_call: str | dict[str, Any] | None = None
     web_search_options: dict[str, Any] | None = None
@@ -154,7 +158,6 @@ def check_unsupported(request: SamplingFields) -> None:
             ("audio", request.audio is not None),
             ("modalities", request.modalities not in (None, ["text"])),
             ("prediction", request.prediction is not None),
-            ("reasoning_effort", request.reasoning_effort is not None),
             ("functions", request.functions is not None),
             ("function_call", request.function_call is not None),
             ("web_search_options", request.web_search_options is not None),

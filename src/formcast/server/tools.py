@@ -1,23 +1,10 @@
-"""Tool calling: tool schemas -> one grammar, and generated text -> OpenAI ``tool_calls``.
+"""Tool calling: the tools a request may call, and a call's JSON read as it arrives.
 
-A tool call is written as one JSON object ``{"name": <tool name>, "arguments": {...}}``.
-Its schema is the ``anyOf`` over the tools of ``{"name": {"const": name}, "arguments":
-<that tool's parameters>}``, so a call can never name a missing tool and its arguments
-always validate against that tool's ``parameters`` schema.
-
-``tool_choice``:
-
-- ``"required"``: the output is exactly one tool call (the schema above);
-- a named function: the same with only that tool;
-- ``"auto"`` (default when tools are given): a regular grammar with two branches, the tool
-  call (the schema above compiled to its syntax tree) or free text that does not start with ``{``
-  (and holds no C0 control 0x01/0x02).
-  The model chooses with its first character: ``{`` commits to a tool call. (Tool parameter
-  schemas must therefore be regular, i.e. without recursive ``$ref``; ``"required"`` and named
-  choices also accept recursive schemas through the context-free path.)
-- ``"none"``: plain text, and the tools are not described in the prompt.
-
-One call per turn: ``parallel_tool_calls`` is accepted but a turn holds at most one call.
+`selected_tools` reads ``tools`` / ``tool_choice`` into a mode (``"none"``, ``"auto"``,
+``"required"``; a named tool is ``"required"`` with that tool alone). The formats the model
+writes calls in, their grammars and the parser of a whole turn are in
+:mod:`formcast.server.tool_formats`; this module reads ONE call object
+``{"name": ..., "arguments": {...}}`` (`ToolCallStream`).
 
 The call's ``arguments`` string is the generated arguments JSON rewritten as
 ``json.dumps(value, ensure_ascii=False)`` writes it (separators ``", "`` and ``": "``).
@@ -37,52 +24,15 @@ import re
 import uuid
 from typing import Any
 
-from formcast.errors import SchemaError
-from formcast.grammar import AnyValueGrammar, Grammar, Vocabulary
-from formcast.grammar.index.compile import compile_tree
-from formcast.grammar.json_schema.compile import marked_schema_tree, reads_marker
-from formcast.grammar.json_schema.embedding import embed_schema
-from formcast.grammar.json_schema.layout import make_layout
-from formcast.grammar.regex.combinators import alt
-from formcast.grammar.regex.parser import parse_regex
-from formcast.grammar.regex.syntax_tree import Node
-from formcast.grammar.spec import GrammarSpec
 from formcast.server.errors import bad_request
 from formcast.server.protocol import NamedToolChoice, ToolDefinition
 
 _NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-# free text for tool_choice="auto": at least one character, the first is not "{"; never the
-# C0 controls 0x01/0x02, which are the unbounded-value markers of the call's automaton
-_FREE_TEXT: Node = parse_regex(r"[^{\x01\x02][^\x01\x02]*")
 
 
 def tool_parameters(tool: ToolDefinition) -> dict[str, Any]:
     """The JSON Schema of a tool's arguments (no parameters: the empty object)."""
     return tool.function.parameters if tool.function.parameters is not None else _NO_PARAMETERS
-
-
-def tool_call_schema(tools: list[ToolDefinition]) -> dict[str, Any]:
-    """JSON Schema of one call of any of ``tools`` (``anyOf`` over the tools).
-
-    Each tool's parameters sit inside the envelope at ``[/anyOf/i]/properties/arguments``;
-    their local ``$ref`` s (``#/$defs/...``, ``#``) are re-rooted there (``embed_schema``),
-    so nested pydantic models and enums resolve to the tool's own definitions.
-    """
-    branches = []
-    for k, tool in enumerate(tools):
-        at = ("" if len(tools) == 1 else f"/anyOf/{k}") + "/properties/arguments"
-        branches.append(
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"const": tool.function.name},
-                    "arguments": embed_schema(tool_parameters(tool), at),
-                },
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-        )
-    return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
 def selected_tools(
@@ -137,71 +87,6 @@ def selected_tools(
     if tool_choice == "none":
         return "none", []
     return tool_choice, list(tools)
-
-
-def tool_grammar(mode: str, tools: list[ToolDefinition]) -> GrammarSpec | None:
-    """The grammar of the output for ``mode`` (None for ``"none"``)."""
-    if mode == "none":
-        return None
-    schema = tool_call_schema(tools)
-    if mode == "required":
-        return GrammarSpec.json_schema(schema)
-    text = json.dumps(schema, ensure_ascii=False)
-
-    def call_or_text() -> Node:
-        try:
-            call = marked_schema_tree(schema)
-        except SchemaError as exc:
-            if exc.keyword == "$ref":
-                exc.add_note("tool_choice='auto' needs regular tool schemas; use 'required'")
-            raise
-        return alt([call, _FREE_TEXT])  # type: ignore[return-value]
-
-    def compile_auto(vocab: Vocabulary) -> Grammar:
-        grammar = compile_tree(
-            call_or_text, vocab, kind="tools-auto", source=text, options={"layout": "compact"}
-        )
-        if not reads_marker(grammar.dfa):
-            return grammar
-        # unconstrained argument values nest without bound (AnyValueGrammar); free text
-        # never holds the marker bytes, so the frames only ever open inside the call
-        return AnyValueGrammar(grammar, make_layout("compact"))
-
-    return GrammarSpec(("tools-auto", text), compile_auto, f"tool calls (auto) {text[:40]!r}")
-
-
-def parse_tool_call(text: str, tools: list[ToolDefinition]) -> dict[str, Any] | None:
-    """``{"name", "arguments"}`` if ``text`` is a complete call of one of ``tools``, else None."""
-    if not text.lstrip().startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    names = {tool.function.name for tool in tools}
-    if not isinstance(value, dict) or value.get("name") not in names:
-        return None
-    if not isinstance(value.get("arguments"), dict):
-        return None
-    return value
-
-
-def openai_tool_call(text: str, tools: list[ToolDefinition]) -> dict[str, Any] | None:
-    """The OpenAI ``tool_calls`` entry of ``text`` if it is a complete call of one of
-    ``tools`` (else None): id ``call_...``, ``arguments`` as a JSON string (module docstring).
-    """
-    if parse_tool_call(text, tools) is None:
-        return None
-    stream = ToolCallStream()
-    stream.feed(text)
-    stream.finish()
-    if not stream.is_complete:
-        return None
-    return {
-        "id": stream.call_id,
-        "type": "function",
-        "function": {"name": stream.name, "arguments": stream.arguments},
-    }
 
 
 _JSON_WHITESPACE = frozenset(" \t\n\r")
@@ -364,7 +249,8 @@ class JsonValueRewriter:
 
 class ToolCallStream:
     """A tool call ``{"name": ..., "arguments": {...}}`` parsed as its text arrives, turned
-    into OpenAI's streamed ``tool_calls`` deltas.
+    into OpenAI's streamed ``tool_calls`` deltas (`is_complete` once its closing brace was
+    read; `openai_call` is the whole entry).
 
     `feed` returns the deltas the new text completes: first ``{"index", "id", "type":
     "function", "function": {"name", "arguments": ""}}`` once the name is complete, then
@@ -374,11 +260,14 @@ class ToolCallStream:
     Parameters
     ----------
     index : int
-        The call's position in the message's ``tool_calls`` (one call per turn: 0).
+        The call's position in the message's ``tool_calls``.
+    arguments_key : str
+        The member holding the arguments (Llama 3 writes ``"parameters"``).
     """
 
-    def __init__(self, index: int = 0) -> None:
+    def __init__(self, index: int = 0, arguments_key: str = "arguments") -> None:
         self.index = index
+        self.arguments_key = arguments_key
         self.call_id: str | None = None
         self.name: str | None = None
         self.arguments = ""
@@ -456,14 +345,14 @@ class ToolCallStream:
     def _start_value(self) -> None:
         self._value = JsonValueRewriter()
         self._buffer = ""
-        if self._state == "value" and self._key == "arguments":
+        if self._state == "value" and self._key == self.arguments_key:
             if self._has_arguments:  # a second "arguments" member
                 self.is_invalid = True
             self._has_arguments = True
 
     def _collect(self) -> None:
         text = self._value.take()
-        if self._state == "value" and self._key == "arguments":
+        if self._state == "value" and self._key == self.arguments_key:
             self.arguments += text
         else:
             self._buffer += text
@@ -502,12 +391,18 @@ class ToolCallStream:
         return deltas
 
 
-def describe_tools(tools: list[ToolDefinition], mode: str) -> str:
-    """System-prompt text describing ``tools`` and how to call them."""
-    lines = [
-        "You can call functions. To call one, reply with only a JSON object "
-        '{"name": <function name>, "arguments": <arguments object>}.'
-    ]
+def openai_call(stream: ToolCallStream) -> dict[str, Any]:
+    """The ``message.tool_calls`` entry of a complete call."""
+    return {
+        "id": stream.call_id,
+        "type": "function",
+        "function": {"name": stream.name, "arguments": stream.arguments},
+    }
+
+
+def describe_tools(tools: list[ToolDefinition], mode: str, instructions: str) -> str:
+    """System-prompt text describing ``tools`` and, in ``instructions``, the call syntax."""
+    lines = [f"You can call functions. {instructions}"]
     if mode == "auto":
         lines.append("If no function is needed, reply in plain text instead.")
     lines.append("Functions:")

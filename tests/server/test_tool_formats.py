@@ -1,0 +1,194 @@
+"""Model-native tool-call formats on the real SmolLM2 vocabulary: masks of finite turns against
+brute force over every token, walks of valid turns (several calls, free text with ``{``, an
+answer in the response schema) accepted and invalid ones rejected, and the parser: rendered
+calls read back whole and in streamed pieces."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+from formcast.grammar.structural_tag import compile_structural_tag
+from formcast.server.protocol import ToolDefinition
+from formcast.server.tool_formats import FORMATS, ToolCallsParser, detect_format, tool_call_tag
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+ADD = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "required": ["a", "b"],
+}
+TOOLS = [
+    ToolDefinition.model_validate({"type": "function", "function": {"name": n, "parameters": p}})
+    for n, p in (("get_weather", WEATHER), ("add", ADD))
+]
+# finite arguments (closed objects of enums): the turn's language is a finite set of texts
+FINITE_ARGS = {"ping": [{}], "go": [{"to": "a"}, {"to": "b"}]}
+FINITE = [
+    ToolDefinition.model_validate(
+        {"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}
+    ),
+    ToolDefinition.model_validate(
+        {
+            "type": "function",
+            "function": {
+                "name": "go",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"to": {"enum": ["a", "b"]}},
+                    "required": ["to"],
+                },
+            },
+        }
+    ),
+]
+ANSWER = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+
+def _grammar(vocab, fmt, mode, tools, parallel, answer=None):
+    return compile_structural_tag(tool_call_tag(fmt, mode, tools, parallel, answer), vocab)
+
+
+def _accepts(grammar, tokenizer, text: str) -> bool:
+    matcher = grammar.matcher()
+    for token_id in tokenizer.encode(text, add_special_tokens=False):
+        if token_id not in set(matcher.allowed_token_ids().tolist()):
+            assert not matcher.accept_token(token_id)
+            return False
+        assert matcher.accept_token(token_id)
+    return matcher.is_accepting()
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_finite_turn_masks_equal_brute_force(smollm2_vocab, name):
+    fmt = FORMATS[name]
+    grammar = _grammar(smollm2_vocab, fmt, "required", FINITE, False)
+    outputs = [
+        fmt.render_calls([(name, args)])
+        for name, choices in FINITE_ARGS.items()
+        for args in choices
+    ]
+    eos = set(smollm2_vocab.eos_token_ids)
+    for output in outputs[1:]:
+        data = output.encode()
+        for cut in sorted({0, 1, len(fmt.trigger) - 1, len(fmt.call_prefix("go")), len(data) - 1}):
+            prefix = data[:cut]
+            matcher = grammar.matcher()
+            assert matcher.accept_bytes(prefix) or not prefix
+            expected = {
+                t for t, d in enumerate(smollm2_vocab.token_bytes)
+                if d and any(o.encode().startswith(prefix + d) for o in outputs)
+            }  # fmt: skip
+            if prefix.decode() in outputs:
+                expected |= eos
+            assert set(matcher.allowed_token_ids().tolist()) == expected, (name, prefix)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_required_and_parallel_turns(smollm2_vocab, smollm2_tokenizer, name):
+    fmt = FORMATS[name]
+    one = fmt.render_calls([("get_weather", {"city": "Paris", "unit": "c"})])
+    two = fmt.render_calls(
+        [("get_weather", {"city": "Lima", "unit": "f"}), ("add", {"a": 1, "b": -2})]
+    )
+    bad_args = fmt.render_calls([("get_weather", {"city": "Paris", "unit": "k"})])
+    unknown = fmt.render_calls([("delete_all", {})])
+    single = _grammar(smollm2_vocab, fmt, "required", TOOLS, False)
+    parallel = _grammar(smollm2_vocab, fmt, "required", TOOLS, True)
+    assert _accepts(single, smollm2_tokenizer, one)
+    assert not _accepts(single, smollm2_tokenizer, two)  # parallel_tool_calls=false: one call
+    assert _accepts(parallel, smollm2_tokenizer, one)
+    assert _accepts(parallel, smollm2_tokenizer, two)
+    for text in (bad_args, unknown, "Sure, " + one, ""):
+        assert not _accepts(parallel, smollm2_tokenizer, text)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_auto_turns_allow_braces_in_text(smollm2_vocab, smollm2_tokenizer, name):
+    fmt = FORMATS[name]
+    call = fmt.render_calls([("add", {"a": 2, "b": 3})])
+    grammar = _grammar(smollm2_vocab, fmt, "auto", TOOLS, False)
+    assert _accepts(grammar, smollm2_tokenizer, 'Use {"x": 1} as a set {1, 2}.')
+    assert _accepts(grammar, smollm2_tokenizer, "Let me add them. " + call)
+    assert not _accepts(grammar, smollm2_tokenizer, call + " done")  # nothing after the call
+    broken = fmt.render_calls([("add", {"a": "two", "b": 3})])
+    assert not _accepts(grammar, smollm2_tokenizer, broken)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_auto_with_response_format_is_calls_or_the_answer(smollm2_vocab, smollm2_tokenizer, name):
+    fmt = FORMATS[name]
+    grammar = _grammar(smollm2_vocab, fmt, "auto", TOOLS, True, ANSWER)
+    assert _accepts(grammar, smollm2_tokenizer, '{"ok":true}')
+    assert _accepts(grammar, smollm2_tokenizer, fmt.render_calls([("add", {"a": 1, "b": 1})]))
+    assert not _accepts(grammar, smollm2_tokenizer, "plain text")
+    assert not _accepts(grammar, smollm2_tokenizer, '{"ok":"yes"}')
+
+
+def test_non_strict_tool_takes_any_object(smollm2_vocab, smollm2_tokenizer):
+    loose = ToolDefinition.model_validate(
+        {"type": "function", "function": {"name": "add", "parameters": ADD, "strict": False}}
+    )
+    fmt = FORMATS["hermes"]
+    grammar = _grammar(smollm2_vocab, fmt, "required", [loose], False)
+    assert _accepts(grammar, smollm2_tokenizer, fmt.render_calls([("add", {"x": [1, "y"]})]))
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_parser_reads_rendered_calls_whole_and_streamed(name):
+    fmt = FORMATS[name]
+    calls = [("get_weather", {"city": "Paris", "unit": "c"}), ("add", {"a": 1, "b": -2})]
+    text = (
+        "Checking both. " + fmt.render_calls(calls)
+        if not fmt.list_begin
+        else fmt.render_calls(calls)
+    )
+    whole = ToolCallsParser(fmt)
+    whole.feed(text)
+    whole.finish()
+    assert [c.name for c in whole.calls] == ["get_weather", "add"]
+    assert [json.loads(c.arguments) for c in whole.calls] == [a for _, a in calls]
+    assert all(c.is_complete for c in whole.calls)
+    assert whole.content.strip() == ("Checking both." if not fmt.list_begin else "")
+    rng = random.Random(7)
+    for _ in range(5):
+        parser = ToolCallsParser(fmt)
+        content, pieces = "", {}
+        k = 0
+        while k < len(text):
+            step = rng.randint(1, 6)
+            got, deltas = parser.feed(text[k : k + step])
+            content += got
+            for delta in deltas:
+                pieces.setdefault(delta["index"], []).append(delta)
+            k += step
+        rest, deltas = parser.finish()
+        content += rest
+        assert content == whole.content
+        for index, deltas_of_call in pieces.items():
+            assert deltas_of_call[0]["function"]["name"] == calls[index][0]
+            arguments = "".join(d["function"]["arguments"] for d in deltas_of_call)
+            assert json.loads(arguments) == calls[index][1]
+            jsonschema.validate(json.loads(arguments), TOOLS[index].function.parameters)
+
+
+def test_plain_text_turn_is_all_content():
+    parser = ToolCallsParser(FORMATS["hermes"])
+    content, deltas = parser.feed("No tool needed: <tool> is not <tool_call")
+    rest, more = parser.finish()
+    assert content + rest == "No tool needed: <tool> is not <tool_call" and not deltas + more
+
+
+def test_format_detection():
+    assert detect_format(None).name == "hermes"
+    assert detect_format("{{ '[TOOL_CALLS]' }}").name == "mistral"
+    assert detect_format("{{ '<|python_tag|>' }} parameters").name == "llama3_json"
+    assert detect_format("<tool_call>").name == "hermes"
