@@ -34,6 +34,8 @@ _EXPORTS = {
     "JsonGenerator": "formcast.json_generator",
     "Model": "formcast.model",
     "OutputError": "formcast.errors",
+    "Reasoned": "formcast.generator",
+    "ReasoningConfig": "formcast.grammar.reasoning",
     "RegexGenerator": "formcast.regex_generator",
     "SamplingParams": "formcast.samplers",
     "SchemaError": "formcast.errors",

@@ -3,7 +3,9 @@
 Each turn the model writes one JSON action, constrained to the union (``anyOf``) of
 
 - ``{"tool": "<name>", "arguments": {...}}`` for every tool, arguments per its signature, and
-- ``{"final_answer": <answer_type>}``,
+- ``{"final_answer": <answer_type>}``, and with ``parallel_tool_calls=True``
+- ``{"tool_calls": [<call>, ...]}``: several distinct calls at once (``uniqueItems``: never
+  the same call twice), run concurrently (threads) and answered in one message,
 
 so a call can never name a missing tool or carry malformed arguments. The loop runs the tool,
 sends the result back as the next user message, and stops at a final answer; on the last
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import typing
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +34,7 @@ DEFAULT_OBSERVATION = (
 )
 DEFAULT_SYSTEM = (
     "You solve the user's task step by step using tools. Each reply is one JSON action: "
-    '{{"tool": <name>, "arguments": {{...}}}} to call a tool, or {{"final_answer": ...}} '
+    '{"tool": <name>, "arguments": {...}} to call a tool, or {"final_answer": ...} '
     "once you know the answer. Tools:\n{tools}"
 )
 
@@ -106,6 +109,11 @@ class Agent:
         Most actions (tool calls plus the final answer).
     force_final_answer : bool
         Constrain the last allowed action to the final answer (default True).
+    parallel_tool_calls : bool
+        Let one action call several tools (``{"tool_calls": [...]}``, at most
+        ``max_parallel_calls``), run concurrently.
+    max_parallel_calls : int
+        Most calls in one parallel action.
     **sampling
         Sampling options for every action (``temperature``, ``max_tokens``, ...).
 
@@ -128,6 +136,8 @@ class Agent:
         system: str | None = None,
         max_steps: int = 6,
         force_final_answer: bool = True,
+        parallel_tool_calls: bool = False,
+        max_parallel_calls: int = 8,
         **sampling: Any,
     ) -> None:
         if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
@@ -146,6 +156,8 @@ class Agent:
         self.answer_type = answer_type
         tool_lines = "\n".join(f"- {tool.render()}" for tool in self.tools.values())
         template = DEFAULT_SYSTEM if system is None else system
+        if system is None and parallel_tool_calls:
+            template += '\nTo call several tools at once, reply {"tool_calls": [<action>, ...]}.'
         self.system = template.replace("{tools}", tool_lines)
         final = _create_model("FinalAnswer", final_answer=(answer_type, ...))
         calls = [
@@ -157,7 +169,29 @@ class Agent:
             for tool in self.tools.values()
         ]
         self._final_model = final
-        action_type = typing.Union[tuple([*calls, final])]  # noqa: UP007 (built at run time)
+        self.parallel_tool_calls = parallel_tool_calls
+        options = [*calls, final]
+        if parallel_tool_calls:
+            if not isinstance(max_parallel_calls, int) or max_parallel_calls < 2:
+                raise UsageError(f"Agent max_parallel_calls={max_parallel_calls!r} must be >= 2")
+            from pydantic import Field
+
+            one_call = typing.Union[tuple(calls)] if len(calls) > 1 else calls[0]  # noqa: UP007
+            many = list[one_call]  # type: ignore[valid-type]
+            self._parallel_model = _create_model(
+                "ParallelCalls",
+                # uniqueItems: the grammar never repeats a call (same tool, same arguments)
+                tool_calls=(
+                    many,
+                    Field(
+                        min_length=1,
+                        max_length=max_parallel_calls,
+                        json_schema_extra={"uniqueItems": True},
+                    ),
+                ),
+            )
+            options.append(self._parallel_model)
+        action_type = typing.Union[tuple(options)]  # noqa: UP007 (built at run time)
         self.action = JsonGenerator(model, action_type, **sampling)
         self.final_action = JsonGenerator(model, final, **sampling)
 
@@ -186,11 +220,19 @@ class Agent:
             if isinstance(action, self._final_model):
                 steps.append(AgentStep(index, "final_answer", text, answer=action.final_answer))
                 return AgentResult(action.final_answer, "final_answer", steps, messages)
-            step = self._call_tool(index, text, action.tool, action.arguments.model_dump())
-            steps.append(step)
-            messages.append(
-                {"role": "user", "content": f"Result of {step.tool}: {step.observation}"}
-            )
+            if self.parallel_tool_calls and isinstance(action, self._parallel_model):
+                requested = [(c.tool, c.arguments.model_dump()) for c in action.tool_calls]
+            else:
+                requested = [(action.tool, action.arguments.model_dump())]
+            with ThreadPoolExecutor(max_workers=len(requested)) as pool:
+                futures = [
+                    pool.submit(self._call_tool, index, text, name, arguments)
+                    for name, arguments in requested
+                ]
+                new_steps = [future.result() for future in futures]
+            steps.extend(new_steps)
+            results = "\n".join(f"Result of {s.tool}: {s.observation}" for s in new_steps)
+            messages.append({"role": "user", "content": results})
         return AgentResult(None, "max_steps", steps, messages)
 
     def _call_tool(self, index: int, text: str, name: str, arguments: dict[str, Any]) -> AgentStep:

@@ -92,3 +92,37 @@ def test_misuse_is_refused(model):
         formcast.Agent(model, [add], max_steps=0)
     with pytest.raises(formcast.UsageError, match="list of functions"):
         formcast.Agent(model, add)
+
+
+def test_parallel_actions_are_distinct_calls_run_together(model):
+    """The action grammar accepts several distinct calls in one action and never the same
+    call twice (uniqueItems); a run executes every call of an action and answers them in one
+    message."""
+    agent = formcast.Agent(
+        model, [add, shout], answer_type=Verdict, parallel_tool_calls=True, max_parallel_calls=3,
+        max_steps=2, temperature=0, max_tokens=96,
+    )  # fmt: skip
+    grammar = agent.action.grammar
+
+    def accepts(text: str) -> bool:
+        matcher = grammar.matcher()
+        return matcher.accept_bytes(text.encode()) and matcher.is_accepting()
+
+    one = '{"tool":"add","arguments":{"a":1,"b":2}}'
+    other = '{"tool":"shout","arguments":{"word":"hi","times":2}}'
+    assert accepts(f'{{"tool_calls":[{one},{other}]}}')
+    assert accepts(f'{{"tool_calls":[{one}]}}')
+    assert not accepts(f'{{"tool_calls":[{one},{one}]}}')  # the same call twice
+    assert not accepts(f'{{"tool_calls":[{one},{other},{one.replace("1", "5")},{one}]}}')
+    assert not accepts('{"tool_calls":[]}')
+    result = agent.run("Add 2 and 3, and shout the word go.")
+    for step in result.tool_calls:
+        assert step.tool in ("add", "shout") and not step.is_error
+    by_action: dict[int, list] = {}
+    for step in result.tool_calls:
+        by_action.setdefault(step.index, []).append(step)
+    for index, steps in by_action.items():
+        reply = result.messages[2 * index + 1]["content"]  # after the action's assistant message
+        assert reply.count("Result of") == len(steps)
+    with pytest.raises(formcast.UsageError, match="max_parallel_calls"):
+        formcast.Agent(model, [add], parallel_tool_calls=True, max_parallel_calls=1)

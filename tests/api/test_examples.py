@@ -65,7 +65,31 @@ def test_demo_runs_extraction_and_classification(model, monkeypatch, capsys):
     assert "== extraction" in out and "Person(name=" in out and "== classification" in out
 
 
-@pytest.mark.parametrize("name", ["extraction", "classification", "streaming", "tool_agent"])
+@pytest.mark.parametrize(
+    "name",
+    ["extraction", "classification", "streaming", "tool_agent", "reasoning", "parallel_tools"],
+)
 def test_examples_need_no_path_hacks(name):
     source = (EXAMPLES / f"{name}.py").read_text()
     assert "sys.path" not in source and 'if __name__ == "__main__":' in source
+
+
+def test_reasoning_example(model):
+    example = load_example("reasoning")
+    results = example.main(model, max_thought_tokens=12)
+    assert len(results) == len(example.QUESTIONS)
+    for result in results:
+        assert isinstance(result, formcast.Reasoned)
+        assert isinstance(result.value, example.Answer) and isinstance(result.reasoning, str)
+
+
+def test_parallel_tools_example(model):
+    example = load_example("parallel_tools")
+    (result,) = example.main(model, max_steps=2)
+    assert isinstance(result, formcast.AgentResult)
+    calls = [
+        (step.index, step.tool, tuple(sorted(step.arguments.items()))) for step in result.tool_calls
+    ]
+    assert len(calls) == len(set(calls))  # no call repeated inside an action
+    for step in result.tool_calls:
+        assert step.tool in ("get_weather", "local_hour") and not step.is_error
