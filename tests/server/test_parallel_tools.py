@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import jsonschema
+import openai
+import pytest
 from server_helpers import MODEL
 from test_openai_api import TOOLS
 
@@ -77,3 +79,36 @@ def test_response_format_with_tools_answers_in_the_schema(client):
             _validate(message.tool_calls)
         else:
             jsonschema.validate(json.loads(message.content), schema)
+
+
+def test_structural_tag_response_format(client):
+    """The vLLM / XGrammar request shape, unchanged: free text, then a tagged JSON value."""
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "sequence",
+            "elements": [
+                {"type": "const_string", "value": "Answer: "},
+                {
+                    "type": "tag",
+                    "begin": "<result>",
+                    "content": {"type": "json_schema", "json_schema": SCHEMAS["add"]},
+                    "end": "</result>",
+                },
+            ],
+        },
+    }
+    text = (
+        client.chat.completions.create(
+            model=MODEL, messages=QUESTION, response_format=tag, max_tokens=40, temperature=0
+        )
+        .choices[0]
+        .message.content
+    )
+    assert text.startswith("Answer: <result>") and text.endswith("</result>")
+    jsonschema.validate(
+        json.loads(text[len("Answer: <result>") : -len("</result>")]), SCHEMAS["add"]
+    )
+    bad = {"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "nope"}]}}
+    with pytest.raises(openai.BadRequestError, match="/format/elements/0"):
+        client.chat.completions.create(model=MODEL, messages=QUESTION, response_format=bad)

@@ -5,6 +5,8 @@
   as OpenAI's strict mode requires; ``strict: false`` reads the schema as the JSON Schema
   specification does (absent = extra properties allowed).
 - ``json_object``: any JSON object, compact layout, nesting unbounded (a Lark grammar).
+- ``structural_tag``: the request shape of vLLM / XGrammar (free text, tags, triggers,
+  constrained segments; :mod:`formcast.grammar.structural_tag`), passed on as it is.
 - ``regex`` (Python ``re`` syntax, fullmatch), ``choice`` (one of the strings), ``grammar``
   (Lark text): formcast extensions.
 
@@ -38,6 +40,8 @@ def request_grammar(request: SamplingFields) -> tuple[GrammarSpec | None, str | 
         return GrammarSpec.json_schema(schema, strict=strict), "response_format"
     if fmt is not None and fmt.type == "json_object":
         return GrammarSpec.lark(JSON_OBJECT_LARK), "response_format"
+    if fmt is not None and fmt.type == "structural_tag":
+        return GrammarSpec.structural_tag(fmt.model_dump(exclude_none=True)), "response_format"
     if request.regex is not None:
         return GrammarSpec.regex(request.regex), "regex"
     if request.choice is not None:

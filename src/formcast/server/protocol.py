@@ -69,11 +69,15 @@ class SamplingFields(BaseModel):
 
 
 class ResponseFormat(BaseModel):
-    """``response_format``: ``text``, ``json_object`` or ``json_schema``."""
+    """``response_format``: ``text``, ``json_object``, ``json_schema`` or (vLLM / XGrammar)
+    ``structural_tag`` with its ``format`` (or the older ``structures`` + ``triggers``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: JsonSchemaFormat | None = None
+    format: dict[str, Any] | None = None
+    structures: list[dict[str, Any]] | None = None
+    triggers: list[str] | None = None
 
 
 class JsonSchemaFormat(BaseModel):
