@@ -209,3 +209,52 @@ def test_format_detection():
     assert detect_format("{{ '[TOOL_CALLS]' }}").name == "mistral"
     assert detect_format("{{ '<|python_tag|>' }} parameters").name == "llama3_json"
     assert detect_format("<tool_call>").name == "hermes"
+
+
+def _family_parse(name: str, text: str) -> list[tuple[str, dict]]:
+    """The calls of ``text`` read by each family's published rules (as the model cards and
+    vLLM's parsers read them): Hermes blocks, Llama's ``; ``-separated objects, Mistral's
+    array after ``[TOOL_CALLS]``."""
+    import re
+
+    if name == "hermes":
+        blocks = re.findall(r"<tool_call>\s*(.*?)\s*</tool_call>", text, re.S)
+        return [(c["name"], c["arguments"]) for c in map(json.loads, blocks)]
+    if name == "llama3_json":
+        return [(c["name"], c["parameters"]) for c in map(json.loads, text.split("; "))]
+    assert text.startswith("[TOOL_CALLS]")
+    return [(c["name"], c["arguments"]) for c in json.loads(text[len("[TOOL_CALLS]") :])]
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_random_turns_parse_by_the_family_rules(smollm2_vocab, name):
+    """Turns drawn token by token from the masks (parallel calls allowed) are read by the
+    family's own rules into calls whose arguments validate, and by our parser alike."""
+    fmt = FORMATS[name]
+    grammar = _grammar(smollm2_vocab, fmt, "required", TOOLS, True)
+    schemas = {tool.function.name: tool.function.parameters for tool in TOOLS}
+    eos = set(smollm2_vocab.eos_token_ids)
+    rng = random.Random(11)
+    num_parsed = 0
+    for _ in range(12):
+        matcher = grammar.matcher()
+        text = b""
+        for _step in range(300):
+            allowed = sorted(matcher.allowed_token_ids().tolist())
+            ends = [t for t in allowed if t in eos]
+            token_id = ends[0] if ends and rng.random() < 0.5 else rng.choice(allowed)
+            assert matcher.accept_token(token_id)
+            if token_id in eos:
+                break
+            text += smollm2_vocab.token_bytes[token_id]
+        if not matcher.is_terminated():
+            continue  # a long walk (an integer with many digits): not finished, not checked
+        calls = _family_parse(name, text.decode())
+        for tool_name, arguments in calls:
+            jsonschema.validate(arguments, schemas[tool_name])
+        parser = ToolCallsParser(fmt)
+        parser.feed(text.decode())
+        parser.finish()
+        assert [(c.name, json.loads(c.arguments)) for c in parser.calls] == calls
+        num_parsed += 1
+    assert num_parsed >= 6
