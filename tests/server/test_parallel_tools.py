@@ -6,6 +6,7 @@ to tools is the answer when no tool is called."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -112,3 +113,43 @@ def test_structural_tag_response_format(client):
     bad = {"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "nope"}]}}
     with pytest.raises(openai.BadRequestError, match="/format/elements/0"):
         client.chat.completions.create(model=MODEL, messages=QUESTION, response_format=bad)
+
+
+SQL_TOOL = {
+    "type": "custom",
+    "custom": {
+        "name": "sql",
+        "description": "Run one SQL query.",
+        "format": {
+            "type": "grammar",
+            "grammar": {"syntax": "regex", "definition": r"SELECT [a-z_]{1,12} FROM [a-z_]{1,12};"},
+        },
+    },
+}
+
+
+def test_custom_tool_with_a_regex_input(client):
+    request = dict(
+        model=MODEL,
+        messages=[{"role": "user", "content": "List the names of all users."}],
+        tools=[SQL_TOOL, TOOLS[1]],
+        tool_choice={"type": "custom", "custom": {"name": "sql"}},
+        max_tokens=60,
+        temperature=0,
+    )
+    choice = client.chat.completions.create(**request).choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    assert call.type == "custom" and call.custom.name == "sql"
+    assert re.fullmatch(r"SELECT [a-z_]{1,12} FROM [a-z_]{1,12};", call.custom.input)
+    streamed = [
+        d.model_dump(exclude_none=True)
+        for chunk in client.chat.completions.create(**request, stream=True)
+        if chunk.choices
+        for d in chunk.choices[0].delta.tool_calls or []
+    ]
+    assert [d["custom"]["input"] for d in streamed] == [call.custom.input]  # whole, once
+    lark = {"type": "custom", "custom": {"name": "calc", "format": {"type": "grammar",
+            "grammar": {"syntax": "lark", "definition": 'start: "1"'}}}}  # fmt: skip
+    with pytest.raises(openai.BadRequestError, match="Lark grammars are not supported"):
+        client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[lark], max_tokens=5)

@@ -258,3 +258,35 @@ def test_random_turns_parse_by_the_family_rules(smollm2_vocab, name):
         assert [(c.name, json.loads(c.arguments)) for c in parser.calls] == calls
         num_parsed += 1
     assert num_parsed >= 6
+
+
+def test_custom_tool_input_matches_its_regex(smollm2_vocab, smollm2_tokenizer):
+    """An OpenAI custom tool: its raw input is a JSON string inside the call that matches the
+    tool's regex, whole; the parser hands the call out once, as a ``custom`` entry."""
+    custom = ToolDefinition.model_validate(
+        {
+            "type": "custom",
+            "custom": {
+                "name": "sql",
+                "format": {
+                    "type": "grammar",
+                    "grammar": {"syntax": "regex", "definition": r"SELECT [a-z]+ FROM [a-z]+;"},
+                },
+            },
+        }
+    )
+    fmt = FORMATS["hermes"]
+    grammar = _grammar(smollm2_vocab, fmt, "required", [custom, TOOLS[1]], True)
+    good = fmt.render_calls([("sql", "SELECT name FROM users;"), ("add", {"a": 1, "b": 2})])
+    assert _accepts(grammar, smollm2_tokenizer, good)
+    for bad_input in ("DROP TABLE users;", "SELECT name FROM users; --", "select x from y;"):
+        assert not _accepts(grammar, smollm2_tokenizer, fmt.render_calls([("sql", bad_input)]))
+    parser = ToolCallsParser(fmt, frozenset({"sql"}))
+    deltas = []
+    for k in range(0, len(good), 5):
+        deltas += parser.feed(good[k : k + 5])[1]
+    deltas += parser.finish()[1]
+    custom_deltas = [d for d in deltas if d.get("type") == "custom"]
+    assert len(custom_deltas) == 1 and custom_deltas[0]["index"] == 0
+    assert custom_deltas[0]["custom"] == {"name": "sql", "input": "SELECT name FROM users;"}
+    assert {d["index"] for d in deltas} == {0, 1}

@@ -59,6 +59,15 @@ def _tool_calls_text(tool_calls: Any, where: str, fmt: ToolFormat) -> str:
     calls: list[tuple[str, Any]] = []
     for i, call in enumerate(tool_calls):
         at = f"{where}.tool_calls[{i}]"
+        custom = call.get("custom") if isinstance(call, dict) else None
+        if isinstance(custom, dict):  # a custom tool's call: its raw input string
+            if not isinstance(custom.get("name"), str) or not isinstance(custom.get("input"), str):
+                raise bad_request(
+                    "a custom tool call needs 'custom' with 'name' and 'input' (strings)",
+                    param=f"{at}.custom",
+                )
+            calls.append((custom["name"], custom["input"]))
+            continue
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise bad_request(

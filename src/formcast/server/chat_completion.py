@@ -78,7 +78,10 @@ class ChatCompletion:
                     "use tool_choice='none' or drop the other constraint",
                     param=param,
                 )
-            is_parallel = body.parallel_tool_calls is not False
+            # a named tool_choice calls that function once (as OpenAI answers it); otherwise
+            # parallel_tool_calls, true by default as in OpenAI's API
+            is_named = not isinstance(body.tool_choice, str) and body.tool_choice is not None
+            is_parallel = body.parallel_tool_calls is not False and not is_named
             tag = tool_call_tag(fmt, self.tool_mode, self.tools, is_parallel, answer_schema)
             spec, param = GrammarSpec.structural_tag(tag), "tools"
         messages = chat_messages(body.messages, self.tools, self.tool_mode, fmt)
@@ -129,6 +132,9 @@ class ChatCompletion:
             ) from exc
         return text, list(tokenizer.encode(text, add_special_tokens=False))
 
+    def _custom_names(self) -> frozenset[str]:
+        return frozenset(tool.name for tool in self.tools if tool.custom is not None)
+
     # -- one body ------------------------------------------------------------------------------
 
     def _message(self, completion: CompletionOutput) -> tuple[dict[str, Any], str | None]:
@@ -139,7 +145,7 @@ class ChatCompletion:
         message["content"] = text
         reason = completion.finish_reason
         if self.tool_mode != "none":
-            parser = ToolCallsParser(self.context.tool_format)
+            parser = ToolCallsParser(self.context.tool_format, self._custom_names())
             parser.feed(text)
             parser.finish()
             if parser.calls:  # as streamed: the calls whose name is known, cut ones partial
@@ -208,7 +214,11 @@ class ChatCompletion:
         chunks, usage, [DONE]."""
         n = self.generation.requests[0].params.n
         fmt = self.context.tool_format
-        parsers = {i: ToolCallsParser(fmt) if self.tool_mode != "none" else None for i in range(n)}
+        custom_names = self._custom_names()
+        parsers = {
+            i: ToolCallsParser(fmt, custom_names) if self.tool_mode != "none" else None
+            for i in range(n)
+        }
         splitters = {
             i: ReasoningSplitter(self.reasoning) if self.reasoning is not None else None
             for i in range(n)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from formcast.server.errors import bad_request
 
@@ -100,20 +100,68 @@ class FunctionDefinition(BaseModel):
     strict: bool | None = None
 
 
-class ToolDefinition(BaseModel):
-    """``tools[i]``: only ``function`` tools exist."""
+class CustomGrammar(BaseModel):
+    """``tools[i].custom.format.grammar``: ``{"syntax": "regex" | "lark", "definition"}``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    type: Literal["function"]
-    function: FunctionDefinition
+    syntax: Literal["regex", "lark"]
+    definition: str
+
+
+class CustomToolFormat(BaseModel):
+    """``tools[i].custom.format``: free ``text`` or a ``grammar``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    type: Literal["text", "grammar"]
+    grammar: CustomGrammar | None = None
+
+
+class CustomToolDefinition(BaseModel):
+    """``tools[i].custom``: a tool whose input is one raw string (OpenAI custom tools)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str | None = None
+    format: CustomToolFormat | None = None
+
+
+class ToolDefinition(BaseModel):
+    """``tools[i]``: a ``function`` tool (JSON arguments) or a ``custom`` tool (a raw string
+    input, free or in a grammar)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    type: Literal["function", "custom"]
+    function: FunctionDefinition | None = None
+    custom: CustomToolDefinition | None = None
+
+    @model_validator(mode="after")
+    def _one_definition(self) -> ToolDefinition:
+        if (self.function is None) == (self.custom is None) or (
+            (self.function is None) != (self.type == "custom")
+        ):
+            raise ValueError(f"a tool of type {self.type!r} needs exactly its {self.type!r} field")
+        return self
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.function.name if self.function is not None else self.custom.name
+
+    @property
+    def description(self) -> str:
+        """The tool's description ("" when none)."""
+        definition = self.function if self.function is not None else self.custom
+        return definition.description or ""
 
 
 class NamedToolChoice(BaseModel):
-    """``tool_choice`` naming a function: ``{"type": "function", "function": {"name": ...}}``."""
+    """``tool_choice`` naming a tool: ``{"type": "function", "function": {"name": ...}}`` or
+    ``{"type": "custom", "custom": {"name": ...}}``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    type: Literal["function"]
-    function: dict[str, str]
+    type: Literal["function", "custom"]
+    function: dict[str, str] | None = None
+    custom: dict[str, str] | None = None
 
 
 class ChatCompletionRequest(SamplingFields):

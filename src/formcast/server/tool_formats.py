@@ -10,14 +10,18 @@ Formats (the syntax each model family is trained on and its chat template docume
   several calls are separated by ``; ``.
 - ``mistral``: ``[TOOL_CALLS][{"name": <name>, "arguments": {...}}, ...]``.
 
-``tool_choice``: ``"required"`` or a named tool: the output is one or more calls (exactly one
-when ``parallel_tool_calls`` is false); ``"auto"``: free text (any text: ``{`` included) in
+``tool_choice``: ``"required"``: the output is one or more calls (exactly one when
+``parallel_tool_calls`` is false); a named tool: exactly one call of it; ``"auto"``: free text (any text: ``{`` included) in
 which a call starts only at the format's trigger (``<tool_call>``, ``{"name": ``,
 ``[TOOL_CALLS]``), then the call(s), constrained; with ``parallel_tool_calls`` false nothing
 follows the first call. With ``response_format`` and ``"auto"``, the output is either the
 calls or an answer valid against the response schema. A tool with ``strict: false`` gets any
 JSON object as arguments (OpenAI: adherence not guaranteed); otherwise its ``parameters``
 schema is enforced (objects without ``additionalProperties`` closed, as OpenAI's strict mode).
+OpenAI custom tools (one raw string input) are called as ``{"name": ..., "input": "..."}``
+in the same syntax, the input a JSON string that matches the tool's regex (``format``
+``{"type": "grammar", "grammar": {"syntax": "regex", ...}}``, ECMA-262 dialect, the whole
+input) or any string (``text``); Lark input grammars are refused.
 
 Differences from the families' own parsers: triggers are written as text (Llama's
 ``<|python_tag|>`` and Mistral's ``[TOOL_CALLS]`` control tokens, special in their tokenizers,
@@ -31,7 +35,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from formcast.server.tools import ToolCallStream, tool_parameters
+from formcast.server.tools import ToolCallStream, custom_input_schema, tool_parameters
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
@@ -66,16 +70,17 @@ class ToolFormat:
     list_begin: str = ""
     list_end: str = ""
 
-    def call_prefix(self, tool_name: str) -> str:
-        """The text of a call up to its arguments."""
+    def call_prefix(self, tool_name: str, is_custom: bool = False) -> str:
+        """The text of a call up to its arguments (a custom tool's: up to its input)."""
         name = json.dumps(tool_name, ensure_ascii=False)
-        return f'{self.call_begin}{{"name": {name}, "{self.arguments_key}": '
+        key = "input" if is_custom else self.arguments_key
+        return f'{self.call_begin}{{"name": {name}, "{key}": '
 
-    def render_calls(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
-        """The text the model writes for ``calls`` (name, arguments): arguments in the compact
-        JSON layout the grammar generates."""
+    def render_calls(self, calls: list[tuple[str, dict[str, Any] | str]]) -> str:
+        """The text the model writes for ``calls`` (name, arguments; a custom tool's input is
+        a str): arguments in the compact JSON layout the grammar generates."""
         texts = [
-            self.call_prefix(name)
+            self.call_prefix(name, isinstance(arguments, str))
             + json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
             + "}"
             + self.call_end
@@ -111,8 +116,13 @@ def detect_format(chat_template: str | None) -> ToolFormat:
 
 def _tool_tag(fmt: ToolFormat, tool: Any) -> dict[str, Any]:
     """The structural tag of one call of ``tool`` (Mistral's array delimiters are outside)."""
-    parameters = tool_parameters(tool) if tool.function.strict is not False else _ANY_OBJECT
-    begin = fmt.call_prefix(tool.function.name)
+    if tool.custom is not None:
+        parameters = custom_input_schema(tool)
+    elif tool.function.strict is not False:
+        parameters = tool_parameters(tool)
+    else:
+        parameters = _ANY_OBJECT
+    begin = fmt.call_prefix(tool.name, tool.custom is not None)
     return {
         "type": "tag",
         "begin": begin,
@@ -188,11 +198,14 @@ class ToolCallsParser:
     pieces, see `ToolCallStream`).
 
     Content is the text outside the calls; text made only of whitespace and separators next to
-    calls is dropped (the layout between calls, not an answer).
+    calls is dropped (the layout between calls, not an answer). Calls of the tools named in
+    ``custom_names`` carry an ``input`` string and are handed out whole (see
+    `ToolCallStream`).
     """
 
-    def __init__(self, fmt: ToolFormat) -> None:
+    def __init__(self, fmt: ToolFormat, custom_names: frozenset[str] = frozenset()) -> None:
         self.fmt = fmt
+        self.custom_names = custom_names
         self.calls: list[ToolCallStream] = []
         self.content = ""
         self._pending = ""  # text not handed out yet (a possible trigger start, layout)
@@ -270,7 +283,9 @@ class ToolCallsParser:
             self._pending = self._pending[len(head) :]
 
     def _start_call(self, text: str, deltas: list[dict[str, Any]]) -> None:
-        call = ToolCallStream(len(self.calls), arguments_key=self.fmt.arguments_key)
+        call = ToolCallStream(
+            len(self.calls), arguments_key=self.fmt.arguments_key, custom_names=self.custom_names
+        )
         self.calls.append(call)
         self._call = call
         if text:

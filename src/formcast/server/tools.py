@@ -31,8 +31,17 @@ _NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def tool_parameters(tool: ToolDefinition) -> dict[str, Any]:
-    """The JSON Schema of a tool's arguments (no parameters: the empty object)."""
+    """The JSON Schema of a function tool's arguments (no parameters: the empty object)."""
     return tool.function.parameters if tool.function.parameters is not None else _NO_PARAMETERS
+
+
+def custom_input_schema(tool: ToolDefinition) -> dict[str, Any]:
+    """The JSON Schema of a custom tool's input: a string, matching the regex of its format
+    (anchored: the whole input matches)."""
+    fmt = tool.custom.format
+    if fmt is None or fmt.type == "text":
+        return {"type": "string"}
+    return {"type": "string", "pattern": f"^(?:{fmt.grammar.definition})$"}
 
 
 def selected_tools(
@@ -50,10 +59,13 @@ def selected_tools(
         if tool_choice not in (None, "none"):
             raise bad_request("tool_choice is set but no tools are given", param="tool_choice")
         return "none", []
-    names = [tool.function.name for tool in tools]
+    names = [tool.name for tool in tools]
     if len(set(names)) != len(names):
         raise bad_request(f"tool names must be unique, got {names}", param="tools")
     for k, tool in enumerate(tools):
+        if tool.custom is not None:
+            _check_custom(tool, k)
+            continue
         parameters = tool_parameters(tool)
         if not isinstance(parameters, dict) or parameters.get("type") != "object":
             if not isinstance(parameters, dict):
@@ -70,14 +82,15 @@ def selected_tools(
     if tool_choice is None:
         tool_choice = "auto"
     if isinstance(tool_choice, NamedToolChoice):
-        name = tool_choice.function.get("name")
+        named = tool_choice.function if tool_choice.type == "function" else tool_choice.custom
+        name = (named or {}).get("name")
         if name is None:
             raise bad_request(
-                "tool_choice names no function: give {'type': 'function', "
-                "'function': {'name': <tool name>}}",
-                param="tool_choice.function.name",
+                f"tool_choice names no tool: give {{'type': {tool_choice.type!r}, "
+                f"{tool_choice.type!r}: {{'name': <tool name>}}}}",
+                param=f"tool_choice.{tool_choice.type}.name",
             )
-        chosen = [tool for tool in tools if tool.function.name == name]
+        chosen = [tool for tool in tools if tool.name == name]
         if not chosen:
             raise bad_request(
                 f"tool_choice names function {name!r}, which is not among the tools {names}",
@@ -257,17 +270,29 @@ class ToolCallStream:
     ``{"index", "function": {"arguments": <piece>}}`` for each piece of the rewritten
     arguments (module docstring). The pieces concatenate to `arguments`.
 
+    A call of a custom tool (a name in ``custom_names``) is ``{"name": ..., "input": "..."}``:
+    its input string is held back and handed out whole, as one ``{"index", "id", "type":
+    "custom", "custom": {"name", "input"}}`` delta, once the call is complete.
+
     Parameters
     ----------
     index : int
         The call's position in the message's ``tool_calls``.
     arguments_key : str
         The member holding the arguments (Llama 3 writes ``"parameters"``).
+    custom_names : frozenset of str
+        The custom tools' names.
     """
 
-    def __init__(self, index: int = 0, arguments_key: str = "arguments") -> None:
+    def __init__(
+        self,
+        index: int = 0,
+        arguments_key: str = "arguments",
+        custom_names: frozenset[str] = frozenset(),
+    ) -> None:
         self.index = index
         self.arguments_key = arguments_key
+        self.custom_names = custom_names
         self.call_id: str | None = None
         self.name: str | None = None
         self.arguments = ""
@@ -278,6 +303,19 @@ class ToolCallStream:
         self._buffer = ""  # rewritten text of the key or non-arguments value being read
         self._has_arguments = False
         self._num_sent = 0  # characters of `arguments` handed out
+
+    @property
+    def is_custom(self) -> bool:
+        """True for a call of a custom tool (its name is known)."""
+        return self.name is not None and self.name in self.custom_names
+
+    @property
+    def input(self) -> str:
+        """A complete custom call's input string."""
+        return json.loads(self.arguments)
+
+    def _value_key(self) -> str:
+        return "input" if self.is_custom else self.arguments_key
 
     @property
     def has_started(self) -> bool:
@@ -345,14 +383,14 @@ class ToolCallStream:
     def _start_value(self) -> None:
         self._value = JsonValueRewriter()
         self._buffer = ""
-        if self._state == "value" and self._key == self.arguments_key:
+        if self._state == "value" and self._key == self._value_key():
             if self._has_arguments:  # a second "arguments" member
                 self.is_invalid = True
             self._has_arguments = True
 
     def _collect(self) -> None:
         text = self._value.take()
-        if self._state == "value" and self._key == self.arguments_key:
+        if self._state == "value" and self._key == self._value_key():
             self.arguments += text
         else:
             self._buffer += text
@@ -374,6 +412,11 @@ class ToolCallStream:
         deltas: list[dict[str, Any]] = []
         if self.name is None or (self.is_invalid and not self.has_started):
             return deltas
+        if self.is_custom:
+            if self.call_id is None and self.is_complete:
+                self.call_id = "call_" + uuid.uuid4().hex[:24]
+                deltas.append({"index": self.index, **openai_call(self)})
+            return deltas
         if self.call_id is None:
             self.call_id = "call_" + uuid.uuid4().hex[:24]
             deltas.append(
@@ -391,8 +434,33 @@ class ToolCallStream:
         return deltas
 
 
+def _check_custom(tool: ToolDefinition, k: int) -> None:
+    """Refuse a custom tool whose input formcast cannot constrain (a Lark grammar: the input
+    is a JSON string inside the call, where only a regex is expressible)."""
+    fmt = tool.custom.format
+    if fmt is None or fmt.type == "text":
+        return
+    if fmt.grammar is None:
+        raise bad_request(
+            f"custom tool {tool.name!r}: a 'grammar' format needs its 'grammar' object",
+            param=f"tools[{k}].custom.format.grammar",
+        )
+    if fmt.grammar.syntax == "lark":
+        raise bad_request(
+            f"custom tool {tool.name!r}: Lark grammars are not supported for custom tool "
+            "input (it is written as a JSON string inside the call); use syntax 'regex'",
+            param=f"tools[{k}].custom.format.grammar.syntax",
+        )
+
+
 def openai_call(stream: ToolCallStream) -> dict[str, Any]:
-    """The ``message.tool_calls`` entry of a complete call."""
+    """The ``message.tool_calls`` entry of a call (a custom tool's: complete)."""
+    if stream.is_custom:
+        return {
+            "id": stream.call_id,
+            "type": "custom",
+            "custom": {"name": stream.name, "input": stream.input},
+        }
     return {
         "id": stream.call_id,
         "type": "function",
@@ -407,7 +475,11 @@ def describe_tools(tools: list[ToolDefinition], mode: str, instructions: str) ->
         lines.append("If no function is needed, reply in plain text instead.")
     lines.append("Functions:")
     for tool in tools:
+        description = re.sub(r"\s+", " ", tool.description).strip()
+        if tool.custom is not None:
+            schema = json.dumps(custom_input_schema(tool), ensure_ascii=False)
+            lines.append(f"- {tool.name}: {description} Input (a string, key 'input'): {schema}")
+            continue
         params = json.dumps(tool_parameters(tool), ensure_ascii=False)
-        description = re.sub(r"\s+", " ", tool.function.description or "").strip()
-        lines.append(f"- {tool.function.name}: {description} Arguments schema: {params}")
+        lines.append(f"- {tool.name}: {description} Arguments schema: {params}")
     return "\n".join(lines)
