@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from partial_json_parser import Allow
 from partial_json_parser import loads as reference_loads
@@ -102,16 +102,22 @@ def _ends_in_string(prefix: str) -> bool:
     return is_inside
 
 
-def reference_snapshot(prefix: str):
-    """partial-json-parser's snapshot of ``prefix``, with our two differences applied: it reads
-    ``1.`` / ``1e`` / ``1e+`` as ``1``, we leave a number out until it can be read; it keeps a
-    lone high surrogate (``"\\ud800``, not encodable as UTF-8), we wait for the pair."""
+def reference_prefix(prefix: str) -> str:
+    """``prefix`` with our two differences from partial-json-parser applied: it reads ``1.`` /
+    ``1e`` / ``1e+`` as ``1``, we leave a number out until it can be read; it keeps a lone
+    high surrogate (``"\\ud800``, not encodable as UTF-8), we wait for the pair."""
     cut = _UNREADABLE_NUMBER_END.search(prefix)
     if cut is not None and prefix[-1] in ".eE+-" and not _ends_in_string(prefix):
         prefix = prefix[: cut.start()]
     half = _HALF_SURROGATE_END.search(prefix)
     if half is not None and _ends_in_string(prefix):
         prefix = prefix[: half.start()]
+    return prefix
+
+
+def reference_snapshot(prefix: str):
+    """partial-json-parser's snapshot of `reference_prefix` (``prefix``)."""
+    prefix = reference_prefix(prefix)
     if not prefix.strip() or prefix.strip() == "-":
         return NOTHING
     try:
@@ -122,10 +128,12 @@ def reference_snapshot(prefix: str):
 
 @settings(max_examples=200, deadline=None)
 @given(values, st.sampled_from([None, 2]), st.booleans())
+@example([" \U00010000"], None, True)  # a half surrogate pair right after a space
 def test_every_prefix_agrees_with_partial_json_parser(value, indent, ensure_ascii):
     text = json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
     for cut in range(1, len(text) + 1):
         prefix = text[:cut]
-        if prefix[-1].isspace() and _ends_in_string(prefix):
+        compared = reference_prefix(prefix)
+        if compared and compared[-1].isspace() and _ends_in_string(compared):
             continue  # the reference str.strip()s the text, so cuts a string's last spaces
         assert parse_partial_json(prefix) == reference_snapshot(prefix), prefix
