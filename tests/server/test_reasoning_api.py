@@ -142,3 +142,28 @@ def test_bad_reasoning_requests_are_400(thinking_client, client):
         )
     # and it still serves
     assert client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=3).choices
+
+
+def test_streamed_reasoning_then_tool_call(thinking_client):
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": SCHEMA}}]
+    request = dict(
+        model=MODEL, messages=QUESTION, tools=tools, tool_choice="required", max_tokens=80,
+        temperature=0, parallel_tool_calls=False, extra_body={"max_reasoning_tokens": 6},
+    )  # fmt: skip
+    whole = thinking_client.chat.completions.create(**request).choices[0].message
+    thoughts, calls, reasons = [], [], []
+    for chunk in thinking_client.chat.completions.create(**request, stream=True):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if getattr(delta, "reasoning_content", None):
+            assert not calls  # the thoughts come first
+            thoughts.append(delta.reasoning_content)
+        calls += delta.tool_calls or []
+        reasons.append(chunk.choices[0].finish_reason)
+    assert "".join(thoughts) == whole.reasoning_content
+    assert calls[0].function.name == "lookup"
+    assert (
+        "".join(c.function.arguments or "" for c in calls) == whole.tool_calls[0].function.arguments
+    )
+    assert reasons[-1] == "tool_calls"
