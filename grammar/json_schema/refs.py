@@ -1,9 +1,10 @@
-"""Draft detection and local ``$ref`` resolution (JSON pointers with ``~0``/``~1``/%-escapes)."""
+"""Draft detection, base-URI resolution of ``$ref`` (``$id``, ``$anchor``) into local JSON
+pointers, and local ``$ref`` resolution (JSON pointers with ``~0``/``~1``/%-escapes)."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urljoin
 
 from formcast.errors import SchemaError
 
@@ -60,3 +61,122 @@ def resolve_ref(root: Any, ref: str, pointer: str) -> tuple[Any, str]:
         else:
             raise SchemaError(f"$ref {ref!r} does not resolve", pointer=pointer, keyword="$ref")
     return node, "/" + fragment.lstrip("/") if fragment else ""
+
+
+# keywords whose values are data, not schemas: never searched for $id / $ref
+_DATA_KEYWORDS = frozenset({"enum", "const", "examples", "default", "example"})
+# keywords that set a base URI or name an anchor
+_BASE_KEYWORDS = ("$id", "id", "$anchor")
+
+
+def localize_refs(root: Any) -> Any:
+    """``root`` with every ``$ref`` that goes through a base URI made local (``#/pointer``).
+
+    Bases are resolved as the specification does: each ``$id`` (draft-04: ``id``) sets the
+    base URI of its subschema, relative to the enclosing base (RFC 3986), and names it as a
+    resource; ``$anchor`` and draft-06/07 plain-name fragment ids (``"$id": "#foo"``) name a
+    subschema inside its resource. A ``$ref`` is resolved against the base where it sits; one
+    that names a resource of the document (``"item.json"``, ``"http://x/y.json#/a"``,
+    ``"#foo"``) becomes the JSON pointer of its target, so the rest of the compiler only sees
+    local references. References to other documents are left as they are (refused later,
+    with their pointer). Nested ``$id`` / ``$anchor`` are dropped from the result (resolved:
+    a second pass changes nothing). Returns ``root`` itself when nothing changes.
+    """
+    if not isinstance(root, dict):
+        return root
+    resources: dict[str, str] = {}  # absolute URI (no fragment) -> JSON pointer
+    anchors: dict[str, str] = {}  # absolute URI#name -> JSON pointer
+
+    def index(node: Any, pointer: str, base: str) -> None:
+        if isinstance(node, list):
+            for k, item in enumerate(node):
+                index(item, f"{pointer}/{k}", base)
+            return
+        if not isinstance(node, dict):
+            return
+        base = _node_base(node, pointer, base, resources, anchors)
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+                index(value, f"{pointer}/{escape_pointer_token(key)}", base)
+
+    def rewrite(node: Any, pointer: str, base: str) -> Any:
+        if isinstance(node, list):
+            items = [rewrite(item, f"{pointer}/{k}", base) for k, item in enumerate(node)]
+            same = all(a is b for a, b in zip(items, node, strict=True))
+            return node if same else items
+        if not isinstance(node, dict):
+            return node
+        base = _node_base(node, pointer, base, {}, {})
+        out: dict[str, Any] | None = None
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                new = _local_ref(value, base, resources, anchors)
+            elif key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+                new = rewrite(value, f"{pointer}/{escape_pointer_token(key)}", base)
+            else:
+                continue
+            if new is not value:
+                if out is None:
+                    out = dict(node)
+                out[key] = new
+        if pointer and any(isinstance(node.get(k), str) for k in _BASE_KEYWORDS):
+            # a nested resource or anchor, resolved above: dropped, so that a later pass reads
+            # the rewritten "#/..." from the document's root (localize_refs is idempotent)
+            out = dict(node) if out is None else out
+            for k in _BASE_KEYWORDS:
+                if isinstance(out.get(k), str):
+                    del out[k]
+        return node if out is None else out
+
+    resources[""] = ""
+    resources[_defragment(urljoin("", _own_id(root) or ""))] = ""
+    index(root, "", "")
+    return rewrite(root, "", "")
+
+
+def _own_id(node: dict) -> str | None:
+    value = node.get("$id", node.get("id"))
+    return value if isinstance(value, str) else None
+
+
+def _defragment(uri: str) -> str:
+    return uri.partition("#")[0]
+
+
+def _node_base(
+    node: dict, pointer: str, base: str, resources: dict[str, str], anchors: dict[str, str]
+) -> str:
+    """The base URI inside ``node``; records the resources and anchors it declares."""
+    own_id = _own_id(node)
+    if own_id is not None:
+        absolute = urljoin(base, own_id)
+        uri, _, fragment = absolute.partition("#")
+        if fragment and not fragment.startswith("/"):  # "$id": "#foo" (draft-06/07 anchor)
+            anchors.setdefault(f"{uri}#{fragment}", pointer)
+        elif uri and uri != _defragment(base):  # a new resource ("#/..." ids name none)
+            resources.setdefault(uri, pointer)
+            base = uri
+    anchor = node.get("$anchor")
+    if isinstance(anchor, str):
+        anchors.setdefault(f"{_defragment(base)}#{anchor}", pointer)
+    return base
+
+
+def _local_ref(ref: str, base: str, resources: dict[str, str], anchors: dict[str, str]) -> str:
+    """``#/pointer`` of what ``ref`` names from ``base``, or ``ref`` unchanged when it names
+    nothing in the document (or is already a root-local pointer)."""
+    if not base and (ref == "#" or ref.startswith("#/")):
+        return ref  # no $id above: a pointer from the document's root already
+    uri, _, fragment = urljoin(base, ref).partition("#")
+    found = resources.get(uri)
+    if found is None:
+        return ref
+    fragment = unquote(fragment)
+    if fragment and not fragment.startswith("/"):
+        target = anchors.get(f"{uri}#{fragment}")
+        if target is None:
+            return ref
+    else:
+        target = found + fragment
+    local = "#" + target.replace("%", "%25")
+    return ref if local == ref else local

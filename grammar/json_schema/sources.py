@@ -2,6 +2,8 @@
 
 Pydantic models, dataclasses, TypedDicts, ``Literal``, ``Enum``, ``list[...]`` and anything
 else ``pydantic.TypeAdapter`` understands become their JSON Schema (mode ``validation``).
+References through base URIs (``$id``, ``$anchor``) are made local JSON pointers here
+(`localize_refs`), so every later stage resolves ``#/...`` only.
 """
 
 from __future__ import annotations
@@ -10,20 +12,22 @@ import json
 from typing import Any
 
 from formcast.errors import SchemaError
+from formcast.grammar.json_schema.refs import localize_refs
 
 
 def schema_of(obj: Any) -> dict | bool:
-    """JSON Schema of ``obj``: a dict/bool (returned as is), a JSON string, or a Python type.
+    """JSON Schema of ``obj``: a dict/bool (as is, its ``$ref`` s made local), a JSON string,
+    or a Python type.
 
     Pydantic models, dataclasses, TypedDicts, ``Literal``, ``Enum``, ``list[...]``,
     ``Optional[...]`` and anything else ``pydantic.TypeAdapter`` understands are converted with
     pydantic (mode ``validation``).
     """
     if isinstance(obj, (dict, bool)):
-        return obj
+        return localize_refs(obj)
     if isinstance(obj, str):
         try:
-            return json.loads(obj)
+            return localize_refs(json.loads(obj))
         except json.JSONDecodeError as exc:
             raise SchemaError(f"schema string is not valid JSON: {exc}") from exc
     try:

@@ -1,0 +1,132 @@
+"""``$ref`` through base URIs: ``$id`` (draft-04 ``id``) resources relative to their enclosing
+base, ``$anchor`` and draft-06/07 plain-name fragment ids. Languages against jsonschema (which
+resolves them as the specification does) on both routes, and the real SmolLM2 token walk."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from formcast.errors import SchemaError
+from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
+from formcast.grammar.json_schema.refs import localize_refs
+from formcast.grammar.json_schema.structural import compile_json_schema_cfg
+from tests.grammar.schema_oracle import validator
+
+NESTED_IDS = {
+    "$id": "https://example.com/schemas/order.json",
+    "type": "object",
+    "properties": {
+        "item": {"$ref": "item.json"},
+        "qty": {"$ref": "https://example.com/schemas/order.json#/$defs/count"},
+        "code": {"$ref": "#code"},
+        "inner": {"$ref": "parts/inner.json#/properties/sku"},
+    },
+    "required": ["item", "qty"],
+    "additionalProperties": False,
+    "$defs": {
+        "item": {"$id": "item.json", "enum": ["pen", "cup"]},
+        "count": {"type": "integer", "minimum": 1, "maximum": 9},
+        "code": {"$anchor": "code", "type": "string", "pattern": "^[A-Z]{2}$"},
+        "inner": {
+            "$id": "parts/inner.json",
+            "properties": {"sku": {"$ref": "../item.json"}},  # relative to parts/
+        },
+    },
+}
+DRAFT7_PLAIN_NAME = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "array",
+    "items": {"$ref": "#flag"},
+    "maxItems": 3,
+    "definitions": {"flag": {"$id": "#flag", "type": "boolean"}},
+}
+DRAFT4_ID = {
+    "$schema": "http://json-schema.org/draft-04/schema#",
+    "id": "http://example.com/root.json",
+    "type": "object",
+    "properties": {"size": {"$ref": "defs.json#/small"}},
+    "required": ["size"],
+    "definitions": {"d": {"id": "defs.json", "small": {"enum": [1, 2]}}},
+}
+# a tree whose recursion goes through a resource: the structural route
+RECURSIVE = {
+    "$id": "https://example.com/tree.json",
+    "type": "object",
+    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "tree.json"}, "maxItems": 2}},
+    "required": ["v"],
+    "additionalProperties": False,
+}  # fmt: skip
+
+VALUES = {
+    "nested": [
+        {"item": "pen", "qty": 3},
+        {"item": "cup", "qty": 9, "code": "AB", "inner": "pen"},
+        {"item": "box", "qty": 3},
+        {"item": "pen", "qty": 0},
+        {"item": "pen", "qty": 2, "code": "ab"},
+        {"item": "pen", "qty": 2, "inner": "mug"},
+        {"qty": 1},
+    ],
+    "draft7": [[], [True, False], [True, 1], ["x"], [True, True, True, False]],
+    "draft4": [{"size": 1}, {"size": 2}, {"size": 3}, {}],
+}
+SCHEMAS = {"nested": NESTED_IDS, "draft7": DRAFT7_PLAIN_NAME, "draft4": DRAFT4_ID}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_regex_route_equals_jsonschema(name):
+    schema = SCHEMAS[name]
+    pattern = re.compile(json_schema_to_regex(schema, max_any_depth=0))
+    oracle = validator(schema)
+    seen = set()
+    for value in VALUES[name]:
+        text = json.dumps(value, separators=(",", ":"))
+        is_valid = oracle.is_valid(value)
+        assert bool(pattern.fullmatch(text)) == is_valid, (name, text)
+        seen.add(is_valid)
+    assert seen == {True, False}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_token_walks_on_both_routes(smollm2_vocab, smollm2_tokenizer, name):
+    schema = SCHEMAS[name]
+    oracle = validator(schema)
+    grammars = [
+        compile_json_schema(schema, smollm2_vocab),
+        compile_json_schema_cfg(schema, smollm2_vocab),
+    ]
+    for value in VALUES[name]:
+        text = json.dumps(value, separators=(",", ":"))
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        for grammar in grammars:
+            matcher = grammar.matcher()
+            complete = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+            assert complete == oracle.is_valid(value), (name, text, type(grammar).__name__)
+
+
+def test_recursion_through_a_resource(smollm2_vocab):
+    grammar = compile_json_schema(RECURSIVE, smollm2_vocab)
+    oracle = validator(RECURSIVE)
+    for value in (
+        {"v": 1},
+        {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]},
+        {"v": 1, "kids": [{}]},
+    ):
+        matcher = grammar.matcher()
+        text = json.dumps(value, separators=(",", ":")).encode()
+        assert (matcher.accept_bytes(text) and matcher.is_accepting()) == oracle.is_valid(value)
+
+
+def test_local_refs_are_left_alone_and_other_documents_refused(smollm2_vocab):
+    plain = {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}}
+    assert localize_refs(plain) is plain  # nothing to change: the very same object
+    for schema in SCHEMAS.values():  # idempotent: nested bases are resolved and dropped
+        once = localize_refs(schema)
+        assert localize_refs(once) is once
+    remote = {"$id": "https://example.com/a.json", "properties": {"b": {"$ref": "other.json"}}}
+    with pytest.raises(SchemaError, match="non-local") as info:
+        compile_json_schema(remote, smollm2_vocab)
+    assert info.value.pointer == "/properties/b"
