@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
 from formcast.grammar import caches
 from formcast.grammar.index.compile import regex_to_dfa
-from formcast.grammar.json_schema import complement, dependencies, ecma_pattern, number_ranges
+from formcast.grammar.json_schema import (
+    complement,
+    dependencies,
+    ecma_pattern,
+    number_ranges,
+    unevaluated,
+)
 from formcast.grammar.json_schema.any_value.frames import FrameMachine
 from formcast.grammar.json_schema.arrays import array_tree
 from formcast.grammar.json_schema.charset import JSON_CHAR
@@ -86,6 +92,7 @@ def has_any_marker(node: Node) -> bool:
 
 
 # Keywords with validation meaning that formcast does not implement: always refused.
+# (unevaluated* reach here only inside an allOf member: see the unevaluated module)
 _REFUSED = {
     "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
     "disallow", "extends", "divisibleBy",
@@ -348,6 +355,14 @@ class SchemaCompiler:
             raise SchemaError(
                 f"a schema must be an object or a boolean, got {schema!r}", pointer=pointer
             )
+        if any(key in schema for key in unevaluated.KEYWORDS):
+            try:
+                schema = unevaluated.express_unevaluated(schema, self.root, self.draft, pointer)
+            except SchemaError as exc:
+                if not self.lenient:
+                    raise
+                self.refuse(exc.args[0], pointer, exc.keyword or "unevaluatedProperties")
+                schema = {k: v for k, v in schema.items() if k not in unevaluated.KEYWORDS}
         if isinstance(schema.get("$ref"), str):
             ref = schema["$ref"]
             target, target_ptr = resolve_ref(self.root, ref, pointer)
