@@ -38,6 +38,8 @@ from formcast.grammar.structural_tag.compile import compile_structural_tag
 from formcast.grammar.structural_tag.format import parse_structural_tag
 
 CompileFn = Callable[[Vocabulary], Grammar]
+# any text (valid UTF-8): the answer of free text after reasoning
+ANY_TEXT = r"[\s\S]*"
 
 
 @dataclass(frozen=True)
@@ -231,17 +233,20 @@ class GrammarSpec:
 
     @classmethod
     def reasoning(
-        cls, answer: GrammarSpec | dict[str, Any], config: ReasoningConfig | None = None
+        cls, answer: GrammarSpec | dict[str, Any] | None, config: ReasoningConfig | None = None
     ) -> GrammarSpec:
         """Free reasoning between ``config``'s tags, then ``answer`` (a `ReasoningGrammar`).
 
-        ``answer`` is a spec, or (as a `GrammarRecipe` rebuilds it) ``{"answer": recipe,
-        "reasoning": config}`` with ``config`` omitted.
+        ``answer`` is a spec, None (any text: free text after the thoughts), or (as a
+        `GrammarRecipe` rebuilds it) ``{"answer": recipe, "reasoning": config}`` with
+        ``config`` omitted.
         """
         if isinstance(answer, dict):
             answer, config = answer["answer"].spec(), answer["reasoning"]
         if config is None:
             raise RequestError("GrammarSpec.reasoning needs a ReasoningConfig")
+        if answer is None:
+            answer = cls.regex(ANY_TEXT)
         recipe = (
             None
             if answer.recipe is None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from formcast.bitmask import bitmask_row, copy_packed_row
+from formcast.bitmask import bitmask_row, copy_packed_row, row_token_ids
 from formcast.grammar.automata.byte_dfa import DEAD
 from formcast.grammar.index.cursor_history import CursorHistory
 
@@ -114,8 +114,7 @@ class DfaMatcher(CursorHistory):
 
     def allowed_token_ids(self) -> np.ndarray:
         """Ascending int64 ids of every allowed token (EOS included where accepting)."""
-        bits = np.unpackbits(self.packed_row().view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits[: self.grammar.vocab_size])
+        return row_token_ids(self.packed_row(), self.grammar.vocab_size)
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """Write the allowed-token mask into ``bitmask[row]`` (int32, ``(B, ceil(V/32))``).

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from formcast.bitmask import pack_row
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
 from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
 from formcast.grammar.json_schema.unique_plan import (
@@ -496,13 +497,7 @@ class _VocabTables:
                 walked.append(token_id)
         self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
-        num_words = (vocab_size + 31) // 32
-        self.words: dict[str, np.ndarray] = {}
-        for name, is_candidate in flags.items():
-            packed = np.zeros(4 * num_words, dtype=np.uint8)
-            bits = np.packbits(is_candidate, bitorder="little")
-            packed[: bits.size] = bits
-            self.words[name] = packed.view(np.uint32)
+        self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
 
     def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
         """The tokens whose bytes continue ``prefix`` along one of ``texts``."""

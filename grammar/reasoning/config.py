@@ -98,16 +98,15 @@ class ReasoningConfig:
         return ReasoningConfig(self.start, self.end, max_tokens)
 
     def split(self, text: str) -> tuple[str, str]:
-        """``(reasoning, answer)`` of a generated text: the reasoning without its tags (the
-        text between ``start`` and the first ``end`` after it) and everything after that end.
-
-        A text whose reasoning never closed (cut by a token limit) is all reasoning.
+        """``(reasoning, answer)`` of a whole generated text: the thoughts without their tags
+        and everything after the first end tag (see `ReasoningSplitter`: a text that does not
+        begin with the start tag did not think; one whose end tag never came is all thoughts).
         """
-        body = text[len(self.start) :] if self.start and text.startswith(self.start) else text
-        cut = body.find(self.end)
-        if cut < 0:
-            return body, ""
-        return body[:cut], body[cut + len(self.end) :]
+        from formcast.grammar.reasoning.splitter import ReasoningSplitter
+
+        splitter = ReasoningSplitter(self)
+        thoughts, answer = splitter.feed(text)
+        return thoughts + splitter.finish(), answer
 
     def to_json(self) -> dict[str, Any]:
         """The fields as plain data (request recipes, cache keys)."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from formcast.bitmask import bitmask_row, copy_packed_row
+from formcast.bitmask import bitmask_row, copy_packed_row, pack_row, row_token_ids
 from formcast.errors import GrammarError
 from formcast.grammar.reasoning.config import ReasoningConfig
 
@@ -55,7 +55,7 @@ class _VocabPrefixes:
             self.ids_of_bytes.setdefault(data, []).append(token_id)
         is_text = np.zeros(vocab_size, dtype=bool)
         is_text[self.sorted_ids] = True
-        self.text_words = pack(is_text)  # (W,) uint32
+        self.text_words = pack_row(is_text)  # (W,) uint32
         self.vocab_size = vocab_size
         self._holding: dict[bytes, list[int]] = {}
 
@@ -103,15 +103,6 @@ class _VocabPrefixes:
             if found is None:
                 found = cls._built[key] = cls(vocab, vocab_size)
         return found
-
-
-def pack(is_allowed: np.ndarray) -> np.ndarray:
-    """``(V,)`` bool -> ``(ceil(V/32),)`` uint32 words, bit ``i % 32`` of word ``i // 32``."""
-    num_words = (len(is_allowed) + 31) // 32
-    packed = np.zeros(4 * num_words, dtype=np.uint8)
-    bits = np.packbits(is_allowed, bitorder="little")
-    packed[: bits.size] = bits
-    return packed.view(np.uint32)
 
 
 class ReasoningGrammar:
@@ -392,8 +383,7 @@ class ReasoningMatcher:
         if self.is_in_answer:
             return self._answer.allowed_token_ids()
         words = self.grammar.row(self._state, self._is_forced())
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits).astype(np.int64)
+        return row_token_ids(words, self.grammar.vocab_size)
 
     def forced_bytes(self) -> bytes:
         """The rest of the start tag; with the budget spent, the rest of the tags and the

@@ -99,6 +99,22 @@ def bitmask_row(bitmask: torch.Tensor, row: int) -> torch.Tensor:
     return bitmask[row]
 
 
+def pack_row(is_allowed: np.ndarray) -> np.ndarray:
+    """``(V,)`` bool -> its packed ``(ceil(V/32),)`` uint32 row: bit ``i % 32`` of word
+    ``i // 32`` is token ``i``."""
+    num_words = (len(is_allowed) + 31) // 32
+    packed = np.zeros(4 * num_words, dtype=np.uint8)
+    bits = np.packbits(is_allowed, bitorder="little")
+    packed[: bits.size] = bits
+    return packed.view(np.uint32)
+
+
+def row_token_ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Ascending int64 ids of the tokens set in a packed row (ids below ``vocab_size``)."""
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:vocab_size])
+
+
 def copy_packed_row(target: torch.Tensor, words: np.ndarray) -> None:
     """Write packed words into a 1-D bitmask row (any device), zeroing the columns beyond."""
     num_words = len(words)

@@ -56,10 +56,6 @@ class Reasoned:
     reasoning: str
 
 
-# the answer of free text under reasoning=: any text (valid UTF-8)
-_ANY_TEXT = r"[\s\S]*"
-
-
 class Generator:
     """Base of the typed calls; free text when not subclassed (see :func:`text`).
 
@@ -112,7 +108,7 @@ class Generator:
         spec = self._grammar_spec()
         if self.reasoning is None:
             return spec
-        return GrammarSpec.reasoning(spec or GrammarSpec.regex(_ANY_TEXT), self.reasoning)
+        return GrammarSpec.reasoning(spec, self.reasoning)
 
     def answer_text(self, text: str) -> str:
         """The part of a generated text that is the answer (after the reasoning, if any)."""

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from formcast.engine.outputs import CompletionOutput, StreamDelta
-from formcast.grammar.reasoning import ReasoningConfig
+from formcast.grammar.reasoning import ReasoningConfig, ReasoningSplitter
 from formcast.grammar.spec import GrammarSpec
 from formcast.server.async_engine import EngineRequest
 from formcast.server.chat import chat_messages
@@ -32,13 +32,7 @@ from formcast.server.errors import APIError, bad_request
 from formcast.server.generation import Generation, new_queue
 from formcast.server.grammars import request_grammar
 from formcast.server.protocol import ChatCompletionRequest, ToolDefinition, check_unsupported
-from formcast.server.reasoning import (
-    ReasoningSplitter,
-    opened_by_prompt,
-    reasoning_spec,
-    request_reasoning,
-    split_message,
-)
+from formcast.server.reasoning import opened_by_prompt, reasoning_spec, request_reasoning
 from formcast.server.responses import envelope, new_id, now, sse, usage
 from formcast.server.sampling import max_new_tokens, sampling_params_from
 from formcast.server.serving_context import ServingContext
@@ -141,7 +135,7 @@ class ChatCompletion:
         text = completion.text
         message: dict[str, Any] = {"role": "assistant"}
         if self.reasoning is not None:
-            message["reasoning_content"], text = split_message(self.reasoning, text)
+            message["reasoning_content"], text = self.reasoning.split(text)
         message["content"] = text
         reason = completion.finish_reason
         if self.tool_mode != "none":

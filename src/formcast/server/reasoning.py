@@ -1,5 +1,6 @@
-"""Reasoning in chat completions: which requests think, under which budget, and how the output
-splits into ``reasoning_content`` and ``content`` (whole, or delta by delta when streaming).
+"""Reasoning in chat completions: which requests think, under which budget, and with which
+grammar (the output splits into ``reasoning_content`` and ``content`` by
+:class:`~formcast.grammar.reasoning.ReasoningSplitter`, whole or delta by delta).
 
 The server thinks when it was started with reasoning tags (``--reasoning-tags``, or found in
 the chat template: ``"auto"``) and the request does not turn it off
@@ -18,9 +19,6 @@ from typing import Any
 from formcast.grammar.reasoning import ReasoningConfig, effort_budget
 from formcast.grammar.spec import GrammarSpec
 from formcast.server.errors import bad_request
-
-# the answer grammar of a budgeted request without one: any text
-_ANY_TEXT = r"[\s\S]*"
 
 
 def server_reasoning(tags: str | None, chat_template: str | None) -> ReasoningConfig | None:
@@ -101,67 +99,4 @@ def reasoning_spec(
     budget to enforce; None (free text, only split) otherwise."""
     if answer is None and not has_budget:
         return None
-    return GrammarSpec.reasoning(answer or GrammarSpec.regex(_ANY_TEXT), config)
-
-
-class ReasoningSplitter:
-    """Splits a streamed output into reasoning and answer pieces as it arrives.
-
-    The start tag is dropped (an output that does not begin with it did not think: all of it
-    is answer); a piece that may be the beginning of the end tag is held back until the next
-    text shows whether it is. Everything after the end tag is answer.
-    """
-
-    def __init__(self, config: ReasoningConfig) -> None:
-        self.config = config
-        self._pending = ""  # text not yet handed out (a possible start of a tag)
-        self._phase = "start" if config.start else "thinking"
-
-    @property
-    def is_answering(self) -> bool:
-        """True once the end tag was seen."""
-        return self._phase == "answer"
-
-    def feed(self, text: str) -> tuple[str, str]:
-        """``(reasoning piece, answer piece)`` that ``text`` completes."""
-        if self._phase == "answer":
-            return "", text
-        self._pending += text
-        if self._phase == "start":
-            start = self.config.start
-            if len(self._pending) < len(start) and start.startswith(self._pending):
-                return "", ""
-            if not self._pending.startswith(start):  # the model did not think: all answer
-                answer, self._pending = self._pending, ""
-                self._phase = "answer"
-                return "", answer
-            self._pending = self._pending[len(start) :]
-            self._phase = "thinking"
-        end = self.config.end
-        cut = self._pending.find(end)
-        if cut >= 0:
-            thoughts, answer = self._pending[:cut], self._pending[cut + len(end) :]
-            self._pending = ""
-            self._phase = "answer"
-            return thoughts, answer
-        keep = next(
-            (k for k in range(min(len(end) - 1, len(self._pending)), 0, -1)
-             if self._pending.endswith(end[:k])),
-            0,
-        )  # fmt: skip
-        thoughts = self._pending[: len(self._pending) - keep]
-        self._pending = self._pending[len(thoughts) :]
-        return thoughts, ""
-
-    def finish(self) -> str:
-        """The reasoning held back at the end of the output (a cut end tag)."""
-        rest, self._pending = self._pending, ""
-        return rest if self._phase != "answer" else ""
-
-
-def split_message(config: ReasoningConfig, text: str) -> tuple[str, str]:
-    """``(reasoning_content, content)`` of a whole output."""
-    splitter = ReasoningSplitter(config)
-    thoughts, answer = splitter.feed(text)
-    thoughts += splitter.finish()
-    return thoughts, answer
+    return GrammarSpec.reasoning(answer, config)

@@ -99,26 +99,24 @@ PREFIXES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["think", "opened", "borders"])
-def test_masks_equal_brute_force(smollm2_vocab, json_answer, config):
-    grammar = ReasoningGrammar(json_answer, config)
-    oracle = Oracle(config, json_answer)
-    for prefix in PREFIXES[config]:
+def _check_masks(vocab, grammar: ReasoningGrammar, oracle: Oracle) -> None:
+    """The mask after each of the config's prefixes equals the oracle's, token by token."""
+    for prefix in PREFIXES[grammar.config]:
         matcher = grammar.matcher()
         assert matcher.accept_bytes(prefix) or not prefix, prefix
-        assert _mask(matcher) == _oracle_mask(oracle, smollm2_vocab, prefix, False), prefix
+        assert _mask(matcher) == _oracle_mask(oracle, vocab, prefix, False), prefix
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["think", "opened", "borders"])
+def test_masks_equal_brute_force(smollm2_vocab, json_answer, config):
+    _check_masks(smollm2_vocab, ReasoningGrammar(json_answer, config), Oracle(config, json_answer))
 
 
 def test_masks_equal_brute_force_on_llama(llama_vocab):
     """Llama 3.2 cuts the tags differently (``</``, ``think``, ``>{"`` ...)."""
     answer = compile_json_schema(SCHEMA, llama_vocab)
     config = CONFIGS[0]
-    grammar = ReasoningGrammar(answer, config)
-    oracle = Oracle(config, answer)
-    for prefix in PREFIXES[config]:
-        matcher = grammar.matcher()
-        assert matcher.accept_bytes(prefix) or not prefix, prefix
-        assert _mask(matcher) == _oracle_mask(oracle, llama_vocab, prefix, False), prefix
+    _check_masks(llama_vocab, ReasoningGrammar(answer, config), Oracle(config, answer))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["think", "opened", "borders"])
