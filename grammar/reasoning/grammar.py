@@ -289,7 +289,7 @@ class ReasoningMatcher:
     def __init__(self, grammar: ReasoningGrammar) -> None:
         self.grammar = grammar
         self._answer: Matcher = grammar.answer.matcher()
-        self._state = 0 if grammar.start else len(grammar.start)
+        self._state = 0  # the start tag's first byte (with no start tag: the thoughts, q = 0)
         self._num_thought_tokens = 0
         self._num_answer_steps = 0
         self._history: list[tuple[int, int, int]] = []

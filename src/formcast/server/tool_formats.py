@@ -37,6 +37,8 @@ from typing import Any
 
 from formcast.server.tools import ToolCallStream, custom_input_schema, tool_parameters
 
+# what may sit between calls without being an answer: whitespace and separators
+_LAYOUT = " \n\t;,"
 _ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
 
@@ -229,7 +231,7 @@ class ToolCallsParser:
         deltas = self._call.finish() if self._call is not None else []
         rest = self._pending
         self._pending = ""
-        if self.calls and not rest.strip(" \n\t;,"):
+        if self.calls and not rest.strip(_LAYOUT):
             rest = ""
         self.content += rest
         return rest, deltas
@@ -263,7 +265,7 @@ class ToolCallsParser:
         cut = self._pending.find(begin)
         if cut >= 0:
             before = self._pending[:cut]
-            if before.strip(" \n\t;,") or not self.calls:
+            if before.strip(_LAYOUT) or not self.calls:
                 content.append(before)
             self._pending = ""
             if fmt.list_begin:
@@ -278,7 +280,7 @@ class ToolCallsParser:
             0,
         )  # fmt: skip
         head = self._pending[: len(self._pending) - keep]
-        if head.strip(" \n\t;,"):
+        if head.strip(_LAYOUT):
             content.append(head)
             self._pending = self._pending[len(head) :]
 
