@@ -1,8 +1,10 @@
 """EngineConfig: the knobs of the paged-KV engine, validated on construction.
 
 KV cache size is given either as a number of blocks (``num_kv_blocks``) or as a memory budget
-(``kv_cache_memory_bytes``); when neither is set the cache holds ``max_num_seqs`` full-length
-sequences' worth of blocks capped at a budget that suits the device (1 GiB on CPU).
+(``kv_cache_memory_bytes``); when neither is set it is sized by the device: on CUDA from a
+memory profile after a warm-up step, ``gpu_memory_utilization * total - peak`` (see
+``formcast.engine.memory_profile``); on CPU ``max_num_seqs`` full-length sequences' worth of
+blocks, capped at 2 GiB and at half the RAM available.
 """
 
 from __future__ import annotations
@@ -79,7 +81,13 @@ class EngineConfig:
     num_kv_blocks : int or None
         KV cache size in blocks; overrides ``kv_cache_memory_bytes``.
     kv_cache_memory_bytes : int or None
-        KV cache budget in bytes (all layers, K and V).
+        KV cache budget in bytes (all layers, K and V); overrides ``gpu_memory_utilization``.
+    gpu_memory_utilization : float
+        In (0, 1]: the share of the CUDA device's memory this engine may use (weights,
+        activations and KV cache). With neither ``num_kv_blocks`` nor ``kv_cache_memory_bytes``
+        set, the KV cache gets ``gpu_memory_utilization * total`` minus the peak of a warm-up
+        step of ``max_num_batched_tokens`` tokens (``LLM.runner.kv_budget`` says how it was
+        derived). Ignored on CPU.
     enable_prefix_caching : bool
         Reuse full KV blocks whose token prefix was already computed.
     enable_chunked_prefill : bool
@@ -118,6 +126,7 @@ class EngineConfig:
     block_size: int = 16
     num_kv_blocks: int | None = None
     kv_cache_memory_bytes: int | None = None
+    gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     watermark: float = 0.01
@@ -162,6 +171,15 @@ class EngineConfig:
                 raise EngineConfigError(
                     f"EngineConfig.{name}={getattr(self, name)!r} must be a bool"
                 )
+        utilization = self.gpu_memory_utilization
+        if (
+            isinstance(utilization, bool)
+            or not isinstance(utilization, (int, float))
+            or not 0.0 < utilization <= 1.0
+        ):
+            raise EngineConfigError(
+                f"EngineConfig.gpu_memory_utilization={utilization!r} must be a number in (0, 1]"
+            )
         if not 0.0 <= self.watermark < 1.0:
             raise EngineConfigError(f"EngineConfig.watermark={self.watermark!r} must be in [0, 1)")
         if self.attention_backend not in (None, "torch", "triton"):

@@ -24,12 +24,10 @@ import torch
 from formcast.engine.attention.metadata import AttentionMetadata, is_decode_like
 from formcast.engine.attention.torch_backend import TorchAttention
 from formcast.engine.config import EngineConfig
+from formcast.engine.memory_profile import CudaReadings, KVBudget, choose_kv_budget
 from formcast.engine.models.config import ModelConfig
 from formcast.engine.models.weights import build_model
 from formcast.engine.scheduler import ScheduledSeq
-from formcast.errors import EngineConfigError
-
-_DEFAULT_CPU_KV_BYTES = 2 << 30
 
 
 class ModelRunner:
@@ -54,10 +52,29 @@ class ModelRunner:
             torch.cuda.set_device(self.device)
         self.dtype = config.torch_dtype
         self.block_size = config.block_size
+        sizes_from_profile = (
+            self.device.type == "cuda"
+            and config.num_kv_blocks is None
+            and config.kv_cache_memory_bytes is None
+        )
+        # device memory before the weights: the profile counts what this engine adds
+        readings = CudaReadings.start(self.device) if sizes_from_profile else None
         self.model = build_model(
             folder, model_config, self.dtype, self.device, max_positions=config.max_model_len
         )
-        self.num_kv_blocks = self._num_kv_blocks()
+        if config.attention_backend == "triton":
+            from formcast.engine.attention.triton_backend import TritonAttention
+
+            self.backend = TritonAttention()
+        else:
+            self.backend = TorchAttention()
+        for layer in self.model.model.layers:
+            layer.self_attn.backend = self.backend
+        self.last_hidden: torch.Tensor | None = None  # (sum num_logits, hidden) of the last step
+        # on CUDA a warm-up step runs `execute` here, on a temporary cache: whatever
+        # `execute` reads must be set up above this line
+        self.kv_budget = self._num_kv_blocks(readings)
+        self.num_kv_blocks = self.kv_budget.num_blocks
         mc = model_config
         # (layers, K/V, Hkv, blocks, block_size, D)
         self.kv_cache = torch.zeros(
@@ -70,17 +87,9 @@ class ModelRunner:
             dtype=self.dtype,
             device=self.device,
         )
-        if config.attention_backend == "triton":
-            from formcast.engine.attention.triton_backend import TritonAttention
-
-            self.backend = TritonAttention()
-        else:
-            self.backend = TorchAttention()
         for i, layer in enumerate(self.model.model.layers):
             layer.self_attn.k_cache = self.kv_cache[i, 0]
             layer.self_attn.v_cache = self.kv_cache[i, 1]
-            layer.self_attn.backend = self.backend
-        self.last_hidden: torch.Tensor | None = None  # (sum num_logits, hidden) of the last step
 
     @property
     def bytes_per_block(self) -> int:
@@ -96,26 +105,10 @@ class ModelRunner:
             * element
         )
 
-    def _num_kv_blocks(self) -> int:
-        config = self.config
-        if config.num_kv_blocks is not None:
-            return config.num_kv_blocks
-        budget = config.kv_cache_memory_bytes
-        if budget is None:
-            wanted = config.max_num_seqs * config.max_model_len // self.block_size + 1
-            if self.device.type == "cuda":
-                free, _ = torch.cuda.mem_get_info(self.device)
-                cap = int(free * 0.6)
-            else:
-                cap = _DEFAULT_CPU_KV_BYTES
-            budget = min(wanted * self.bytes_per_block, cap)
-        num_blocks = budget // self.bytes_per_block
-        if num_blocks < 1:
-            raise EngineConfigError(
-                f"EngineConfig.kv_cache_memory_bytes={budget} holds no block "
-                f"({self.bytes_per_block} bytes each)"
-            )
-        return int(num_blocks)
+    def _num_kv_blocks(self, readings: CudaReadings | None) -> KVBudget:
+        """The KV cache size: explicit, profiled on CUDA (``readings`` taken before the
+        weights loaded), or the CPU default; see ``formcast.engine.memory_profile``."""
+        return choose_kv_budget(self, readings)
 
     def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
         """Execute copy-on-write block copies ``(src, dst)`` in every layer."""
