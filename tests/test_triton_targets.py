@@ -3,7 +3,8 @@
 The suite runs Triton in the interpreter (conftest.py), which never lowers a kernel. Here a
 subprocess without it calls the real launch sites on CPU tensors with each kernel replaced by
 a recorder, specialises every recorded launch as ``JITFunction.run`` would, and compiles it
-with ``triton.compile`` (ptxas included) for both targets.
+with ``triton.compile`` (ptxas included) for both targets: within the shared-memory limits,
+and with the attention kernels' products on tensor cores (mma / wgmma) for 16-bit caches.
 """
 
 from __future__ import annotations
@@ -40,16 +41,27 @@ KERNEL_FILES = (
     "samplers/triton_race.py",
     "src/formcast/bitmask.py",
 )
-DEVICE_HELPERS = {"_max_combine", "_sum_combine"}
+# (_max_combine / _sum_combine are triton.language.standard's combine functions, aliased)
+DEVICE_HELPERS = {
+    "_max_combine",
+    "_sum_combine",
+    "_mma",
+    "_attend_tile",
+    "_online_softmax_step",
+}
 
 MODEL_DTYPES = ("float32", "bfloat16", "float16")  # EngineConfig.dtype
 HEAD_DIMS = (64, 128)  # SmolLM2 (9 / 3 heads); Llama / Qwen sizes (32 / 8 heads)
 ATTENTION_LAUNCHES = (
     "_store_kv_kernel",
-    "_paged_decode_kernel",
-    "_paged_span_kernel[IS_TREE=False]",
-    "_paged_span_kernel[IS_TREE=True]",
+    "_paged_decode_kernel[SPLIT_KV=False][UPCAST=False]",
+    "_paged_decode_kernel[SPLIT_KV=True][UPCAST=False]",
+    "_split_kv_reduce_kernel",
+    "_paged_span_kernel[IS_TREE=False][UPCAST=False]",
+    "_paged_span_kernel[IS_TREE=True][UPCAST=False]",
 )
+# kernels whose QK^T and PV must run on tensor cores (mma / wgmma) with 16-bit caches
+TENSOR_CORE_KERNELS = ("_paged_decode_kernel", "_paged_span_kernel")
 VOCAB_SIZE = 49152  # SmolLM2
 NUM_CANDIDATES = 256  # Sampler default: the race over top candidates
 
@@ -120,29 +132,55 @@ def _attention_launches(dtype_name: str, head_dim: int) -> list[tuple[str, Any, 
 
     dtype = getattr(torch, dtype_name)
     num_q_heads, num_kv_heads = (9, 3) if head_dim == 64 else (32, 8)
-    block_size, num_blocks = 16, 8  # EngineConfig.block_size default
+    block_size, num_blocks = 16, 24  # EngineConfig.block_size default
     # two decodes, then a 6-token span on a cached prefix ending with a 4-node token tree
     ancestors = torch.tensor(
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]], dtype=torch.bool
     )
-    meta = AttentionMetadata.build(
-        block_tables=[[0, 1], [2, 3, 4], [5, 6, 7]],
-        context_lens=[20, 33, 40],
-        query_lens=[1, 1, 6],
-        block_size=block_size,
-        device="cpu",
-        for_torch_path=False,
-        trees=[(2, ancestors)],
-    )
-    num_tokens = 8
-    q = torch.zeros(num_tokens, num_q_heads, head_dim, dtype=dtype)
-    k = torch.zeros(num_tokens, num_kv_heads, head_dim, dtype=dtype)
-    v = torch.zeros_like(k)
+    # (the step, decode programs to aim for)
+    steps = [
+        (
+            AttentionMetadata.build(
+                block_tables=[[0, 1], [2, 3, 4], [5, 6, 7]],
+                context_lens=[20, 33, 40],
+                query_lens=[1, 1, 6],
+                block_size=block_size,
+                device="cpu",
+                for_torch_path=False,
+                trees=[(2, ancestors)],
+            ),
+            # 2 decodes x KV heads fill this machine: one program each, no split-KV
+            2 * num_kv_heads,
+        ),
+        # one long decode alone (the latency case): split-KV and its reduce kernel
+        (
+            AttentionMetadata.build(
+                block_tables=[list(range(8, 24))],
+                context_lens=[250],
+                query_lens=[1],
+                block_size=block_size,
+                device="cpu",
+                for_torch_path=False,
+            ),
+            triton_backend.DEFAULT_TARGET_PROGRAMS,
+        ),
+    ]
     k_cache = torch.zeros(num_kv_heads, num_blocks, block_size, head_dim, dtype=dtype)
     v_cache = torch.zeros_like(k_cache)
-    names = ("_store_kv_kernel", "_paged_decode_kernel", "_paged_span_kernel")
+    names = (
+        "_store_kv_kernel",
+        "_paged_decode_kernel",
+        "_split_kv_reduce_kernel",
+        "_paged_span_kernel",
+    )
     with _recording(triton_backend, names) as launches:
-        triton_backend.TritonAttention().forward(q, k, v, k_cache, v_cache, meta, head_dim**-0.5)
+        for meta, target_programs in steps:
+            num_tokens = int(meta.query_start_loc[-1])
+            q = torch.zeros(num_tokens, num_q_heads, head_dim, dtype=dtype)
+            k = torch.zeros(num_tokens, num_kv_heads, head_dim, dtype=dtype)
+            v = torch.zeros_like(k)
+            attention = triton_backend.TritonAttention(target_programs)
+            attention.forward(q, k, v, k_cache, v_cache, meta, head_dim**-0.5)
     return launches
 
 
@@ -231,6 +269,7 @@ def _compile(kernel: Any, args: tuple, kwargs: dict, arch: int) -> dict[str, Any
         cubin_bytes=len(cubin),
         cubin_is_elf=cubin[:4] == b"\x7fELF",
         shared=compiled.metadata.shared,
+        tensor_cores="mma" in ptx,  # mma.sync (sm_80) or wgmma (sm_90)
         num_warps=compiled.metadata.num_warps,
     )
     return record
@@ -325,6 +364,8 @@ def test_compiles_for_target(compiled: dict[str, Any], case: str, label: str, ar
     assert re.fullmatch(rf"sm_{arch}a?", result["ptx_target"] or "")
     assert result["cubin_bytes"] > 0 and result["cubin_is_elf"]
     assert result["shared"] <= MAX_SHARED_BYTES[arch]
+    if label.split("[")[0] in TENSOR_CORE_KERNELS and CASES[case][1] != "float32":
+        assert result["tensor_cores"], f"{key}: no mma / wgmma in the PTX"
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Tree attention: torch reference vs a dense loop, Triton (interpreter) vs torch, and the
-engine's torch path / Triton backend on a step mixing decodes, a prefill and token trees."""
+"""Tree attention: torch reference vs a dense loop, Triton (interpreter) vs torch (GQA ratios
+1 / 3 / 4, fp32 and bf16 caches, one tree or several per launch), and the engine's torch path /
+Triton backend on a step mixing decodes, a prefill and token trees."""
 
 from __future__ import annotations
 
@@ -67,16 +68,78 @@ def test_torch_reference_matches_dense_loop(prefix_len, num_nodes):
             torch.testing.assert_close(got[i, h], weights @ vs, atol=1e-5, rtol=1e-5)
 
 
+def _cache_of(block_size: int, seed: int, dtype: torch.dtype):
+    k_cache, v_cache, table = _cache(block_size, seed)
+    return k_cache.to(dtype), v_cache.to(dtype), table
+
+
+# fp32 caches multiply in IEEE fp32; bf16 ones round P to bf16 before P V (as tensor cores do)
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("group", [1, 3, 4])
 @pytest.mark.parametrize("block_size", [16, 32])
-def test_triton_tree_kernel_matches_torch(block_size):
-    k_cache, v_cache, table = _cache(block_size, seed=block_size)
-    for prefix_len, num_nodes in ((3, 6), (21, 18)):
+def test_triton_tree_kernel_matches_torch(block_size, group, dtype):
+    k_cache, v_cache, table = _cache_of(block_size, block_size, dtype)
+    # a short prefix; more nodes than one program's query tile (16 tokens at group 3 / 4);
+    # a prefix over two key tiles
+    for prefix_len, num_nodes in ((3, 6), (21, 18), (100, 9)):
         mask = _random_tree(num_nodes, seed=prefix_len)
-        q = torch.randn(num_nodes, NUM_KV_HEADS * GROUP, HEAD_DIM)
-        args = (q, k_cache, v_cache, table, prefix_len, mask, 0.25)
+        q = torch.randn(num_nodes, NUM_KV_HEADS * group, HEAD_DIM).to(dtype)
+        # the reference in fp32 on the same (rounded) inputs
+        args = (q.float(), k_cache.float(), v_cache.float(), table, prefix_len, mask, 0.25)
         expected = tree_attention.paged_tree_attention_torch(*args)
-        got = tree_attention.paged_tree_attention(*args)
-        assert (got - expected).abs().max().item() < 1e-5
+        got = tree_attention.paged_tree_attention(
+            q, k_cache, v_cache, table, prefix_len, mask, 0.25
+        )
+        assert got.dtype == dtype
+        assert (got.float() - expected).abs().max().item() < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("group", [1, 3])
+def test_triton_varlen_trees_match_torch_per_tree(group, dtype):
+    from formcast.engine.attention.triton_backend import paged_tree_attention_varlen
+
+    block_size = 16
+    k_cache, v_cache, _ = _cache_of(block_size, 11, dtype)
+    # three trees of a batch, ragged sizes and prefixes, disjoint blocks
+    trees = [(5, _random_tree(4, 1)), (70, _random_tree(20, 2)), (1, _random_tree(1, 3))]
+    free = list(range(NUM_BLOCKS))
+    tables = [[free.pop() for _ in range(-(-(p + m.shape[0]) // block_size))] for p, m in trees]
+    sizes = [m.shape[0] for _, m in trees]
+    num_rows, max_nodes = sum(sizes), max(sizes)
+    block_tables = torch.zeros(len(trees), max(len(t) for t in tables), dtype=torch.int32)
+    node_mask = torch.zeros(num_rows, max_nodes, dtype=torch.uint8)
+    starts = [0]
+    for b, ((_, mask), table) in enumerate(zip(trees, tables, strict=True)):
+        block_tables[b, : len(table)] = torch.tensor(table)
+        node_mask[starts[-1] : starts[-1] + mask.shape[0], : mask.shape[0]] = mask
+        starts.append(starts[-1] + mask.shape[0])
+    q = torch.randn(num_rows, NUM_KV_HEADS * group, HEAD_DIM).to(dtype)
+    got = paged_tree_attention_varlen(
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        torch.tensor(starts, dtype=torch.int32),
+        torch.tensor([p for p, _ in trees], dtype=torch.int32),
+        node_mask,
+        0.25,
+    )
+    for b, (prefix_len, mask) in enumerate(trees):
+        rows = slice(starts[b], starts[b + 1])
+        expected = tree_attention.paged_tree_attention_torch(
+            q[rows].float(),
+            k_cache.float(),
+            v_cache.float(),
+            block_tables[b],
+            prefix_len,
+            mask,
+            0.25,
+        )
+        assert (got[rows].float() - expected).abs().max().item() < TOLERANCE[dtype]
 
 
 def _step(block_size: int):
