@@ -9,6 +9,7 @@ blocks, capped at 2 GiB and at half the RAM available.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -27,15 +28,39 @@ _DTYPES = {
 }
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """Map a dtype name (``"float32"``, ``"bfloat16"``, ...) or a torch dtype to a torch dtype."""
+AUTO_DTYPE_ENV = "FORMCAST_DTYPE"  # what dtype="auto" means when set (the test suite: float32)
+
+
+def runs_bf16_natively(device: str | torch.device) -> bool:
+    """True where bfloat16 matmuls run in hardware: CUDA devices with bf16 (Ampere and later),
+    CPUs with AVX512-BF16 or AMX-BF16 (``torch.cpu.get_capabilities``)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: str | torch.device = "cpu") -> torch.dtype:
+    """Map a dtype name (``"float32"``, ``"bfloat16"``, ``"auto"``, ...) or a torch dtype to a
+    torch dtype; ``"auto"`` is ``$FORMCAST_DTYPE`` when set, else bfloat16 where ``device`` runs
+    it natively (`runs_bf16_natively`) and float32 elsewhere."""
+    if isinstance(dtype, str) and dtype == "auto":
+        override = os.environ.get(AUTO_DTYPE_ENV)
+        if override:
+            if override not in _DTYPES:
+                raise EngineConfigError(
+                    f"${AUTO_DTYPE_ENV}={override!r} is not a dtype; use one of {sorted(_DTYPES)}"
+                )
+            return _DTYPES[override]
+        return torch.bfloat16 if runs_bf16_natively(device) else torch.float32
     if isinstance(dtype, torch.dtype):
         if dtype not in _DTYPES.values():
             raise EngineConfigError(f"EngineConfig.dtype={dtype} is not supported")
         return dtype
     if dtype not in _DTYPES:
         raise EngineConfigError(
-            f"EngineConfig.dtype={dtype!r} is not supported; use one of {sorted(_DTYPES)}"
+            f"EngineConfig.dtype={dtype!r} is not supported; use 'auto' or one of {sorted(_DTYPES)}"
         )
     return _DTYPES[dtype]
 
@@ -95,7 +120,16 @@ class EngineConfig:
     watermark : float
         Fraction of blocks kept free when admitting new sequences, so running ones can grow.
     dtype : str or torch.dtype
-        Weights and KV cache dtype (``"float32"`` or ``"bfloat16"``).
+        Weights and KV cache dtype: ``"auto"`` (bfloat16 where the device runs it natively:
+        CUDA with bf16, CPUs with AVX512-BF16 or AMX; float32 elsewhere; ``$FORMCAST_DTYPE``
+        overrides), ``"float32"``, ``"bfloat16"`` or ``"float16"``. Greedy outputs that must
+        match a float32 reference need ``"float32"``.
+    num_threads : int or None
+        CPU: most torch threads of the forward pass (None: every core this process may use).
+    adaptive_threads : bool
+        CPU: shrink the forward's thread pool to the cores other work leaves free, re-read
+        every half second (`formcast.engine.threads.ThreadGovernor`); False keeps
+        ``num_threads`` fixed.
     device : str, torch.device or None
         ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; ``None`` picks CUDA when
         available. Kept as the device's string; a CUDA device that does not exist is refused.
@@ -130,7 +164,9 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     watermark: float = 0.01
-    dtype: str | torch.dtype = "float32"
+    dtype: str | torch.dtype = "auto"
+    num_threads: int | None = None
+    adaptive_threads: bool = True
     device: str | torch.device | None = None
     attention_backend: str | None = None
     jump_forward: bool = True
@@ -166,7 +202,15 @@ class EngineConfig:
                 raise EngineConfigError(
                     f"EngineConfig.{name}={value!r} must be None or an int >= 1"
                 )
-        for name in ("jump_forward", "overlap_masks"):
+        if self.num_threads is not None and (
+            not isinstance(self.num_threads, int)
+            or isinstance(self.num_threads, bool)
+            or self.num_threads < 1
+        ):
+            raise EngineConfigError(
+                f"EngineConfig.num_threads={self.num_threads!r} must be None or an int >= 1"
+            )
+        for name in ("jump_forward", "overlap_masks", "adaptive_threads"):
             if not isinstance(getattr(self, name), bool):
                 raise EngineConfigError(
                     f"EngineConfig.{name}={getattr(self, name)!r} must be a bool"
@@ -188,8 +232,8 @@ class EngineConfig:
                 "use None, 'torch' or 'triton'"
             )
         self.speculative = SpeculativeConfig.coerce(self.speculative)
-        self.torch_dtype = resolve_dtype(self.dtype)
         self.device = _resolve_device(self.device)
+        self.torch_dtype = resolve_dtype(self.dtype, self.device)
         if self.attention_backend is None:
             self.attention_backend = "triton" if self.device.startswith("cuda") else "torch"
         if self.block_size & (self.block_size - 1):

@@ -49,6 +49,7 @@ from formcast.engine.scoring import ScoreReader, ScoreState
 from formcast.engine.sequence import Sequence, SequenceStatus
 from formcast.engine.speculative.chain_speculator import Speculator
 from formcast.engine.structured import MaskFiller, StructuredOutputManager
+from formcast.engine.threads import ThreadGovernor
 from formcast.errors import (
     DeadEndError,
     EngineConfigError,
@@ -127,6 +128,12 @@ class LLM:
 
             tokenizer = AutoTokenizer.from_pretrained(folder)
         self.tokenizer = tokenizer
+        # CPU: the forward's thread pool follows the cores other work leaves free
+        self.threads = (
+            ThreadGovernor(self.config.num_threads, self.config.adaptive_threads)
+            if self.config.device == "cpu"
+            else None
+        )
         self.runner = ModelRunner(folder, self.model_config, self.config)
         self.block_manager = BlockManager(
             self.runner.num_kv_blocks,
@@ -554,6 +561,8 @@ class LLM:
         When nothing can run but grammars are compiling, waits for the first to finish.
         """
         self._admit_compiled()
+        if self.threads is not None:
+            self.threads.tick()
         deltas, self._pending_deltas = self._pending_deltas, []
         if self.speculator is not None:
             self.speculator.propose()  # drafts join the running sequences' next spans

@@ -88,7 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-model-len", type=int, help="longest prompt + output")
     serve.add_argument("--num-kv-blocks", type=int, help="KV cache size in blocks")
     serve.add_argument("--block-size", type=int, help="tokens per KV block")
-    serve.add_argument("--dtype", help="float32 or bfloat16")
+    serve.add_argument(
+        "--dtype", help="auto (bf16 where the hardware runs it, the default), float32, bfloat16"
+    )
+    serve.add_argument(
+        "--num-threads", type=int, help="CPU: most torch threads (default: every core)"
+    )
+    serve.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        help="CUDA: share of GPU memory for weights, activations and KV cache (default 0.9)",
+    )
     serve.add_argument("--device", help="cpu, cuda, ...")
     serve.add_argument(
         "--no-jump-forward", action="store_true", help="sample grammar-forced tokens too"
@@ -367,6 +377,8 @@ _SERVE_ENGINE_OPTIONS = (
     "block_size",
     "dtype",
     "device",
+    "num_threads",
+    "gpu_memory_utilization",
 )
 
 

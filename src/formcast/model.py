@@ -215,7 +215,8 @@ def load(
     device : str, optional
         ``"cpu"``, ``"cuda"``, ...; default: CUDA when available.
     dtype : str, optional
-        ``"float32"`` (default) or ``"bfloat16"`` / ``"float16"``.
+        ``"auto"`` (default: bfloat16 where the hardware runs it natively, else float32),
+        ``"float32"``, ``"bfloat16"`` or ``"float16"``.
     chat : bool, optional
         Send string prompts through the chat template as one user message; default: when the
         tokenizer has a chat template.

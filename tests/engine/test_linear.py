@@ -8,7 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from formcast.engine.models.linear import LMHead, linear
+from formcast.engine.models.linear import (
+    HAS_ONEDNN_BF16,
+    LMHead,
+    linear,
+    packed_bf16_weight,
+    uses_packed_bf16,
+)
 
 
 @pytest.mark.parametrize("num_rows", [1, 2, 3, 4, 5, 16, 33])
@@ -47,3 +53,37 @@ def test_lm_head_copy_is_built_on_the_first_call_and_follows_the_weight():
     torch.testing.assert_close(head(one_row, weight), F.linear(one_row, weight))
     other = torch.randn(500, 32)
     torch.testing.assert_close(head(one_row, other), F.linear(one_row, other))
+
+
+@pytest.mark.skipif(not HAS_ONEDNN_BF16, reason="no oneDNN bf16 on this CPU")
+@pytest.mark.parametrize("num_rows", [1, 2, 5, 32, 70])
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_packed_bf16_linear_is_f_linear_bit_for_bit(num_rows, has_bias):
+    gen = torch.Generator().manual_seed(num_rows)
+    x = torch.randn(num_rows, 576, generator=gen).bfloat16()  # (M, K)
+    weight = torch.randn(960, 576, generator=gen).bfloat16()  # (N, K)
+    bias = torch.randn(960, generator=gen).bfloat16() if has_bias else None
+    assert uses_packed_bf16(x)
+    got = linear(x, weight, bias)
+    assert got.dtype == torch.bfloat16 and got.shape == (num_rows, 960)
+    assert torch.equal(got, F.linear(x, weight, bias))
+    head = LMHead()(x, weight)  # the LM head takes the same path
+    assert torch.equal(head, F.linear(x, weight))
+
+
+@pytest.mark.skipif(not HAS_ONEDNN_BF16, reason="no oneDNN bf16 on this CPU")
+def test_packed_weight_is_made_once_and_follows_in_place_updates():
+    weight = torch.randn(64, 32).bfloat16()
+    x = torch.randn(3, 32).bfloat16()
+    first = packed_bf16_weight(weight)
+    assert packed_bf16_weight(weight) is first  # cached on the weight
+    linear(x, weight)
+    assert packed_bf16_weight(weight) is first
+    with torch.no_grad():
+        weight.mul_(3.0)  # new version: the reorder is redone
+    assert packed_bf16_weight(weight) is not first
+    assert torch.equal(linear(x, weight), F.linear(x, weight))
+
+
+def test_float32_never_takes_the_packed_path():
+    assert not uses_packed_bf16(torch.zeros(2, 4))
