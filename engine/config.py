@@ -124,6 +124,13 @@ class EngineConfig:
         CUDA with bf16, CPUs with AVX512-BF16 or AMX; float32 elsewhere; ``$FORMCAST_DTYPE``
         overrides), ``"float32"``, ``"bfloat16"`` or ``"float16"``. Greedy outputs that must
         match a float32 reference need ``"float32"``.
+    compile_decode : bool or None
+        Run decode steps of up to ``max_num_seqs`` sequences through a forward prepared per
+        batch-size bucket (`formcast.engine.decode_graphs`): CUDA graphs replayed with the
+        Triton backend, ``torch.compile`` (inductor) with the torch backend. Prepared at engine
+        start (``runner.decode_graphs.warm_up_seconds``). None: on for CUDA, off on CPU, where
+        inductor gains <= 5-9% at batch 1 for 8-40 s of compile per bucket
+        (benchmarks/RESULTS.md, "GPU-grade step").
     num_threads : int or None
         CPU: most torch threads of the forward pass (None: every core this process may use).
     adaptive_threads : bool
@@ -165,6 +172,7 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     watermark: float = 0.01
     dtype: str | torch.dtype = "auto"
+    compile_decode: bool | None = None
     num_threads: int | None = None
     adaptive_threads: bool = True
     device: str | torch.device | None = None
@@ -236,6 +244,12 @@ class EngineConfig:
         self.torch_dtype = resolve_dtype(self.dtype, self.device)
         if self.attention_backend is None:
             self.attention_backend = "triton" if self.device.startswith("cuda") else "torch"
+        if self.compile_decode is None:
+            self.compile_decode = self.device.startswith("cuda")
+        elif not isinstance(self.compile_decode, bool):
+            raise EngineConfigError(
+                f"EngineConfig.compile_decode={self.compile_decode!r} must be None or a bool"
+            )
         if self.block_size & (self.block_size - 1):
             raise EngineConfigError(
                 f"EngineConfig.block_size={self.block_size} must be a power of two "

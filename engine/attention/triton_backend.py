@@ -765,6 +765,8 @@ class TritonAttention:
         scale: float,
     ) -> torch.Tensor:
         """Attention output ``(T, Hq, D)``; writes the new ``k, v`` into the cache first."""
+        if q.stride(2) != 1:  # CPU matmuls of 2-4 rows come out transposed (models/linear.py)
+            q = q.contiguous()
         store_kv(k.contiguous(), v.contiguous(), k_cache, v_cache, meta.slot_mapping)
         num_decode = meta.num_decode_seqs
         out = torch.empty_like(q)

@@ -68,6 +68,20 @@ def _packed_linear(
     )
 
 
+@torch.library.custom_op("formcast::cpu_linear", mutates_args=())
+def _cpu_linear_op(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    # opaque to inductor, whose own lowering of small bf16 GEMMs on CPU is far slower
+    # (3.3 ms vs 0.18 ms for a 1 x 576 x 3072 product); contiguous, as its fake says
+    return _linear_eager(x, weight, bias).contiguous()
+
+
+@_cpu_linear_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight.T + bias`` for ``x (M, K)``, ``weight (N, K)``, picking the CPU layout by M.
 
@@ -85,6 +99,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     torch.Tensor
         ``(M, N)``.
     """
+    if x.is_cpu and torch.compiler.is_compiling():
+        return _cpu_linear_op(x, weight, bias)
+    return _linear_eager(x, weight, bias)
+
+
+def _linear_eager(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     if uses_packed_bf16(x) and weight.dtype == torch.bfloat16 and x.dim() == 2 and x.shape[0]:
         return _packed_linear(x, weight, bias)
     if x.is_cpu and x.dim() == 2 and 2 <= x.shape[0] <= MAX_ROWS_TRANSPOSED:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from formcast.engine.attention.metadata import AttentionMetadata
+from formcast.engine.attention.paged_op import paged_attention
 from formcast.engine.models.config import ModelConfig
 from formcast.engine.models.linear import LMHead, linear
 from formcast.engine.models.rotary import RotaryEmbedding, apply_rotary
@@ -56,9 +57,13 @@ class Attention(nn.Module):
         self.k_cache = torch.empty(0)
         self.v_cache = torch.empty(0)
         self.backend = None
+        self.layer_index = 0  # set by LlamaModel: the op of a compiled forward names its layer
 
     def forward(
-        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata | None,
     ) -> torch.Tensor:
         num_tokens = x.shape[0]
         q, k, v = linear(x, self.qkv_proj.weight, self.qkv_proj.bias).split(
@@ -70,7 +75,10 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, k, *cos_sin)
-        out = self.backend.forward(q, k, v, self.k_cache, self.v_cache, meta, self.scale)
+        if torch.compiler.is_compiling():  # metadata from attention_step (decode_graphs.py)
+            out = paged_attention(q, k, v, self.layer_index)
+        else:
+            out = self.backend.forward(q, k, v, self.k_cache, self.v_cache, meta, self.scale)
         return linear(out.reshape(num_tokens, self.q_size), self.o_proj.weight, self.o_proj.bias)
 
 
@@ -99,7 +107,10 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
 
     def forward(
-        self, h: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata
+        self,
+        h: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata | None,
     ) -> torch.Tensor:
         h = h + self.self_attn(self.input_layernorm(h), cos_sin, meta)
         return h + self.mlp(self.post_attention_layernorm(h))
@@ -112,6 +123,8 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
+        for index, layer in enumerate(self.layers):
+            layer.self_attn.layer_index = index
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -157,9 +170,13 @@ class LlamaForCausalLM(nn.Module):
         return [c.intermediate_size, c.intermediate_size]
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+        self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata | None
     ) -> torch.Tensor:
-        """Hidden states ``(T, hidden)`` for ``input_ids, positions (T,)``; writes the KV cache."""
+        """Hidden states ``(T, hidden)`` for ``input_ids, positions (T,)``; writes the KV cache.
+
+        ``meta`` is None in a compiled forward: attention reads the step's metadata from
+        ``formcast.engine.attention.paged_op.attention_step`` instead.
+        """
         h = self.model.embed_tokens(input_ids)
         cos_sin = self.rotary.cos_sin(positions, h.dtype)
         for layer in self.model.layers:
