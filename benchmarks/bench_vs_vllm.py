@@ -7,12 +7,20 @@ the JSON; wall time and valid outputs). One engine per process, one after the ot
 runs in this interpreter's environment, vLLM in ``.venv-vllm`` (``make vllm``). Reports
 tokens/s, ratios, and whether the greedy tokens are identical (expected in float32).
 
-    .venv/bin/python benchmarks/bench_vs_vllm.py --dtypes float32,bfloat16
+formcast's JSON run is followed by the same prompts unconstrained, each request writing as
+many tokens as its JSON answer had (``ignore_eos``): the same work without a grammar, so
+``constrained_ratio`` = unconstrained wall / constrained wall is the grammar's cost (1.0 = free).
+
+``--busy-core`` repeats everything with a busy-loop process pinned to the first core (another
+tenant of the machine): each engine's rate with one core taken, against its idle rate.
+
+    .venv/bin/python benchmarks/bench_vs_vllm.py --dtypes float32,bfloat16 [--busy-core]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -86,7 +94,25 @@ def run_formcast(folder: str, dtype: str, names: list[str]) -> dict:
         wall_s = time.perf_counter() - started
         results[name] = _summary(wall_s, [list(o.token_ids) for o in outputs],
                                  [o.text for o in outputs], work["json"])  # fmt: skip
+        if grammar is not None:  # the same work without the grammar
+            free = [
+                SamplingParams(temperature=0, max_tokens=max(1, len(o.token_ids)), ignore_eos=True)
+                for o in outputs
+            ]
+            started = time.perf_counter()
+            llm.generate(ids, free)
+            results[name]["unconstrained_wall_s"] = round(time.perf_counter() - started, 3)
+            results[name]["constrained_ratio"] = round(
+                results[name]["unconstrained_wall_s"] / wall_s, 3
+            )
+    results["threads"] = torch_threads()
     return results
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def run_vllm(folder: str, dtype: str, names: list[str]) -> dict:
@@ -129,6 +155,7 @@ def run_vllm(folder: str, dtype: str, names: list[str]) -> dict:
         wall_s = time.perf_counter() - started
         results[name] = _summary(wall_s, [list(o.outputs[0].token_ids) for o in outputs],
                                  [o.outputs[0].text for o in outputs], work["json"])  # fmt: skip
+    results["threads"] = torch_threads()
     return results
 
 
@@ -154,12 +181,67 @@ def _summary(wall_s: float, token_ids: list[list[int]], texts: list[str], is_jso
     return summary
 
 
+def run_worker(python: str, folder: str, workloads: str, engine: str, dtype: str) -> dict:
+    """One engine in its own process (its own virtual environment); its results."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        out = handle.name
+    command = [python, __file__, "--model", folder, "--workloads", workloads,
+               "--worker", engine, dtype, out]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    completed = subprocess.run(command, capture_output=True, text=True, env=env)
+    if completed.returncode != 0:
+        raise SystemExit(f"{engine} {dtype} failed:\n{completed.stderr[-4000:]}")
+    return json.loads(Path(out).read_text())
+
+
+@contextlib.contextmanager
+def busy_first_core(is_busy: bool):
+    """A busy-loop process pinned to the first core we may use, while the block runs."""
+    if not is_busy:
+        yield
+        return
+    core = min(os.sched_getaffinity(0))
+    code = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass"
+    spinner = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def compare(results: dict, name: str, dtype: str) -> dict:
+    """One workload's row: both engines' rates, ratios, identical greedy outputs."""
+    ours, theirs = results["formcast"][name], results["vllm"][name]
+    row = {
+        "dtype": dtype,
+        "workload": name,
+        "formcast_tok_s": ours["tokens_per_s"],
+        "vllm_tok_s": theirs["tokens_per_s"],
+        "ratio_tok_s": round(ours["tokens_per_s"] / theirs["tokens_per_s"], 2),
+        "formcast_wall_s": ours["wall_s"],
+        "vllm_wall_s": theirs["wall_s"],
+        "ratio_wall": round(theirs["wall_s"] / ours["wall_s"], 2),
+        "identical_tokens": sum(
+            a == b for a, b in zip(ours["token_ids"], theirs["token_ids"], strict=True)
+        ),
+        "num_requests": len(ours["token_ids"]),
+    }
+    if "num_valid" in ours:
+        row["formcast_valid"], row["vllm_valid"] = ours["num_valid"], theirs["num_valid"]
+    if "constrained_ratio" in ours:
+        row["formcast_constrained_ratio"] = ours["constrained_ratio"]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--workloads", default="batch,single,json")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--out", default=None, help="write the JSON results here")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="also run with a busy process pinned to the first core")  # fmt: skip
     parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "DTYPE", "OUT"),
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
@@ -174,39 +256,21 @@ def main() -> None:
 
     folder = str(resolve_model_path(args.model))
     rows = []
-    for dtype in args.dtypes.split(","):
-        results = {}
-        for engine, python in (("formcast", sys.executable), ("vllm", str(VLLM_PYTHON))):
-            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
-                out = handle.name
-            command = [python, __file__, "--model", folder, "--workloads", args.workloads,
-                       "--worker", engine, dtype, out]  # fmt: skip
-            env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
-            completed = subprocess.run(command, capture_output=True, text=True, env=env)
-            if completed.returncode != 0:
-                raise SystemExit(f"{engine} {dtype} failed:\n{completed.stderr[-4000:]}")
-            results[engine] = json.loads(Path(out).read_text())
-        for name in names:
-            ours, theirs = results["formcast"][name], results["vllm"][name]
-            row = {
-                "dtype": dtype,
-                "workload": name,
-                "formcast_tok_s": ours["tokens_per_s"],
-                "vllm_tok_s": theirs["tokens_per_s"],
-                "ratio_tok_s": round(ours["tokens_per_s"] / theirs["tokens_per_s"], 2),
-                "formcast_wall_s": ours["wall_s"],
-                "vllm_wall_s": theirs["wall_s"],
-                "ratio_wall": round(theirs["wall_s"] / ours["wall_s"], 2),
-                "identical_tokens": sum(
-                    a == b for a, b in zip(ours["token_ids"], theirs["token_ids"], strict=True)
-                ),
-                "num_requests": len(ours["token_ids"]),
-            }
-            if "num_valid" in ours:
-                row["formcast_valid"], row["vllm_valid"] = ours["num_valid"], theirs["num_valid"]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        print(json.dumps({"dtype": dtype, "load_s": {k: v["load_s"] for k, v in results.items()}}))
+    for condition in ("idle", "busy_core") if args.busy_core else ("idle",):
+        for dtype in args.dtypes.split(","):
+            results = {}
+            for engine, python in (("formcast", sys.executable), ("vllm", str(VLLM_PYTHON))):
+                with busy_first_core(condition == "busy_core"):
+                    results[engine] = run_worker(python, folder, args.workloads, engine, dtype)
+            for name in names:
+                row = compare(results, name, dtype)
+                row["condition"] = condition
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            print(json.dumps({"condition": condition, "dtype": dtype,
+                              "load_s": {k: v["load_s"] for k, v in results.items()},
+                              "threads": {k: v["threads"] for k, v in results.items()}}),
+                  flush=True)  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=2))
 

@@ -61,13 +61,18 @@ class TorchAttention:
             torch.index_select(v_blocks, 1, dg.block_ids, out=v_ctx)
             # the `group` query heads sharing a KV head act as `group` query rows: (Hkv, n, g, D)
             q_g = q[dg.seq_start : dg.seq_end].view(n, num_kv_heads, group, head_dim)
-            o = F.scaled_dot_product_attention(
-                q_g.transpose(0, 1),
-                k_ctx.view(num_kv_heads, n, length, head_dim),
-                v_ctx.view(num_kv_heads, n, length, head_dim),
-                attn_mask=dg.additive_mask.to(q.dtype),
-                scale=scale,
-            )  # (Hkv, n, g, D)
+            k_g = k_ctx.view(num_kv_heads, n, length, head_dim)
+            v_g = v_ctx.view(num_kv_heads, n, length, head_dim)
+            if q.dtype == torch.float32:
+                o = F.scaled_dot_product_attention(
+                    q_g.transpose(0, 1), k_g, v_g, attn_mask=dg.additive_mask, scale=scale
+                )  # (Hkv, n, g, D)
+            else:
+                # 16-bit: two batched matmuls and a float32 softmax cost 0.4-0.7x SDPA's CPU
+                # flash kernel at decode shapes (a few query rows, <= a few hundred keys)
+                scores = torch.matmul(q_g.transpose(0, 1), k_g.transpose(-1, -2)).float()
+                scores.mul_(scale).add_(dg.additive_mask)  # (Hkv, n, g, L)
+                o = torch.matmul(torch.softmax(scores, dim=-1).to(q.dtype), v_g)
             out[dg.seq_start : dg.seq_end] = o.transpose(0, 1).reshape(n, num_q_heads, head_dim)
         k_flat = k_cache.view(num_kv_heads, -1, head_dim)
         v_flat = v_cache.view(num_kv_heads, -1, head_dim)
