@@ -28,6 +28,7 @@ from formcast.engine.memory_profile import CudaReadings, KVBudget, choose_kv_bud
 from formcast.engine.models.config import ModelConfig
 from formcast.engine.models.weights import build_model
 from formcast.engine.scheduler import ScheduledSeq
+from formcast.samplers.batch import to_device
 
 
 class ModelRunner:
@@ -199,11 +200,16 @@ class ModelRunner:
             for i, item in enumerate(scheduled)
             for row in range(end_of[i] - item.num_logits, end_of[i])
         ]
-        hidden = self.model(
-            torch.tensor(input_ids, dtype=torch.long, device=self.device),
-            torch.from_numpy(positions).to(self.device),
-            meta,
+        # one non-blocking copy from pinned memory (see to_device); int64 always, also when
+        # ``rows`` is empty (an empty float array would be no index)
+        token_ids, token_positions, row_ids = to_device(
+            [
+                np.asarray(input_ids, dtype=np.int64),
+                positions.astype(np.int64, copy=False),
+                np.asarray(rows, dtype=np.int64),
+            ],
+            self.device,
         )
-        # int64 always: torch.tensor([]) would be float32, which is no index
-        self.last_hidden = hidden[torch.tensor(rows, dtype=torch.long, device=self.device)]
+        hidden = self.model(token_ids, token_positions, meta)
+        self.last_hidden = hidden[row_ids]
         return self.model.compute_logits(self.last_hidden)

@@ -218,14 +218,18 @@ class Postprocessor:
 
     def commit_sampled(self, seqs: list[Sequence], sampled: SamplerOutput) -> list[StreamDelta]:
         """Commit the sampler's token of each sequence (row ``i`` is ``seqs[i]``), then its
-        jump-forward text; retire finished sequences; one `StreamDelta` per sequence."""
-        token_ids = sampled.token_ids.tolist()
+        jump-forward text; retire finished sequences; one `StreamDelta` per sequence.
+
+        Reads only the host copy the sampler made (`SamplerOutput.host`, the step's one
+        device-to-host copy): committing never waits for the device again."""
+        host = sampled.on_host()
+        token_ids = host.token_ids.tolist()
         want_logprobs = any(seq.sampling_params.logprobs is not None for seq in seqs)
-        chosen_logprobs = sampled.logprobs.tolist() if want_logprobs else None
+        chosen_logprobs = host.logprobs.tolist() if want_logprobs else None
         top_ids = top_lps = None
-        if want_logprobs and sampled.top_logprob_ids is not None:
-            top_ids = sampled.top_logprob_ids.tolist()
-            top_lps = sampled.top_logprobs.tolist()
+        if want_logprobs and host.top_logprob_ids is not None:
+            top_ids = host.top_logprob_ids.tolist()
+            top_lps = host.top_logprobs.tolist()
         now = time.monotonic()
         deltas = []
         for i, seq in enumerate(seqs):

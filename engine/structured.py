@@ -22,7 +22,9 @@
   ``wait_seconds`` the part not hidden behind the forward pass. The bitmask is one reused
   pinned/CPU int32 buffer ``(rows, ceil(V/32))``; matchers get the whole buffer (so their
   fast row-copy path keeps its cached view) and the step uses its first ``B`` rows. Rows of
-  unconstrained sequences are all ones.
+  unconstrained sequences are all ones. The sampler moves the host bitmask to the logits'
+  device itself (`formcast.samplers.batch.to_device`: a copy into fresh pinned memory, sent
+  non-blocking), so the next step may refill this buffer without waiting for the device.
 """
 
 from __future__ import annotations
@@ -342,9 +344,11 @@ class MaskFiller:
             self._future = self._executor.submit(self._fill, self._matchers)
 
     def result(self) -> torch.Tensor | None:
-        """The filled ``(B, ceil(V/32))`` bitmask of the rows given to ``start`` (or None).
+        """The filled ``(B, ceil(V/32))`` host bitmask of the rows given to ``start`` (or None).
 
-        The tensor is a view of a reused buffer: valid until the next ``start``.
+        The tensor is a view of a reused host buffer: valid until the next ``start``. Hand it
+        to the sampler as it is (it copies a host bitmask to the device without blocking); a
+        blocking ``.to(device)`` here would be a synchronisation of the step.
         """
         matchers = self._matchers
         if all(m is None for m in matchers):

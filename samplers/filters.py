@@ -6,16 +6,25 @@ token are always kept (transformers' top-p keeps an arbitrary, sort-order depend
 of a tie at the cut; its top-k, min-p and typical already keep ties).
 
 top-k, top-p and min-p each keep a *prefix* of the tokens sorted by logit, so together they
-are one per-row threshold: keep ``logit >= threshold``. top-k / top-p thresholds are found
-from the top ``C`` logits only (``torch.topk``, much cheaper than a full sort); a row whose
-kept prefix is not provably inside its candidates (flat distribution, ties at the end) is
-retried with ``8 C`` candidates, up to ``V``. min-p is a closed form on the row max:
-``p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p)``.
-Typical sampling is not a prefix; it runs afterwards on full rows (sort), as transformers.
+are one per-row threshold: keep ``logit >= threshold``. min-p is a closed form on the row max:
+``p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p)``. Typical sampling is not a prefix;
+it runs afterwards on full rows (sort), as transformers.
+
+Two ways to find the top-k / top-p threshold, with equal results:
+
+- exact (`find_truncation`, the general path): top-k rows read their top ``max_top_k``
+  logits, top-p rows the whole sorted row. Fixed shapes, chosen from host knowledge: no
+  device value is read, so a GPU step never waits here.
+- adaptive (`find_truncation_adaptive_cpu`, the CPU fast path): the top ``C`` logits only
+  (``torch.topk``, much cheaper than a full sort on a CPU); a row whose kept prefix is not
+  provably inside its candidates (flat distribution, ties at the end) is retried with ``8 C``
+  candidates, up to ``V``. Deciding to retry reads a device value, which costs nothing on a
+  CPU and a synchronisation on a GPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -30,15 +39,33 @@ class Truncation:
     """Per-row result of top-k / top-p / min-p on ``R`` rows.
 
     ``threshold`` (R,): keep tokens with ``logit >= threshold`` (-inf keeps every token).
-    ``candidate_logits`` / ``candidate_ids`` (R, C): the top ``C`` logits, sorted descending.
+    ``candidate_logits`` / ``candidate_ids`` (R, C): the top ``C`` logits, sorted descending
+    (adaptive path only, else None).
     ``is_covered`` (R,): every kept token is among the candidates, so a row can be sampled
-    from its candidates alone. Rows without top-k / top-p are never covered.
+    from its candidates alone. Rows without top-k / top-p are never covered (adaptive path
+    only, else None).
     """
 
     threshold: torch.Tensor
     candidate_logits: torch.Tensor | None
     candidate_ids: torch.Tensor | None
-    is_covered: torch.Tensor
+    is_covered: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class TruncatedRows:
+    """Host knowledge of which of ``R`` rows need the sorted logits (top-k or top-p).
+
+    ``positions`` (host) and ``position_ids`` ((P,) int64, same values) index the rows;
+    ``max_top_k`` is their largest top-k (0: none); ``any_top_p`` / ``needs_row_logsumexp``:
+    some row has top-p / top-p without top-k (normalised over its whole row).
+    """
+
+    positions: Sequence[int]
+    position_ids: torch.Tensor
+    max_top_k: int
+    any_top_p: bool
+    needs_row_logsumexp: bool
 
 
 def find_truncation(
@@ -47,10 +74,10 @@ def find_truncation(
     top_p: torch.Tensor,
     min_p: torch.Tensor,
     row_max: torch.Tensor,
-    row_logsumexp: torch.Tensor | None,
-    num_candidates: int = 256,
+    truncated: TruncatedRows,
 ) -> Truncation:
-    """Thresholds of top-k -> top-p -> min-p for temperature-scaled ``logits`` (R, V).
+    """Exact thresholds of top-k -> top-p -> min-p for temperature-scaled ``logits`` (R, V),
+    reading no device value (the general path).
 
     Parameters
     ----------
@@ -60,31 +87,67 @@ def find_truncation(
         (R,) int64, 0 = off (values must be < V).
     top_p, min_p : torch.Tensor
         (R,) float32; 1.0 / 0.0 = off.
-    row_max, row_logsumexp : torch.Tensor
-        (R,) float32 statistics of ``logits`` (see `mask_scale_logits_inplace`);
-        ``row_logsumexp`` may be None: it is then computed for the rows that need it (top-p
-        without top-k normalises over the whole row).
-    num_candidates : int
-        First candidate count ``C`` (raised to ``max(top_k) + 1``).
+    row_max : torch.Tensor
+        (R,) float32 row maxima of ``logits``.
+    truncated : TruncatedRows
+        The rows with top-k or top-p.
+    """
+    num_rows, vocab_size = logits.shape
+    threshold = torch.full((num_rows,), NEG_INF, dtype=torch.float32, device=logits.device)
+    if truncated.positions:
+        rows = truncated.position_ids
+        is_all = len(truncated.positions) == num_rows
+        subset = logits if is_all else logits[rows]  # (P, V)
+        row_top_k = top_k if is_all else top_k[rows]
+        row_top_p = top_p if is_all else top_p[rows]
+        row_logsumexp = _row_normaliser(subset, row_max if is_all else row_max[rows], truncated)
+        # top-p needs the whole sorted row; top-k alone its first max_top_k values (ties with
+        # the k-th are kept by the threshold itself)
+        width = vocab_size if truncated.any_top_p else min(vocab_size, truncated.max_top_k)
+        if width == vocab_size:
+            values = subset.sort(dim=-1, descending=True).values  # (P, V)
+        else:
+            values = subset.topk(width, dim=-1, sorted=True).values  # (P, K) descending
+        row_threshold, _ = _prefix_threshold(
+            values, row_top_k, row_top_p, row_logsumexp, width == vocab_size
+        )
+        if is_all:
+            threshold = row_threshold
+        else:
+            threshold[rows] = row_threshold
+    return Truncation(_with_min_p(threshold, row_max, min_p), None, None, None)
+
+
+def find_truncation_adaptive_cpu(
+    logits: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    row_max: torch.Tensor,
+    truncated: TruncatedRows,
+    num_candidates: int = 256,
+) -> Truncation:
+    """`find_truncation` from the top ``C`` candidates, widened while a row is not covered
+    (the CPU fast path: it reads device values, free on a CPU); also returns the candidates.
+
+    ``num_candidates`` is the first ``C`` (raised to ``max_top_k + 1``).
     """
     num_rows, vocab_size = logits.shape
     device = logits.device
     threshold = torch.full((num_rows,), NEG_INF, dtype=torch.float32, device=device)
     is_covered = torch.zeros(num_rows, dtype=torch.bool, device=device)
     candidate_logits = candidate_ids = None
-    needs_prefix = (top_k > 0) | (top_p < 1)  # (R,)
-    if bool(needs_prefix.any()):
-        rows = needs_prefix.nonzero().squeeze(1)  # (S,)
-        is_all = rows.numel() == num_rows
-        width = min(vocab_size, max(num_candidates, int(top_k.max()) + 1))
+    if truncated.positions:
+        rows = truncated.position_ids  # (S,)
+        is_all = len(truncated.positions) == num_rows
+        row_logsumexp = torch.zeros(num_rows, dtype=torch.float32, device=device)
+        if truncated.needs_row_logsumexp:
+            subset = logits if is_all else logits[rows]
+            row_logsumexp[rows] = row_logsumexp_fast(subset, row_max[rows])
+        width = min(vocab_size, max(num_candidates, truncated.max_top_k + 1))
         while True:
             subset = logits if is_all else logits[rows]  # (S, V)
             values, ids = subset.topk(width, dim=-1, sorted=True)  # (S, C) descending
-            if row_logsumexp is None:
-                row_logsumexp = torch.zeros(num_rows, dtype=torch.float32, device=device)
-                needs_normaliser = (top_k[rows] == 0) & (top_p[rows] < 1)  # (S,)
-                if bool(needs_normaliser.any()):
-                    row_logsumexp[rows] = row_logsumexp_fast(subset, row_max[rows])
             row_threshold, row_covered = _prefix_threshold(
                 values, top_k[rows], top_p[rows], row_logsumexp[rows], width == vocab_size
             )
@@ -97,15 +160,30 @@ def find_truncation(
                 candidate_logits[rows] = values
                 candidate_ids[rows] = ids
                 is_covered[rows] = row_covered
-            if bool(row_covered.all()):
+            if bool(row_covered.all()):  # a device read: free on the CPU
                 break
             rows = rows[~row_covered]
             is_all = False
             width = min(vocab_size, width * 8)
+    threshold = _with_min_p(threshold, row_max, min_p)
+    return Truncation(threshold, candidate_logits, candidate_ids, is_covered)
+
+
+def _row_normaliser(
+    logits: torch.Tensor, row_max: torch.Tensor, truncated: TruncatedRows
+) -> torch.Tensor:
+    """``logsumexp`` of each row of ``logits`` (P, V) when some row's top-p needs it, else 0."""
+    if truncated.needs_row_logsumexp:
+        return row_logsumexp_fast(logits, row_max)
+    return torch.zeros(logits.shape[0], dtype=torch.float32, device=logits.device)
+
+
+def _with_min_p(
+    threshold: torch.Tensor, row_max: torch.Tensor, min_p: torch.Tensor
+) -> torch.Tensor:
     # min-p keeps the max, so it composes with the prefix threshold by max()
     min_p_threshold = row_max + torch.log(min_p)  # (R,); min_p = 0 -> -inf
-    threshold = torch.maximum(threshold, min_p_threshold)
-    return Truncation(threshold, candidate_logits, candidate_ids, is_covered)
+    return torch.maximum(threshold, min_p_threshold)
 
 
 def _prefix_threshold(

@@ -1,9 +1,12 @@
 """Exp(1) noise for the exponential race, batched for unseeded rows, per generator for seeded.
 
-Exp(1) is drawn by inversion, ``-log(U)``. A seeded row always draws exactly ``V`` values from its own generator, in token order,
-whatever the batch holds, so its token depends only on its own logits and generator. When a
-row is sampled from candidate tokens only, its noise is that full draw gathered at the
-candidates: the race outcome is identical to the full-vocabulary race.
+Exp(1) is drawn by inversion, ``-log(U)``. A seeded row always draws exactly ``V`` values from
+its own generator, in token order, whatever the batch holds, so its token depends only on its
+own logits and generator. When a row is sampled from candidate tokens only, its noise is that
+full draw gathered at the candidates: the race outcome is identical to the full-vocabulary
+race. `exponential_noise_for` takes which rows are seeded as host knowledge
+(`SamplingBatch.sampled_seeded`) and reads no device value; `exponential_noise` finds them in
+a device mask (one read).
 """
 
 from __future__ import annotations
@@ -22,22 +25,48 @@ def exponential_noise(
 ) -> torch.Tensor:
     """Exp(1) noise for batch ``rows`` (R,): (R, V), or (R, C) at ``candidate_ids`` (R, C).
 
-    ``is_seeded`` (B,) bool marks the batch rows whose ``generators[row]`` is not None.
-    Unseeded rows share one vectorised draw from torch's default generator; each seeded row
-    draws ``V`` values from its own generator (the only per-row loop, over seeded rows).
+    ``is_seeded`` (B,) bool marks the batch rows whose ``generators[row]`` is not None; they
+    are found by reading ``rows`` and the mask back (`exponential_noise_for` reads nothing).
     """
-    device = rows.device
-    width = vocab_size if candidate_ids is None else candidate_ids.shape[1]
-    noise = torch.empty((rows.numel(), width), dtype=torch.float32, device=device)
-    _exponential_inplace(noise)
     seeded_positions = is_seeded[rows].nonzero().squeeze(1)  # positions within ``rows``
-    for position, row in zip(
-        seeded_positions.tolist(), rows[seeded_positions].tolist(), strict=True
-    ):
-        generator = generators[row]
+    seeded = [
+        (position, generators[row])
+        for position, row in zip(
+            seeded_positions.tolist(), rows[seeded_positions].tolist(), strict=True
+        )
+    ]
+    return exponential_noise_for(rows.numel(), vocab_size, rows.device, seeded, candidate_ids)
+
+
+def exponential_noise_for(
+    num_rows: int,
+    vocab_size: int,
+    device: torch.device,
+    seeded: Sequence[tuple[int, torch.Generator]] = (),
+    candidate_ids: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Exp(1) noise (R, V) for ``num_rows`` rows, or (R, C) at ``candidate_ids`` (R, C).
+
+    Parameters
+    ----------
+    num_rows, vocab_size : int
+        ``R`` and ``V``.
+    device : torch.device
+        Where the noise is drawn.
+    seeded : Sequence[tuple[int, torch.Generator]]
+        ``(row, generator)`` of the seeded rows among the ``R``: each draws ``V`` values from
+        its own generator (the only per-row loop, over seeded rows). The other rows share one
+        vectorised draw from torch's default generator.
+    candidate_ids : torch.Tensor | None
+        (R, C) int64 token ids: the noise of each row at those tokens only.
+    """
+    width = vocab_size if candidate_ids is None else candidate_ids.shape[1]
+    noise = torch.empty((num_rows, width), dtype=torch.float32, device=device)
+    _exponential_inplace(noise)
+    for row, generator in seeded:
         full = torch.empty(vocab_size, dtype=torch.float32, device=device)
         _exponential_inplace(full, generator)  # (V,) the row's own stream
-        noise[position] = full if candidate_ids is None else full[candidate_ids[position]]
+        noise[row] = full if candidate_ids is None else full[candidate_ids[row]]
     return noise
 
 

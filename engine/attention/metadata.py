@@ -21,6 +21,10 @@ positions ``prefix_len .. prefix_len + N - 1`` (``build(trees=...)``). A node ro
 the prefix and to its ancestors only (``formcast.engine.attention.tree``): in the torch path
 its row of the decode-group (or segment) key mask is patched; the Triton backend recomputes
 the tree rows with the tree kernel (`TreeMetadata`). Steps without trees are unchanged.
+
+Every tensor is computed on the host (numpy) and reaches the device through one
+`formcast.samplers.batch.to_device` call per step: one pinned, non-blocking copy, so building
+the metadata never waits for the device.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from formcast.samplers.batch import to_device
 
 MAX_SPAN_AS_DECODE_ROWS = 16  # spans up to this long (with a cached prefix) run as decode rows
 
@@ -119,81 +125,136 @@ class AttentionMetadata:
         seq_of_token = np.repeat(np.arange(num_seqs), qlen)
         positions = np.arange(int(qstart[-1])) - qstart[seq_of_token] + (ctx - qlen)[seq_of_token]
         slots = tables[seq_of_token, positions // block_size] * block_size + positions % block_size
-        meta = cls(
-            slot_mapping=torch.from_numpy(slots).to(device),
-            block_tables=torch.from_numpy(tables).to(device=device, dtype=torch.int32),
-            context_lens=torch.from_numpy(ctx).to(device=device, dtype=torch.int32),
-            query_start_loc=torch.from_numpy(qstart).to(device=device, dtype=torch.int32),
-            num_decode_seqs=num_decode,
-            max_query_len=int(qlen.max()),
-            max_context_len=int(ctx.max()),
-            block_size=block_size,
-        )
         # tree rows: row -> (prefix_len, allowed tree keys of that row), ancestors of a node
         # precede it, so its allowed keys all lie within its causal range
         tree_keys: dict[int, tuple[int, np.ndarray]] = {}
-        for i, ancestors in trees or ():
-            anc = ancestors.detach().to("cpu", torch.bool).numpy()
+        host_trees = [(i, _host_bool(ancestors)) for i, ancestors in trees or ()]
+        for i, anc in host_trees:
             num_nodes = anc.shape[0]
             first = int(qstart[i + 1]) - num_nodes
             prefix = int(ctx[i]) - num_nodes
             for a in range(num_nodes):
                 tree_keys[first + a] = (prefix, anc[a, : a + 1])
+        groups: list[_HostDecodeGroup] = []
+        segments: list[_HostSegment] = []
+        tree: list[np.ndarray] = []
         if for_torch_path:
             num_like = num_decode
             while num_like < num_seqs and is_decode_like(int(qlen[num_like]), int(ctx[num_like])):
                 num_like += 1
             num_rows = int(qstart[num_like])  # rows of decodes and short spans, one per token
             row_seq = seq_of_token[:num_rows]
-            meta.decode_groups = _decode_groups(
-                tables[row_seq], positions[:num_rows] + 1, block_size, device, tree_keys
+            groups = _decode_groups(
+                tables[row_seq], positions[:num_rows] + 1, block_size, tree_keys
             )
-            meta.prefill_segments = _prefill_segments(
-                tables, ctx, qlen, qstart, num_like, block_size, device, tree_keys
-            )
-        elif trees:
-            meta.tree = _tree_metadata(trees, tables, ctx, qstart, device)
+            segments = _prefill_segments(tables, ctx, qlen, qstart, num_like, block_size, tree_keys)
+        elif host_trees:
+            tree = _tree_metadata(host_trees, tables, ctx, qstart)
+        # every array of the step in one transfer: the dense four, then groups, segments, tree
+        arrays: list[np.ndarray] = [
+            slots,
+            tables.astype(np.int32),
+            ctx.astype(np.int32),
+            qstart.astype(np.int32),
+        ]
+        for group in groups:
+            arrays += [group.block_ids, group.additive_mask]
+        for segment in segments:
+            if segment.key_slots is not None:
+                arrays += [segment.key_slots, segment.mask]
+        arrays += tree
+        tensors = iter(to_device(arrays, device))
+        meta = cls(
+            slot_mapping=next(tensors),
+            block_tables=next(tensors),
+            context_lens=next(tensors),
+            query_start_loc=next(tensors),
+            num_decode_seqs=num_decode,
+            max_query_len=int(qlen.max()),
+            max_context_len=int(ctx.max()),
+            block_size=block_size,
+        )
+        meta.decode_groups = [
+            DecodeGroup(g.seq_start, g.seq_end, next(tensors), g.num_blocks, next(tensors))
+            for g in groups
+        ]
+        meta.prefill_segments = [
+            PrefillSegment(seg.q_start, seg.q_end, None, None)
+            if seg.key_slots is None
+            else PrefillSegment(seg.q_start, seg.q_end, next(tensors), next(tensors))
+            for seg in segments
+        ]
+        if tree:
+            meta.tree = TreeMetadata(*(next(tensors) for _ in tree))
         return meta
 
 
+def _host_bool(ancestors: torch.Tensor) -> np.ndarray:
+    """An ancestor mask (N, N) as a host bool array (a read when it lives on a device)."""
+    ancestors = ancestors.detach()
+    if ancestors.device.type != "cpu":
+        ancestors = ancestors.cpu()
+    return ancestors.numpy().astype(bool)
+
+
+@dataclass
+class _HostDecodeGroup:
+    """A `DecodeGroup` with host arrays, before the step's one transfer."""
+
+    seq_start: int
+    seq_end: int
+    block_ids: np.ndarray
+    num_blocks: int
+    additive_mask: np.ndarray
+
+
+@dataclass
+class _HostSegment:
+    """A `PrefillSegment` with host arrays, before the step's one transfer."""
+
+    q_start: int
+    q_end: int
+    key_slots: np.ndarray | None
+    mask: np.ndarray | None
+
+
 def _tree_metadata(
-    trees: list[tuple[int, torch.Tensor]],
+    trees: list[tuple[int, np.ndarray]],
     tables: np.ndarray,
     ctx: np.ndarray,
     qstart: np.ndarray,
-    device: torch.device | str,
-) -> TreeMetadata:
+) -> list[np.ndarray]:
+    """Host arrays of `TreeMetadata`, in its field order."""
     sizes = [int(anc.shape[0]) for _, anc in trees]
     max_nodes = max(sizes)
-    node_mask = torch.zeros((sum(sizes), max_nodes), dtype=torch.uint8)
+    node_mask = np.zeros((sum(sizes), max_nodes), dtype=np.uint8)
     rows, prefix_lens, offsets = [], [], [0]
     for (i, anc), n in zip(trees, sizes, strict=True):
         start = offsets[-1]
-        node_mask[start : start + n, :n] = anc.to("cpu", torch.uint8)
+        node_mask[start : start + n, :n] = anc
         rows.extend(range(int(qstart[i + 1]) - n, int(qstart[i + 1])))
         prefix_lens.append(int(ctx[i]) - n)
         offsets.append(start + n)
     index = [i for i, _ in trees]
-    return TreeMetadata(
-        rows=torch.tensor(rows, dtype=torch.int64, device=device),
-        block_tables=torch.from_numpy(tables[index]).to(device=device, dtype=torch.int32),
-        query_start_loc=torch.tensor(offsets, dtype=torch.int32, device=device),
-        prefix_lens=torch.tensor(prefix_lens, dtype=torch.int32, device=device),
-        node_mask=node_mask.to(device),
-    )
+    return [
+        np.asarray(rows, dtype=np.int64),
+        tables[index].astype(np.int32),
+        np.asarray(offsets, dtype=np.int32),
+        np.asarray(prefix_lens, dtype=np.int32),
+        node_mask,
+    ]
 
 
 def _decode_groups(
     tables: np.ndarray,
     ctx: np.ndarray,
     block_size: int,
-    device: torch.device | str,
     tree_keys: dict[int, tuple[int, np.ndarray]] | None = None,
-) -> list[DecodeGroup]:
+) -> list[_HostDecodeGroup]:
     # Sequences are padded to their group's longest context; starting a new group whenever the
     # length falls below 3/4 of the group's first keeps padding waste bounded without a
     # Python-level loop over sequences inside the layers.
-    groups: list[DecodeGroup] = []
+    groups: list[_HostDecodeGroup] = []
     start = 0
     num = len(ctx)
     while start < num:
@@ -210,15 +271,7 @@ def _decode_groups(
             if start <= row < end:
                 keep[row - start, prefix : prefix + len(allowed)] = allowed
         mask = np.where(keep, 0.0, -np.inf).astype(np.float32)[None, :, None, :]
-        groups.append(
-            DecodeGroup(
-                start,
-                end,
-                torch.from_numpy(ids.copy()).to(device),
-                num_blocks,
-                torch.from_numpy(mask).to(device),
-            )
-        )
+        groups.append(_HostDecodeGroup(start, end, ids.copy(), num_blocks, mask))
         start = end
     return groups
 
@@ -230,14 +283,13 @@ def _prefill_segments(
     qstart: np.ndarray,
     num_decode: int,
     block_size: int,
-    device: torch.device | str,
     tree_keys: dict[int, tuple[int, np.ndarray]] | None = None,
-) -> list[PrefillSegment]:
+) -> list[_HostSegment]:
     segments = []
     for i in range(num_decode, len(ctx)):
         n, c = int(qlen[i]), int(ctx[i])
         if n == c:
-            segments.append(PrefillSegment(int(qstart[i]), int(qstart[i + 1]), None, None))
+            segments.append(_HostSegment(int(qstart[i]), int(qstart[i + 1]), None, None))
             continue
         pos = np.arange(c)
         key_slots = tables[i, pos // block_size] * block_size + pos % block_size
@@ -247,12 +299,5 @@ def _prefill_segments(
             if (row := int(qstart[i]) + r) in (tree_keys or {}):
                 prefix, allowed = tree_keys[row]
                 mask[r, prefix : prefix + len(allowed)] = allowed
-        segments.append(
-            PrefillSegment(
-                int(qstart[i]),
-                int(qstart[i + 1]),
-                torch.from_numpy(key_slots).to(device),
-                torch.from_numpy(mask).to(device),
-            )
-        )
+        segments.append(_HostSegment(int(qstart[i]), int(qstart[i + 1]), key_slots, mask))
     return segments
