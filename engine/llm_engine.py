@@ -29,6 +29,7 @@ from collections.abc import Sequence as SequenceABC
 from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
 
+import numpy as np
 import torch
 
 from formcast.decoding.beam_search import BeamSearchParams
@@ -60,6 +61,7 @@ from formcast.errors import (
 from formcast.grammar import Grammar, MaskHook
 from formcast.grammar.spec import GrammarLike
 from formcast.samplers import Sampler, SamplingBatch, SamplingParams
+from formcast.samplers.batch import to_device
 
 
 def _build_speculator(llm: LLM, config: Any) -> Speculator | None:
@@ -623,7 +625,8 @@ class LLM:
         if not seqs:
             return deltas
         if rows != list(range(logits.shape[0])):
-            logits = logits[torch.tensor(rows, dtype=torch.long, device=logits.device)]
+            (row_ids,) = to_device([np.asarray(rows, dtype=np.int64)], logits.device)
+            logits = logits[row_ids]
         if bitmask is not None and bitmask.shape[0] != len(seqs):
             raise EngineError(
                 f"the mask worker filled {bitmask.shape[0]} rows for {len(seqs)} sampled sequences"
@@ -692,9 +695,7 @@ class LLM:
             [seq.generator for seq in seqs],
             self.runner.device,
         )
-        if bitmask is not None:
-            bitmask = bitmask.to(self.runner.device)
-        try:
+        try:  # a host bitmask goes to the device inside the sampler, without blocking
             sampled = self.sampler(logits, batch, token_bitmask=bitmask)
         except DeadEndError as exc:
             raise self.postprocessor.dead_end(seqs, bitmask, exc) from exc

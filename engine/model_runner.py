@@ -24,6 +24,7 @@ import torch
 from formcast.engine.attention.metadata import AttentionMetadata, is_decode_like
 from formcast.engine.attention.torch_backend import TorchAttention
 from formcast.engine.config import EngineConfig
+from formcast.engine.decode_graphs import DecodeGraphs
 from formcast.engine.memory_profile import CudaReadings, KVBudget, choose_kv_budget
 from formcast.engine.models.config import ModelConfig
 from formcast.engine.models.weights import build_model
@@ -34,6 +35,8 @@ from formcast.samplers.batch import to_device
 class ModelRunner:
     """Runs the model over a scheduled step against the paged KV cache.
 
+    Decode steps run through `DecodeGraphs` when ``EngineConfig.compile_decode`` is on.
+
     Parameters
     ----------
     folder : Path
@@ -43,6 +46,8 @@ class ModelRunner:
     config : EngineConfig
         Engine settings (``max_model_len`` must already be resolved).
     """
+
+    decode_graphs: DecodeGraphs | None = None  # prepared decode forwards (compile_decode)
 
     def __init__(self, folder: Path, model_config: ModelConfig, config: EngineConfig) -> None:
         self.config = config
@@ -77,12 +82,14 @@ class ModelRunner:
         self.kv_budget = self._num_kv_blocks(readings)
         self.num_kv_blocks = self.kv_budget.num_blocks
         mc = model_config
+        # static decode buffers pad with a scratch block past the ones the block manager owns
+        is_static = config.compile_decode and config.attention_backend == "triton"
         # (layers, K/V, Hkv, blocks, block_size, D)
         self.kv_cache = torch.zeros(
             mc.num_hidden_layers,
             2,
             mc.num_key_value_heads,
-            self.num_kv_blocks,
+            self.num_kv_blocks + int(is_static),
             self.block_size,
             mc.head_dim,
             dtype=self.dtype,
@@ -91,6 +98,16 @@ class ModelRunner:
         for i, layer in enumerate(self.model.model.layers):
             layer.self_attn.k_cache = self.kv_cache[i, 0]
             layer.self_attn.v_cache = self.kv_cache[i, 1]
+        if config.compile_decode:
+            self.decode_graphs = DecodeGraphs(
+                self.model,
+                config.max_num_seqs,
+                is_static=is_static,
+                scratch_block=self.num_kv_blocks,
+                max_blocks_per_seq=-(-config.max_model_len // self.block_size),
+                block_size=self.block_size,
+            )
+            self.decode_graphs.warm_up()
 
     @property
     def bytes_per_block(self) -> int:
@@ -210,6 +227,11 @@ class ModelRunner:
             ],
             self.device,
         )
-        hidden = self.model(token_ids, token_positions, meta)
+        graphs = self.decode_graphs
+        bucket = None if graphs is None else graphs.bucket_for(meta, len(input_ids))
+        if bucket is None:
+            hidden = self.model(token_ids, token_positions, meta)
+        else:
+            hidden = graphs.run(token_ids, token_positions, meta, bucket)
         self.last_hidden = hidden[row_ids]
         return self.model.compute_logits(self.last_hidden)

@@ -92,17 +92,7 @@ def test_a_decode_step_reads_the_device_once(general_path_counters, kind):
 
 @pytest.mark.parametrize(
     "kind",
-    [
-        "plain",
-        pytest.param(
-            "grammar",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="LLM._sample_and_update copies the bitmask by a blocking .to(device); "
-                "the sampler moves a host bitmask itself, non-blocking: that line can go",
-            ),
-        ),
-    ],
+    ["plain", "grammar"],
 )
 def test_a_decode_step_copies_to_the_device_without_blocking(general_path_counters, kind):
     for counter in general_path_counters(kind):
