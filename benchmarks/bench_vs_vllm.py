@@ -3,7 +3,9 @@
 Workloads (greedy, ``ignore_eos`` so every request writes exactly its token budget):
 ``batch`` 32 requests x 64 tokens, ``single`` 1 request x 128 tokens, and ``json`` 32
 JSON-schema requests (formcast's grammar vs vLLM's xgrammar backend, stopping at the end of
-the JSON; wall time and valid outputs). One engine per process, one after the other: formcast
+the JSON; wall time and valid outputs). Both engines compile their decode forward at start
+(formcast ``compile_decode=True``, vLLM's default ``torch.compile``); ``load_s`` includes it.
+One engine per process, one after the other: formcast
 runs in this interpreter's environment, vLLM in ``.venv-vllm`` (``make vllm``). Reports
 tokens/s, ratios, and whether the greedy tokens are identical (expected in float32).
 
@@ -76,7 +78,8 @@ def run_formcast(folder: str, dtype: str, names: list[str]) -> dict:
 
     tokenizer = load_tokenizer(folder)
     started = time.perf_counter()
-    llm = LLM(folder, dtype=dtype, max_num_seqs=32, max_model_len=1024)
+    # the serving configuration, as vLLM's: decode compiled per batch bucket at start
+    llm = LLM(folder, dtype=dtype, max_num_seqs=32, max_model_len=1024, compile_decode=True)
     load_s = time.perf_counter() - started
     llm.generate([[1, 2, 3]], SamplingParams(temperature=0, max_tokens=4))  # warm-up
     results = {"load_s": round(load_s, 1)}

@@ -128,9 +128,10 @@ class EngineConfig:
         Run decode steps of up to ``max_num_seqs`` sequences through a forward prepared per
         batch-size bucket (`formcast.engine.decode_graphs`): CUDA graphs replayed with the
         Triton backend, ``torch.compile`` (inductor) with the torch backend. Prepared at engine
-        start (``runner.decode_graphs.warm_up_seconds``). None: on for CUDA, off on CPU, where
-        inductor gains <= 5-9% at batch 1 for 8-40 s of compile per bucket
-        (benchmarks/RESULTS.md, "GPU-grade step").
+        start (``runner.decode_graphs.warm_up_seconds``: 15-20 s on 2 CPU cores for 6 buckets
+        with inductor's disk cache warm, about a minute cold). None: on for CUDA, off on CPU
+        to keep the start fast; on CPU it serves 1.2x the decode rate at batch 1 and 1.05x at
+        batch 32 (benchmarks/RESULTS.md, "GPU-grade step"), the configuration to serve with.
     num_threads : int or None
         CPU: most torch threads of the forward pass (None: every core this process may use).
     adaptive_threads : bool

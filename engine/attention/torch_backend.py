@@ -63,13 +63,16 @@ class TorchAttention:
             q_g = q[dg.seq_start : dg.seq_end].view(n, num_kv_heads, group, head_dim)
             k_g = k_ctx.view(num_kv_heads, n, length, head_dim)
             v_g = v_ctx.view(num_kv_heads, n, length, head_dim)
-            if q.dtype == torch.float32:
+            if q.dtype == torch.float32 or _is_small_group(n, length):
+                mask = (
+                    dg.additive_mask if q.dtype == torch.float32 else dg.additive_mask.to(q.dtype)
+                )
                 o = F.scaled_dot_product_attention(
-                    q_g.transpose(0, 1), k_g, v_g, attn_mask=dg.additive_mask, scale=scale
+                    q_g.transpose(0, 1), k_g, v_g, attn_mask=mask, scale=scale
                 )  # (Hkv, n, g, D)
             else:
-                # 16-bit: two batched matmuls and a float32 softmax cost 0.4-0.7x SDPA's CPU
-                # flash kernel at decode shapes (a few query rows, <= a few hundred keys)
+                # 16-bit groups past a few sequences: two batched matmuls and a float32 softmax
+                # cost 0.5-0.9x SDPA's CPU flash kernel (which wins below; RESULTS.md)
                 scores = torch.matmul(q_g.transpose(0, 1), k_g.transpose(-1, -2)).float()
                 scores.mul_(scale).add_(dg.additive_mask)  # (Hkv, n, g, L)
                 o = torch.matmul(torch.softmax(scores, dim=-1).to(q.dtype), v_g)
@@ -92,6 +95,14 @@ class TorchAttention:
                 )
             out[seg.q_start : seg.q_end] = o[0].transpose(0, 1)
         return out
+
+
+MAX_SDPA_GROUP_SEQS = 8  # 16-bit decode groups of <= 8 sequences and <= 2,048 padded keys
+MAX_SDPA_GROUP_KEYS = 2048  # in all run SDPA; larger ones the two matmuls (2-core bench)
+
+
+def _is_small_group(num_seqs: int, length: int) -> bool:
+    return num_seqs <= MAX_SDPA_GROUP_SEQS and num_seqs * length <= MAX_SDPA_GROUP_KEYS
 
 
 def store_kv_torch(

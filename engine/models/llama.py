@@ -30,10 +30,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
+        # one fused op for x * rsqrt(mean(x^2) + eps) (bit-identical to the spelled-out form)
+        normed = F.rms_norm(x.float(), (x.shape[-1],), None, self.eps)
+        return self.weight * normed.to(x.dtype)
 
 
 class Attention(nn.Module):
@@ -66,15 +65,17 @@ class Attention(nn.Module):
         meta: AttentionMetadata | None,
     ) -> torch.Tensor:
         num_tokens = x.shape[0]
-        q, k, v = linear(x, self.qkv_proj.weight, self.qkv_proj.bias).split(
-            [self.q_size, self.kv_size, self.kv_size], dim=-1
-        )
-        q = q.view(num_tokens, self.num_heads, self.head_dim)
-        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        qkv = linear(x, self.qkv_proj.weight, self.qkv_proj.bias)  # (T, (Hq + 2 Hkv) D)
+        num_qk_heads = self.num_heads + self.num_kv_heads
+        # q and k side by side as (T, Hq + Hkv, D): normed per head (Qwen3), rotated together
+        qk = qkv[:, : self.q_size + self.kv_size].view(num_tokens, num_qk_heads, self.head_dim)
+        v = qkv[:, self.q_size + self.kv_size :].view(num_tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, k, *cos_sin)
+            qk = torch.cat(
+                (self.q_norm(qk[:, : self.num_heads]), self.k_norm(qk[:, self.num_heads :])), dim=1
+            )
+        qk = apply_rotary(qk, *cos_sin)
+        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         if torch.compiler.is_compiling():  # metadata from attention_step (decode_graphs.py)
             out = paged_attention(q, k, v, self.layer_index)
         else:

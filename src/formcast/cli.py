@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-threads", type=int, help="CPU: most torch threads (default: every core)"
     )
     serve.add_argument(
+        "--compile-decode",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="decode through CUDA graphs / torch.compile per batch bucket (default: CUDA only)",
+    )
+    serve.add_argument(
         "--gpu-memory-utilization",
         type=float,
         help="CUDA: share of GPU memory for weights, activations and KV cache (default 0.9)",
@@ -379,6 +385,7 @@ _SERVE_ENGINE_OPTIONS = (
     "device",
     "num_threads",
     "gpu_memory_utilization",
+    "compile_decode",
 )
 
 
@@ -395,7 +402,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from formcast.server import ServerLimits, serve
 
     engine_config = {
-        name: getattr(args, name) for name in _SERVE_ENGINE_OPTIONS if getattr(args, name)
+        name: getattr(args, name)
+        for name in _SERVE_ENGINE_OPTIONS
+        if getattr(args, name) is not None
     }
     if args.no_jump_forward:
         engine_config["jump_forward"] = False
