@@ -8,7 +8,9 @@ are padding. Larger steps, prefill and verification spans run the eager forward.
   shapes, one graph per bucket. Matmuls (``formcast::cpu_linear``) and paged attention
   (``formcast::paged_attention``, reading the step's metadata from `attention_step`) stay
   opaque; inductor fuses the norms, RoPE, SwiGLU and residual adds around them. Padding
-  rows are sliced off before attention. Compiled graphs are cached on disk by inductor
+  rows are sliced off before attention. Inductor's own kernels run on one thread (a thread
+  count baked into them would fight other work when the ThreadGovernor shrinks the pool:
+  0.1-0.3x under a busy core). Compiled graphs are cached on disk by inductor
   (``TORCHINDUCTOR_CACHE_DIR``), so a second start skips the C++ compile.
 - **static** (Triton attention): inputs and attention metadata live in fixed buffers that each
   step overwrites in place, so the forward's tensors are the same every step. On CUDA each
@@ -106,7 +108,15 @@ class DecodeGraphs:
             dynamo_config = torch._dynamo.config
             if getattr(dynamo_config, "recompile_limit", limit) < limit:
                 dynamo_config.recompile_limit = limit
-            self.forward = torch.compile(self._forward_tokens, dynamic=False, fullgraph=True)
+            # inductor's CPU kernels would bake today's OpenMP thread count into each kernel;
+            # the fused pointwise work between the opaque ops is a few vectors per row, so they
+            # run serially and only the matmuls and attention follow the ThreadGovernor
+            self.forward = torch.compile(
+                self._forward_tokens,
+                dynamic=False,
+                fullgraph=True,
+                options={"cpp.threads": 1} if self.device.type == "cpu" else None,
+            )
 
     def _forward_tokens(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model.forward(input_ids, positions, None)
