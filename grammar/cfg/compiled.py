@@ -29,7 +29,7 @@ import numpy as np
 
 from formcast.errors import GrammarError
 from formcast.grammar import caches
-from formcast.grammar.automata.budget import check_deadline
+from formcast.grammar.automata.budget import check_deadline, gc_paused
 from formcast.grammar.cfg import lexer as cfg_lexer
 from formcast.grammar.cfg.earley import EarleyParser
 from formcast.grammar.cfg.lexer import CfgLexer, pack_ids
@@ -49,7 +49,7 @@ _CACHE_LOCK = threading.Lock()
 # compile-time target (thread CPU seconds): lexer walks are precomputed until a compile has
 # spent this long (see CfgLexer.precompute); what is left is walked on first use
 _COMPILE_TARGET_S = 0.02
-_DISK_VERSION = 8  # bump when the stored layout of PreparedGrammar / CfgLexer changes
+_DISK_VERSION = 9  # bump when the stored layout of PreparedGrammar / CfgLexer changes
 # vocabulary tables are cached weakly by the regex side; keep the last few alive here so
 # compiling grammar after grammar does not rebuild them
 _RECENT_TABLES: OrderedDict[str, VocabTable] = OrderedDict()
@@ -291,17 +291,18 @@ def compile_cfg(
     started = time.thread_time()
 
     def build() -> CompiledCFG:
-        return CompiledCFG(
+        with gc_paused():
+            return CompiledCFG(
             kind,
             source,
-            make_cfg(),
-            vocab,
-            lenient=lenient,
-            max_depth=max_depth,
-            started=started,
-            precompute_s=precompute_s,
-            tuning=tuning,
-        )
+                make_cfg(),
+                vocab,
+                lenient=lenient,
+                max_depth=max_depth,
+                started=started,
+                precompute_s=precompute_s,
+                tuning=tuning,
+            )
 
     if not cache:
         return build()

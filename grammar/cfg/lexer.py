@@ -118,6 +118,7 @@ class CfgLexer:
         self._num_tabled = 0  # states whose row and split flag are in the numpy table
         self._materialised: set[int] = set()
         self._walks: dict[int, TokenWalk] = {}
+        self._byte_steps: dict[int, int] = {}  # (sid << 8) | byte -> successor, see step
         self._parts: dict[int, tuple[int, ...]] = {}
         self._pair_parts: dict[tuple[int, int], int] = {}  # see _pair_part (not exported)
         self._fresh: dict[tuple[frozenset[int], bool], tuple[int, ...]] = {}
@@ -131,7 +132,7 @@ class CfgLexer:
     _STATE_FIELDS = (
         "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
         "_np_rows", "_splits_any", "_num_tabled", "_materialised", "_walks", "_parts", "_fresh",
-        "_first_bytes", "_groups",
+        "_first_bytes", "_groups", "_byte_steps",
     )  # fmt: skip
 
     def export_state(self) -> dict:
@@ -335,11 +336,36 @@ class CfgLexer:
         return TokenWalk(within_row=within_row, splits=splits)
 
     def step(self, sid: int, byte: int) -> int:
-        """The state after ``byte``, or ``-1``."""
+        """The state after ``byte``, or ``-1``.
+
+        Reads the row if :meth:`row` built it; otherwise computes this one successor
+        (``O(pairs)``, memoised per ``(state, byte)``), since a walk through a large terminal
+        visits a new state at nearly every byte and needs one entry of its row, not 256."""
         row = self.rows[sid]
-        if row is None:
-            row = self.row(sid)
-        return row[byte]
+        if row is not None:
+            return row[byte]
+        key = (sid << 8) | byte
+        found = self._byte_steps.get(key)
+        if found is None:
+            found = self._byte_steps[key] = self._successor(sid, byte)
+        return found
+
+    def _successor(self, sid: int, byte: int) -> int:
+        """Entry ``byte`` of :meth:`row` (same interning), computed alone."""
+        expected = self.expected_of[sid]
+        pairs: set[tuple[int, int]] = set()
+        boundary = False
+        for c, s in self.pairs_of[sid]:
+            dfa = self.dfas[c]
+            q = int(dfa.transitions[s, dfa.byte_to_class[byte]])
+            if q >= 0:
+                pairs.add((c, q))
+                boundary = boundary or (c >= self.num_terminals and bool(dfa.is_accepting[q]))
+        if not pairs:
+            return DEAD
+        if boundary:
+            pairs |= self._starts(expected)
+        return self._intern(expected, pairs, boundary)
 
     # -- walks over the interned states (parts with ignored text) --------------------------------
 

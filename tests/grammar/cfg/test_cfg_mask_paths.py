@@ -117,3 +117,27 @@ def test_small_vocabulary_chains_restarts_and_pruned_heads(name, num_exact_heads
         if not heads:
             continue
         assert _mask_ids(grammar, prefix) == brute_force_mask(runtime, heads, small_vocab), prefix
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_single_byte_steps_equal_full_rows(name, smollm2_vocab):
+    """``CfgLexer.step`` computes one successor where no row is built; every such successor
+    is the entry of the state's full row (the same interned state), on grammars with and
+    without ignored text, for every byte of every state the prefixes reach."""
+    grammar = _compile(name, smollm2_vocab)
+    lexer = grammar.runtime.lexer
+    stepped = [sid for _, sid in grammar.runtime.advance(grammar.initial_heads, b"")]
+    for prefix in CASES[name]:
+        stepped += [sid for _, sid in grammar.runtime.advance(grammar.initial_heads, prefix)]
+    seen: set[int] = set()
+    while stepped:
+        sid = stepped.pop()
+        if sid in seen or len(seen) > 400:
+            continue
+        seen.add(sid)
+        singles = [lexer.step(sid, byte) for byte in range(256)] if lexer.rows[sid] is None else None
+        row = lexer.row(sid)
+        if singles is not None:
+            assert singles == row, (name, sid)
+        stepped += [nxt for nxt in row if nxt >= 0]
+    assert len(seen) >= 5
