@@ -293,8 +293,8 @@ def compile_cfg(
     def build() -> CompiledCFG:
         with gc_paused():
             return CompiledCFG(
-            kind,
-            source,
+                kind,
+                source,
                 make_cfg(),
                 vocab,
                 lenient=lenient,

@@ -135,7 +135,9 @@ def test_single_byte_steps_equal_full_rows(name, smollm2_vocab):
         if sid in seen or len(seen) > 400:
             continue
         seen.add(sid)
-        singles = [lexer.step(sid, byte) for byte in range(256)] if lexer.rows[sid] is None else None
+        singles = (
+            [lexer.step(sid, byte) for byte in range(256)] if lexer.rows[sid] is None else None
+        )
         row = lexer.row(sid)
         if singles is not None:
             assert singles == row, (name, sid)
