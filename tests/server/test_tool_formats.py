@@ -51,7 +51,7 @@ FINITE = [
         }
     ),
 ]
-VOCABS = ["smollm2", "llama3.2"]
+VOCABS = ["smollm2", "llama3.2", "gemma3"]
 
 
 @pytest.fixture(params=VOCABS)
@@ -60,6 +60,8 @@ def vocab_and_tokenizer(request):
         return request.getfixturevalue("smollm2_vocab"), request.getfixturevalue(
             "smollm2_tokenizer"
         )
+    if request.param == "gemma3":
+        return request.getfixturevalue("gemma_vocab"), request.getfixturevalue("gemma_tokenizer")
     return request.getfixturevalue("llama_vocab"), request.getfixturevalue("llama_tokenizer")
 
 

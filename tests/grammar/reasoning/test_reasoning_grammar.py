@@ -112,11 +112,13 @@ def test_masks_equal_brute_force(smollm2_vocab, json_answer, config):
     _check_masks(smollm2_vocab, ReasoningGrammar(json_answer, config), Oracle(config, json_answer))
 
 
-def test_masks_equal_brute_force_on_llama(llama_vocab):
-    """Llama 3.2 cuts the tags differently (``</``, ``think``, ``>{"`` ...)."""
-    answer = compile_json_schema(SCHEMA, llama_vocab)
+@pytest.mark.parametrize("vocab_name", ["llama_vocab", "gemma_vocab"])
+def test_masks_equal_brute_force_on_llama_and_gemma(vocab_name, request):
+    """Llama 3.2 and Gemma 3 cut the tags differently (``</``, ``think``, ``>{"``, ``▁{``)."""
+    vocab = request.getfixturevalue(vocab_name)
+    answer = compile_json_schema(SCHEMA, vocab)
     config = CONFIGS[0]
-    _check_masks(llama_vocab, ReasoningGrammar(answer, config), Oracle(config, answer))
+    _check_masks(vocab, ReasoningGrammar(answer, config), Oracle(config, answer))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["think", "opened", "borders"])

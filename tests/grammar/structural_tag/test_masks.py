@@ -1,6 +1,7 @@
-"""Token masks of structural tags on the real SmolLM2 vocabulary against the reference
-recogniser: at each position, every token (whole UTF-8 text) is allowed iff prefix + token is
-a prefix of some valid output, and EOS iff the prefix is a complete output."""
+"""Token masks of structural tags on three real vocabularies (SmolLM2, Llama 3.2 and Gemma 3,
+which cut triggers and tags at different places) against the reference recogniser: at each
+position, every token (whole UTF-8 text) is allowed iff prefix + token is a prefix of some
+valid output, and EOS iff the prefix is a complete output."""
 
 from __future__ import annotations
 
@@ -94,20 +95,34 @@ CASES = [
 ]
 
 
+# the other vocabularies on the trigger and tag cases (the reference reads every token in
+# Python: 262k Gemma tokens per prefix)
+OTHER_VOCAB_CASES = (0, 2)
+
+
 @pytest.fixture(scope="module")
-def grammars(smollm2_vocab):
-    return [
-        compile_structural_tag(
-            {"type": "structural_tag", "format": fmt}, smollm2_vocab, cache=False
-        )
-        for fmt, _ in CASES
-    ]
+def grammars(request):
+    return {}
+
+
+def _grammar(grammars, request, vocab_name: str, case: int):
+    if (vocab_name, case) not in grammars:
+        vocab = request.getfixturevalue(vocab_name)
+        fmt = {"type": "structural_tag", "format": CASES[case][0]}
+        grammars[vocab_name, case] = compile_structural_tag(fmt, vocab, cache=False)
+    return grammars[vocab_name, case]
 
 
 @pytest.mark.parametrize(
-    ("case", "prefix"),
-    [(k, prefix) for k, (_, prefixes) in enumerate(CASES) for prefix in prefixes],
+    ("vocab_name", "case", "prefix"),
+    [
+        (vocab_name, k, prefix)
+        for vocab_name in ("smollm2_vocab", "llama_vocab", "gemma_vocab")
+        for k, (_, prefixes) in enumerate(CASES)
+        if vocab_name == "smollm2_vocab" or k in OTHER_VOCAB_CASES
+        for prefix in prefixes
+    ],
 )
-def test_mask_equals_reference(grammars, case, prefix):
-    fmt, _ = CASES[case]
-    assert mask_mismatches(grammars[case], fmt, prefix) == []
+def test_mask_equals_reference(grammars, request, vocab_name, case, prefix):
+    grammar = _grammar(grammars, request, vocab_name, case)
+    assert mask_mismatches(grammar, CASES[case][0], prefix) == []
