@@ -6,6 +6,8 @@ requests, SmolLM2 vocabulary).
    (strings with bounds, integer ranges, enums, booleans, arrays); every repetition uses new
    tool names (no cache hit: formcast ``cache=False``, XGrammar's cache off). XGrammar takes
    the very same request (it is its format).
+   Cold: the first compile in a fresh process (tokenizer and vocabulary loaded, kernels
+   warm, nothing compiled yet), three processes per engine and format, 100 tools.
 2. Masks: one walk per format through free text (prose with braces) then a call, the bitmask
    filled before every token, timed per region (free text / inside the call).
 3. Reasoning + JSON on the engine: 16 chat prompts, greedy, thoughts bounded at 32 tokens then
@@ -89,6 +91,51 @@ def bench_compile(vocab, xgr_compiler, repeats: int) -> list[str]:
             ratio = statistics.median(theirs) / statistics.median(ours)
             rows.append(f"| {name} | {num_tools} | {_ms(ours)} | {_ms(theirs)} | {ratio:.2f}x |")
             print(rows[-1], flush=True)
+    return rows
+
+
+def _cold_one(engine: str, name: str, seed: int) -> None:
+    """Print the first 100-tool compile of this fresh process, in ms."""
+    from formcast.engine.models.loader import load_tokenizer
+    from formcast.grammar import Vocabulary
+    from formcast.grammar.kernel_warmup import warm_all_kernels
+    from formcast.grammar.structural_tag import compile_structural_tag
+    from formcast.server.tool_formats import FORMATS, tool_call_tag
+
+    tokenizer = load_tokenizer("smollm2-135m")
+    vocab = Vocabulary.from_tokenizer(tokenizer)
+    tag = tool_call_tag(FORMATS[name], "auto", _tools(seed, 100), True)
+    if engine == "formcast":
+        warm_all_kernels(vocab)
+        start = time.perf_counter()
+        compile_structural_tag(tag, vocab, cache=False)
+    else:
+        import xgrammar as xgr
+
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab.vocab_size)
+        compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+        start = time.perf_counter()
+        compiler.compile_structural_tag(json.dumps(tag))
+    print(f"{(time.perf_counter() - start) * 1e3:.1f}")
+
+
+def bench_cold(repeats: int) -> list[str]:
+    import subprocess
+    import sys
+
+    rows = ["| format | formcast first compile ms (each process) | XGrammar first compile ms |",
+            "|---|---|---|"]  # fmt: skip
+    for name in FORMAT_NAMES:
+        times: dict[str, list[str]] = {"formcast": [], "xgrammar": []}
+        for rep in range(repeats):
+            for engine in times:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--cold-one", engine, name, str(500 + rep)],
+                    capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                times[engine].append(out.stdout.split()[-1])
+        rows.append(f"| {name} | {', '.join(times['formcast'])} | {', '.join(times['xgrammar'])} |")
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -205,7 +252,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument("--cold-one", nargs=3, metavar=("ENGINE", "FORMAT", "SEED"))
     args = parser.parse_args()
+    if args.cold_one:
+        engine, name, seed = args.cold_one
+        _cold_one(engine, name, int(seed))
+        return
     import xgrammar as xgr
 
     from formcast.engine.models.loader import load_tokenizer
@@ -219,6 +271,7 @@ def main() -> None:
     xgr_compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
     print(f"# {platform.processor() or platform.machine()}, {platform.python_version()}")
     report = ["## compile"] + bench_compile(vocab, xgr_compiler, args.repeats)
+    report += ["", "## cold compile (first in a process)"] + bench_cold(args.repeats)
     report += ["", "## masks"] + bench_masks(tokenizer, vocab, xgr, xgr_compiler)
     if not args.skip_engine:
         report += ["", "## engine"] + bench_reasoning_throughput()

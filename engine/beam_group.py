@@ -352,7 +352,12 @@ class BeamSearchManager:
 
     def _text(self, request: Request, token_ids: list[int]) -> str:
         stop = request.beam_group.params.stop
-        detokenizer = IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids, stop)
+        detokenizer = IncrementalDetokenizer(
+            self.tokenizer,
+            request.prompt_token_ids,
+            stop,
+            request.sampling_params.skip_special_tokens,
+        )
         for token_id in token_ids:
             if token_id in self.eos_token_ids or token_id in request.sampling_params.stop_token_ids:
                 break

@@ -31,10 +31,19 @@ class IncrementalDetokenizer:
         The prompt, for context of the first output tokens.
     stop : tuple[str, ...]
         Stop strings.
+    skip_special_tokens : bool
+        Leave special tokens out of the text (else their text is shown).
     """
 
-    def __init__(self, tokenizer: Any, prompt_token_ids: list[int], stop: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        tokenizer: Any,
+        prompt_token_ids: list[int],
+        stop: tuple[str, ...] = (),
+        skip_special_tokens: bool = True,
+    ):
         self.tokenizer = tokenizer
+        self.skip_special_tokens = skip_special_tokens
         self.ids: list[int] = list(prompt_token_ids[-_CONTEXT_TOKENS:])
         self.prefix_offset = 0
         self.read_offset = len(self.ids)
@@ -44,7 +53,7 @@ class IncrementalDetokenizer:
         self.num_streamed_chars = 0
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
 
     def append(self, token_id: int, check_stop: bool = True) -> str | None:
         """Add one token; return the stop string if the text now contains one (text is cut)."""

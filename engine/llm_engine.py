@@ -516,8 +516,9 @@ class LLM:
 
     def _attach(self, request: Request, seq: Sequence) -> None:
         request.seqs.append(seq)
+        params = request.sampling_params
         request.detokenizers[seq.seq_id] = IncrementalDetokenizer(
-            self.tokenizer, request.prompt_token_ids, request.sampling_params.stop
+            self.tokenizer, request.prompt_token_ids, params.stop, params.skip_special_tokens
         )
 
     def abort(self, request_id: str) -> None:

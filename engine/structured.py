@@ -42,7 +42,7 @@ import torch
 from formcast.decoding.jump_forward import jump_forward_token_ids
 from formcast.engine.grammar_workers import GrammarWorkers
 from formcast.engine.sequence import Sequence
-from formcast.errors import RequestError
+from formcast.errors import RequestError, TokenizerError
 from formcast.grammar import Grammar, MaskHook, Vocabulary, allocate_token_bitmask
 from formcast.grammar.caches import held_bytes
 from formcast.grammar.index.token_index import VocabTable
@@ -276,7 +276,9 @@ class StructuredOutputManager:
                 f"{where}: the grammar was compiled for vocab_size={vocab.vocab_size}, but the "
                 f"model's logits have {self.vocab_size}"
             )
-        if vocab.token_bytes != self.vocab.token_bytes:
+        if vocab.token_bytes != self.vocab.token_bytes and not _is_control_variant(
+            vocab, self.vocab
+        ):
             raise RequestError(
                 f"{where}: the grammar was compiled for a different tokenizer's vocabulary"
             )
@@ -381,3 +383,13 @@ class MaskFiller:
         """Stop the worker thread."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+
+
+def _is_control_variant(vocab: Vocabulary, base: Vocabulary) -> bool:
+    """True if ``vocab`` is ``base`` with some special tokens writing their text (a grammar
+    with control tokens, ``Vocabulary.with_control_tokens``)."""
+    try:
+        derived = base.with_control_tokens(base.special_token_ids - vocab.special_token_ids)
+    except TokenizerError:
+        return False
+    return derived.token_bytes == vocab.token_bytes

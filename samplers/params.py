@@ -84,6 +84,10 @@ class SamplingParams:
         of its logits); ``"processed"``, the one the token was drawn from (after penalties,
         bias, the grammar mask, temperature and truncation; greedy rows at temperature 1,
         untruncated); None, the sampler's default (the engine's: ``"raw"``, as vLLM).
+    skip_special_tokens : bool
+        The output text leaves special tokens out (True, the default) or shows their text
+        (False: a control token such as a tool call's ``[TOOL_CALLS]``). EOS and stop ids
+        end generation and are never in the text.
     """
 
     temperature: float = 1.0
@@ -104,6 +108,7 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: int | None = None
     logprobs_mode: str | None = None
+    skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
         if not _is_real(self.temperature) or not math.isfinite(self.temperature):
@@ -146,6 +151,10 @@ class SamplingParams:
         object.__setattr__(self, "stop_token_ids", _normalise_token_ids(self.stop_token_ids))
         if not isinstance(self.ignore_eos, bool):
             raise SamplingParamsError("ignore_eos", self.ignore_eos, "must be a bool")
+        if not isinstance(self.skip_special_tokens, bool):
+            raise SamplingParamsError(
+                "skip_special_tokens", self.skip_special_tokens, "must be a bool"
+            )
         if self.logprobs is not None and (not _is_int(self.logprobs) or self.logprobs < 0):
             raise SamplingParamsError("logprobs", self.logprobs, "must be None or an int >= 0")
         if self.logprobs_mode not in LOGPROBS_MODES + (None,):

@@ -63,6 +63,9 @@ class Vocabulary:
         Width of the logits. Ids in ``[len(tokenizer), vocab_size)`` are padding and never allowed.
     kind:
         ``"byte_level"`` or ``"sentencepiece"``: how token strings were mapped to bytes.
+    special_token_texts:
+        ``(text, id)`` of the tokenizer's special tokens other than EOS (``"[TOOL_CALLS]"``,
+        ``"<|python_tag|>"``): what :meth:`with_control_tokens` looks control tokens up in.
     """
 
     token_bytes: tuple[bytes, ...]
@@ -71,6 +74,7 @@ class Vocabulary:
     vocab_size: int
     kind: str
     num_tokenizer_tokens: int
+    special_token_texts: tuple[tuple[str, int], ...] = ()
     _hash: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -146,6 +150,9 @@ class Vocabulary:
                 table[token_id] = _byte_level_bytes(piece, token_id)
             else:
                 table[token_id] = _sentencepiece_bytes(piece, byte_fallback)
+        special_texts = sorted(
+            (pieces[i], i) for i in special_ids - eos_ids if i in pieces and pieces[i]
+        )
         return cls(
             token_bytes=tuple(table),
             eos_token_ids=frozenset(eos_ids),
@@ -153,6 +160,7 @@ class Vocabulary:
             vocab_size=size,
             kind=kind,
             num_tokenizer_tokens=num_tokens,
+            special_token_texts=tuple(special_texts),
         )
 
     # -- queries ------------------------------------------------------------------------------
@@ -172,6 +180,28 @@ class Vocabulary:
         """True if the token contributes bytes (not special, not padding, not empty)."""
         return bool(self.token_bytes[token_id])
 
+    def control_token_id(self, text: str) -> int | None:
+        """The id of the special (non-EOS) token whose text is ``text``, if there is one."""
+        return dict(self.special_token_texts).get(text)
+
+    def with_control_tokens(self, token_ids: Iterable[int]) -> Vocabulary:
+        """This vocabulary with the special tokens ``token_ids`` writing their text.
+
+        A grammar compiled over it allows such a token wherever its text may come (a tool
+        call's ``[TOOL_CALLS]`` trigger), besides the same text written by ordinary tokens;
+        the text is what the token decodes to with special tokens shown. EOS ids cannot be
+        chosen (EOS is allowed where the grammar accepts). Memoised per vocabulary and ids.
+
+        Raises
+        ------
+        TokenizerError
+            An id that is not a special non-EOS token of this vocabulary.
+        """
+        ids = frozenset(int(i) for i in token_ids)
+        if not ids:
+            return self
+        return _with_control_tokens(self, ids)
+
     def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
         """Concatenate the exact bytes of ``token_ids`` (special tokens contribute nothing)."""
         return b"".join(self.token_bytes[i] for i in token_ids)
@@ -181,6 +211,7 @@ class Vocabulary:
         digest.update(f"{self.kind}|{self.vocab_size}|{self.num_tokenizer_tokens}|".encode())
         digest.update(repr(sorted(self.eos_token_ids)).encode())
         digest.update(repr(sorted(self.special_token_ids)).encode())
+        digest.update(repr(self.special_token_texts).encode())
         for piece in self.token_bytes:
             digest.update(len(piece).to_bytes(4, "little"))
             digest.update(piece)
@@ -196,6 +227,7 @@ class Vocabulary:
                 self.vocab_size,
                 self.kind,
                 self.num_tokenizer_tokens,
+                self.special_token_texts,
                 self._hash,
             ),
         )
@@ -203,6 +235,40 @@ class Vocabulary:
 
 def _rebuild(*args: Any) -> Vocabulary:
     return Vocabulary(*args)
+
+
+_CONTROL_MEMO: dict[tuple[str, frozenset[int]], Vocabulary] = {}
+_CONTROL_MEMO_SIZE = 16
+
+
+def _with_control_tokens(vocab: Vocabulary, ids: frozenset[int]) -> Vocabulary:
+    key = (vocab.hash, ids)
+    found = _CONTROL_MEMO.get(key)
+    if found is not None:
+        return found
+    text_of = {i: t for t, i in vocab.special_token_texts}
+    bad = sorted(i for i in ids if i not in text_of)
+    if bad:
+        raise TokenizerError(
+            f"token ids {bad} are not special (non-EOS) tokens of this vocabulary; "
+            "control tokens must be special tokens with a text"
+        )
+    table = list(vocab.token_bytes)
+    for i in ids:
+        table[i] = text_of[i].encode("utf-8")
+    derived = Vocabulary(
+        token_bytes=tuple(table),
+        eos_token_ids=vocab.eos_token_ids,
+        special_token_ids=vocab.special_token_ids - ids,
+        vocab_size=vocab.vocab_size,
+        kind=vocab.kind,
+        num_tokenizer_tokens=vocab.num_tokenizer_tokens,
+        special_token_texts=vocab.special_token_texts,
+    )
+    if len(_CONTROL_MEMO) >= _CONTROL_MEMO_SIZE:
+        _CONTROL_MEMO.pop(next(iter(_CONTROL_MEMO)))
+    _CONTROL_MEMO[key] = derived
+    return derived
 
 
 def _tokenizer_kind(spec: dict[str, Any]) -> str:

@@ -43,7 +43,8 @@ Differences from XGrammar: free text is any text, not bounded in tokens or chara
 the boundary from text before the free text (after a tag's end, searching starts afresh); an
 empty end string adds no stop (the text before it still holds no other end string);
 ``json_schema`` follows formcast's JSON layout (compact by default) and refuses non-JSON
-``style`` values; token-level formats are refused. End detection is by the enclosing tag's
+``style`` values; of the token-level formats only ``token`` is accepted, by text, for a
+special token, which it allows besides the same text in ordinary tokens. End detection is by the enclosing tag's
 end only: ``any_text`` followed by a ``const_string`` in a ``sequence`` is any text then that
 string (exact as a language, the boundary is wherever the text allows it).
 """
@@ -78,6 +79,7 @@ from formcast.grammar.structural_tag.format import (
     StructuralTag,
     Tag,
     TagsWithSeparator,
+    Token,
     TriggeredTags,
     parse_structural_tag,
 )
@@ -171,6 +173,7 @@ def compile_structural_tag(
         No output can be written with the vocabulary's bytes.
     """
     parsed = parse_structural_tag(tag)
+    vocab = control_vocabulary(parsed, vocab)
     json_options: dict[str, Any] = {
         "whitespace": whitespace,
         "max_whitespace": max_whitespace,
@@ -195,6 +198,27 @@ def compile_structural_tag(
     )
 
 
+def control_vocabulary(parsed: StructuralTag, vocab: Vocabulary) -> Vocabulary:
+    """``vocab`` with the control tokens ``parsed`` names writing their text.
+
+    Raises
+    ------
+    StructuralTagError
+        A named token is not a special (non-EOS) token of ``vocab`` (its pointer).
+    """
+    ids = []
+    for text, pointer in parsed.control_tokens:
+        token_id = vocab.control_token_id(text)
+        if token_id is None:
+            raise StructuralTagError(
+                pointer,
+                f"{text!r} is not a special token of this tokenizer (a token format names a "
+                "control token such as '[TOOL_CALLS]'; write other text as a const_string)",
+            )
+        ids.append(token_id)
+    return vocab.with_control_tokens(ids)
+
+
 class _Translator:
     """Format nodes -> symbols of one :class:`RuleBuilder` grammar."""
 
@@ -207,6 +231,8 @@ class _Translator:
         """Symbols whose language is ``node``'s text, then one of ``follow`` (if given)."""
         if isinstance(node, ConstString):
             return self._literal(node.value, node.pointer) + self._follow(follow)
+        if isinstance(node, Token):  # its text: the vocabulary lets the token write it
+            return self._literal(node.text, node.pointer) + self._follow(follow)
         if isinstance(node, Regex):
             return (self._regex(node),) + self._follow(follow)
         if isinstance(node, JsonSchema):

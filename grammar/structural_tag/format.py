@@ -4,6 +4,12 @@ The request shape is XGrammar's and vLLM's ``structural_tag`` (``{"type": "struc
 "format": {...}}``), so requests port unchanged. Format nodes, by ``type``:
 
 - ``const_string`` (``value``): exactly that text.
+- ``token`` (``token``: the text of one of the tokenizer's special tokens, e.g.
+  ``"[TOOL_CALLS]"``): that control token, or its text written by ordinary tokens. A token
+  object ``{"type": "token", "token": ...}`` may also stand for a tag's ``begin`` or ``end``
+  and for a trigger. The grammar is compiled over the vocabulary in which the named special
+  tokens write their text (``Vocabulary.with_control_tokens``), so such a token is allowed
+  wherever its text may come, and nowhere else; decode with special tokens shown to see it.
 - ``json_schema`` (``json_schema``: an object or a boolean; ``style`` must be ``"json"``):
   JSON valid against the schema, in formcast's JSON layout.
 - ``regex`` (``pattern``, Python ``re`` dialect, fullmatch).
@@ -25,7 +31,8 @@ node (free text, triggers, end detection) are those of
 :mod:`~formcast.grammar.structural_tag.compile`.
 
 Nothing is silently ignored: an unknown ``type`` or field, a wrong value type, an empty list
-where one item is needed, a token-level format (``token``, ``any_tokens``, ...), a bound in
+where one item is needed, a token-level format other than ``token`` (``any_tokens``, ...) or
+a token given by id (give its text), a bound in
 tokens (``max_tokens``) or characters (``max_chars``), or a non-JSON ``style`` raises
 :class:`~formcast.grammar.structural_tag.error.StructuralTagError` naming the node's JSON
 pointer.
@@ -34,6 +41,7 @@ pointer.
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +53,14 @@ class ConstString:
     """Exactly ``value``."""
 
     value: str
+    pointer: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Token:
+    """A control (special) token, by its text: the token, or that text."""
+
+    text: str
     pointer: str = field(default="", compare=False)
 
 
@@ -147,6 +163,7 @@ class TagsWithSeparator:
 
 Format = (
     ConstString
+    | Token
     | JsonSchema
     | Regex
     | GrammarText
@@ -168,9 +185,13 @@ class StructuralTag:
     ----------
     format : Format
         The root format node (every node carries its JSON pointer in the request).
+    control_tokens : tuple of (str, str)
+        ``(text, pointer)`` of every control token the request names (``token`` nodes and
+        token objects), first mention, sorted by text.
     """
 
     format: Format
+    control_tokens: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_request(cls, request: object) -> StructuralTag:
@@ -185,10 +206,15 @@ class StructuralTag:
 
     def to_json(self) -> str:
         """A canonical JSON text of the format tree (the compile cache key)."""
-        return json.dumps(_to_data(self.format), sort_keys=True, ensure_ascii=False)
+        data = _to_data(self.format)
+        if self.control_tokens:
+            data = {"format": data, "control_tokens": [t for t, _ in self.control_tokens]}
+        return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
 
-_TOKEN_LEVEL = {"token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"}
+# the control tokens named while one request is parsed: text -> pointer of its first mention
+_CONTROL_TOKENS: ContextVar[dict[str, str] | None] = ContextVar("control_tokens", default=None)
+_TOKEN_LEVEL = {"exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"}
 _OTHER_KNOWN = {"dispatch", "qwen_xml_parameter"}
 
 
@@ -213,6 +239,16 @@ def parse_structural_tag(request: object) -> StructuralTag:
     """
     if isinstance(request, StructuralTag):
         return request
+    named: dict[str, str] = {}
+    reset = _CONTROL_TOKENS.set(named)
+    try:
+        root = _root(request)
+    finally:
+        _CONTROL_TOKENS.reset(reset)
+    return StructuralTag(root, tuple(sorted(named.items())))
+
+
+def _root(request: object) -> Format:
     if isinstance(request, str):
         try:
             request = json.loads(request)
@@ -221,12 +257,12 @@ def parse_structural_tag(request: object) -> StructuralTag:
     obj = _object(request, "")
     if obj.get("type") == "structural_tag":
         if "structures" in obj or "triggers" in obj:
-            return StructuralTag(_legacy(obj))
+            return _legacy(obj)
         _fields(obj, "", required={"type", "format"})
-        return StructuralTag(_format(obj["format"], "/format"))
+        return _format(obj["format"], "/format")
     if "type" not in obj and "structures" in obj:
-        return StructuralTag(_legacy(obj))
-    return StructuralTag(_format(obj, ""))
+        return _legacy(obj)
+    return _format(obj, "")
 
 
 def _legacy(obj: dict) -> TriggeredTags:
@@ -270,6 +306,34 @@ def _format(value: object, where: str) -> Format:
             f"{where}/type", f"unknown type {kind!r}; expected one of {sorted(_PARSERS)}"
         )
     return parse(obj, where)
+
+
+def _token(obj: dict, where: str) -> Token:
+    return Token(_token_text(obj, where), where)
+
+
+def _token_text(obj: dict, where: str) -> str:
+    """The text of a token object, recorded as a control token of the request."""
+    _fields(obj, where, required={"type", "token"})
+    value = obj["token"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise StructuralTagError(
+            f"{where}/token", "a token given by id is not supported: give the token's text"
+        )
+    text = _string(value, f"{where}/token")
+    if not text:
+        raise StructuralTagError(f"{where}/token", "must not be the empty string")
+    named = _CONTROL_TOKENS.get()
+    assert named is not None, "token objects are parsed inside parse_structural_tag"
+    named.setdefault(text, f"{where}/token")
+    return text
+
+
+def _text(value: object, where: str) -> str:
+    """A string, or a token object standing for its text (a tag's begin/end, a trigger)."""
+    if isinstance(value, dict) and value.get("type") == "token":
+        return _token_text(value, where)
+    return _string(value, where)
 
 
 def _const_string(obj: dict, where: str) -> ConstString:
@@ -370,12 +434,12 @@ def _repeat(obj: dict, where: str) -> Repeat:
 
 def _tag(obj: dict, where: str) -> Tag:
     _fields(obj, where, required={"type", "begin", "content", "end"})
-    begin = _string(obj["begin"], f"{where}/begin")
+    begin = _text(obj["begin"], f"{where}/begin")
     end = obj["end"]
     if isinstance(end, list):
         ends = _strings(end, f"{where}/end", allow_empty=False)
     else:
-        ends = (_string(end, f"{where}/end"),)
+        ends = (_text(end, f"{where}/end"),)
     return Tag(begin, _format(obj["content"], f"{where}/content"), ends, where)
 
 
@@ -436,6 +500,7 @@ def _tags_with_separator(obj: dict, where: str) -> TagsWithSeparator:
 
 _PARSERS = {
     "const_string": _const_string,
+    "token": _token,
     "json_schema": _json_schema,
     "regex": _regex,
     "grammar": _grammar,
@@ -506,7 +571,7 @@ def _strings(
     items = _list(value, where, allow_empty=allow_empty)
     out = []
     for k, item in enumerate(items):
-        text = _string(item, f"{where}/{k}")
+        text = _text(item, f"{where}/{k}")
         if non_empty_items and not text:
             raise StructuralTagError(f"{where}/{k}", "must not be the empty string")
         out.append(text)
@@ -517,6 +582,8 @@ def _to_data(node: Format) -> Any:
     """The format tree as plain data (types and fields, no pointers)."""
     if isinstance(node, ConstString):
         return {"type": "const_string", "value": node.value}
+    if isinstance(node, Token):
+        return {"type": "token", "token": node.text}
     if isinstance(node, JsonSchema):
         return {"type": "json_schema", "json_schema": node.schema_text}
     if isinstance(node, Regex):

@@ -115,6 +115,39 @@ def test_structural_tag_response_format(client):
         client.chat.completions.create(model=MODEL, messages=QUESTION, response_format=bad)
 
 
+def test_structural_tag_control_token_shown_with_skip_special_tokens_false(client):
+    """A ``token`` format names one of SmolLM2's special tokens: the model writes it (or its
+    text) where the grammar puts it; ``skip_special_tokens: false`` shows it in the text; a
+    text that is no special token is a 400 naming the pointer."""
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "sequence",
+            "elements": [
+                {"type": "token", "token": "<|im_start|>"},
+                {"type": "json_schema", "json_schema": SCHEMAS["add"]},
+            ],
+        },
+    }
+    text = (
+        client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            response_format=tag,
+            max_tokens=40,
+            temperature=0,
+            extra_body={"skip_special_tokens": False},
+        )
+        .choices[0]
+        .message.content
+    )
+    assert text.startswith("<|im_start|>")
+    jsonschema.validate(json.loads(text[len("<|im_start|>") :]), SCHEMAS["add"])
+    bad = {"type": "structural_tag", "format": {"type": "token", "token": "hello"}}
+    with pytest.raises(openai.BadRequestError, match="/format/token"):
+        client.chat.completions.create(model=MODEL, messages=QUESTION, response_format=bad)
+
+
 SQL_TOOL = {
     "type": "custom",
     "custom": {

@@ -292,3 +292,75 @@ def test_custom_tool_input_matches_its_regex(smollm2_vocab, smollm2_tokenizer):
     assert len(custom_deltas) == 1 and custom_deltas[0]["index"] == 0
     assert custom_deltas[0]["custom"] == {"name": "sql", "input": "SELECT name FROM users;"}
     assert {d["index"] for d in deltas} == {0, 1}
+
+
+def test_llama_python_tag_is_the_control_token(llama_vocab, llama_tokenizer):
+    """Llama 3.2's ``<|python_tag|>`` is a special token: with it among the control tokens,
+    a turn may start its calls with that token (required and auto turns), its text is not
+    content, and a turn without it is still a valid turn."""
+    fmt = FORMATS["llama3_json"]
+    specials = frozenset(t for t, _ in llama_vocab.special_token_texts)
+    assert fmt.control_tokens(specials) == {"<|python_tag|>"}
+    tag_id = llama_vocab.control_token_id("<|python_tag|>")
+    call = fmt.render_calls([("go", {"to": "b"})])
+    for mode, prose in (("required", ""), ("auto", "Let me call it. ")):
+        grammar = compile_structural_tag(
+            tool_call_tag(fmt, mode, FINITE, True, None, specials), llama_vocab
+        )
+        matcher = grammar.matcher()
+        for piece in llama_tokenizer.encode(prose, add_special_tokens=False):
+            assert matcher.accept_token(piece)
+        assert tag_id in set(matcher.allowed_token_ids().tolist())
+        assert matcher.accept_token(tag_id)
+        for piece in llama_tokenizer.encode(call, add_special_tokens=False):
+            assert piece in set(matcher.allowed_token_ids().tolist())
+            assert matcher.accept_token(piece)
+        assert matcher.is_accepting(), mode
+        assert _accepts(grammar, llama_tokenizer, prose + call)  # without the token
+    parser = ToolCallsParser(fmt)
+    text = "Let me call it. <|python_tag|>" + call
+    content, deltas = "", []
+    for k in range(0, len(text), 3):
+        got, more = parser.feed(text[k : k + 3])
+        content, deltas = content + got, deltas + more
+    rest, more = parser.finish()
+    assert (content + rest).strip() == "Let me call it."
+    assert [c.name for c in parser.calls] == ["go"] and parser.calls[0].is_complete
+
+
+def _vocab_with_tool_calls_token():
+    """Every byte as a token, ``[TOOL_CALLS]`` as a special token, and EOS."""
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+    tokens = [bytes([b]) for b in range(256)] + [b"", b""]
+    return Vocabulary(
+        token_bytes=tuple(tokens),
+        eos_token_ids=frozenset({257}),
+        special_token_ids=frozenset({256, 257}),
+        vocab_size=258,
+        kind="byte_level",
+        num_tokenizer_tokens=258,
+        special_token_texts=(("[TOOL_CALLS]", 256),),
+    )
+
+
+@pytest.mark.parametrize("mode", ["required", "auto"])
+def test_mistral_calls_start_with_the_control_token(mode):
+    """Mistral's ``[TOOL_CALLS]`` as a special token (id 256 here): the calls' array follows
+    it; in auto turns free text ends at it; the spelled-out text stays valid."""
+    vocab = _vocab_with_tool_calls_token()
+    fmt = FORMATS["mistral"]
+    tag = tool_call_tag(fmt, mode, FINITE, True, None, frozenset({"[TOOL_CALLS]"}))
+    grammar = compile_structural_tag(tag, vocab, cache=False)
+    call = fmt.render_calls([("go", {"to": "a"})])
+    prose = "" if mode == "required" else "Sure. "
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(prose.encode())
+    allowed = set(matcher.allowed_token_ids().tolist())
+    assert 256 in allowed and (mode == "auto") == (ord("S") in allowed)
+    assert matcher.accept_token(256)
+    assert 256 not in set(matcher.allowed_token_ids().tolist())
+    assert matcher.accept_bytes(call.removeprefix("[TOOL_CALLS]").encode())
+    assert matcher.is_accepting()
+    spelled = grammar.matcher()
+    assert spelled.accept_bytes((prose + call).encode()) and spelled.is_accepting()

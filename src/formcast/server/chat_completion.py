@@ -20,6 +20,7 @@ Reasoning (see `formcast.server.reasoning`): the thoughts go to ``message.reason
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -62,6 +63,7 @@ class ChatCompletion:
         self.tool_mode, self.tools = selected_tools(body.tools, body.tool_choice)
         spec, param = request_grammar(body)
         fmt = context.tool_format
+        shows_special = False
         if self.tool_mode != "none":
             answer_schema = None
             if param == "response_format" and body.response_format.type == "json_schema":
@@ -76,8 +78,13 @@ class ChatCompletion:
             # parallel_tool_calls, true by default as in OpenAI's API
             is_named = not isinstance(body.tool_choice, str) and body.tool_choice is not None
             is_parallel = body.parallel_tool_calls is not False and not is_named
-            tag = tool_call_tag(fmt, self.tool_mode, self.tools, is_parallel, answer_schema)
+            special_texts = frozenset(t for t, _ in context.engine.vocab.special_token_texts)
+            tag = tool_call_tag(
+                fmt, self.tool_mode, self.tools, is_parallel, answer_schema, special_texts
+            )
             spec, param = GrammarSpec.structural_tag(tag), "tools"
+            # a control token ([TOOL_CALLS], <|python_tag|>) in the turn: the parser reads it
+            shows_special = bool(fmt.control_tokens(special_texts))
         messages = chat_messages(body.messages, self.tools, self.tool_mode, fmt)
         prompt_text, prompt_ids = self._render(messages)
         config, has_budget = request_reasoning(
@@ -91,6 +98,8 @@ class ChatCompletion:
             spec = reasoning_spec(self.reasoning, spec, has_budget)
             param = param or "max_reasoning_tokens"
         params = sampling_params_from(body)
+        if self.tool_mode != "none" and shows_special:
+            params = dataclasses.replace(params, skip_special_tokens=False)
         self.num_top_logprobs = params.logprobs or 0
         grammar = await context.compile(spec, param)
         jump_forward = body.jump_forward

@@ -9,7 +9,8 @@ the schema and refused with a 400 by `check_unsupported`.
 
 formcast extensions (send them with the client's ``extra_body``): ``top_k``, ``min_p``,
 ``typical_p``, ``repetition_penalty``, ``min_tokens``, ``ignore_eos``, ``stop_token_ids``,
-``jump_forward``, ``logprobs_mode`` (``"processed"``, the default: logprobs of the
+``jump_forward``, ``skip_special_tokens`` (vLLM's: false shows special tokens' text),
+``logprobs_mode`` (``"processed"``, the default: logprobs of the
 distribution each token was drawn from; ``"raw"``: the model's own distribution, before the
 grammar mask and the sampling parameters), the grammar fields ``regex``, ``choice`` and
 ``grammar`` (Lark text), and for chat ``max_reasoning_tokens`` and ``chat_template_kwargs``
@@ -62,6 +63,7 @@ class SamplingFields(BaseModel):
     ignore_eos: bool | None = None
     stop_token_ids: list[int] | None = None
     jump_forward: bool | None = None
+    skip_special_tokens: bool | None = None
     logprobs_mode: Literal["processed", "raw"] | None = None
     regex: str | None = None
     choice: list[str] | None = None

@@ -85,6 +85,7 @@ def sampling_params_from(request: SamplingFields) -> SamplingParams:
         "min_tokens": request.min_tokens,
         "ignore_eos": request.ignore_eos,
         "stop_token_ids": request.stop_token_ids,
+        "skip_special_tokens": request.skip_special_tokens,
     }
     fields.update({name: value for name, value in optional.items() if value is not None})
     return SamplingParams(**fields)

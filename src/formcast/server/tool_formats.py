@@ -23,10 +23,13 @@ in the same syntax, the input a JSON string that matches the tool's regex (``for
 ``{"type": "grammar", "grammar": {"syntax": "regex", ...}}``, ECMA-262 dialect, the whole
 input) or any string (``text``); Lark input grammars are refused.
 
-Differences from the families' own parsers: triggers are written as text (Llama's
-``<|python_tag|>`` and Mistral's ``[TOOL_CALLS]`` control tokens, special in their tokenizers,
-are spelled out as text, which the vLLM parsers of those families also accept); the JSON of a
-call is compact inside the arguments.
+Control tokens: where the model's tokenizer has Mistral's ``[TOOL_CALLS]`` or Llama's
+``<|python_tag|>`` as a special token (``control_tokens``), the grammar allows that token
+where its text goes (a ``token`` node of the structural tag; the same text written by
+ordinary tokens stays allowed), and the server decodes the turn with special tokens shown, so
+the parser reads it: Mistral's calls start with it, Llama's calls may follow it (dropped from
+the content). Without such a token the text is written by ordinary tokens. The JSON of a call
+is compact inside the arguments.
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ class ToolFormat:
     list_begin, list_end : str
         Around all the calls of a turn (Mistral's JSON array); list_begin starts with the
         trigger when it is not empty.
+    marker : str
+        A control token the family may write right before its calls (Llama's
+        ``<|python_tag|>``); optional, and only where the tokenizer has it.
     """
 
     name: str
@@ -71,6 +77,11 @@ class ToolFormat:
     separator: str
     list_begin: str = ""
     list_end: str = ""
+    marker: str = ""
+
+    def control_tokens(self, special_texts: frozenset[str]) -> frozenset[str]:
+        """The format's trigger and marker that are special tokens of the tokenizer."""
+        return frozenset(t for t in (self.trigger, self.marker) if t and t in special_texts)
 
     def call_prefix(self, tool_name: str, is_custom: bool = False) -> str:
         """The text of a call up to its arguments (a custom tool's: up to its input)."""
@@ -98,7 +109,9 @@ class ToolFormat:
 
 FORMATS: dict[str, ToolFormat] = {
     "hermes": ToolFormat("hermes", "<tool_call>", "<tool_call>\n", "\n</tool_call>", "arguments", "\n"),
-    "llama3_json": ToolFormat("llama3_json", '{"name": ', "", "", "parameters", "; "),
+    "llama3_json": ToolFormat(
+        "llama3_json", '{"name": ', "", "", "parameters", "; ", marker="<|python_tag|>"
+    ),
     "mistral": ToolFormat(
         "mistral", "[TOOL_CALLS]", "", "", "arguments", ", ", "[TOOL_CALLS][", "]"
     ),
@@ -133,18 +146,32 @@ def _tool_tag(fmt: ToolFormat, tool: Any) -> dict[str, Any]:
     }
 
 
-def _calls(fmt: ToolFormat, tools: list[Any], is_parallel: bool) -> dict[str, Any]:
-    """One or more calls (exactly one unless ``is_parallel``), with the list's delimiters."""
-    calls = {
+def _calls(
+    fmt: ToolFormat, tools: list[Any], is_parallel: bool, control_tokens: frozenset[str]
+) -> dict[str, Any]:
+    """One or more calls (exactly one unless ``is_parallel``), with the list's delimiters and
+    the family's control tokens where the tokenizer has them."""
+    calls: dict[str, Any] = {
         "type": "tags_with_separator",
         "tags": [_tool_tag(fmt, tool) for tool in tools],
         "separator": fmt.separator,
         "at_least_one": True,
         "stop_after_first": not is_parallel,
     }
-    if not fmt.list_begin:
-        return calls
-    return {"type": "tag", "begin": fmt.list_begin, "content": calls, "end": fmt.list_end}
+    if fmt.list_begin:
+        is_token = fmt.trigger in control_tokens  # Mistral: the token, then the array
+        begin = fmt.list_begin.removeprefix(fmt.trigger) if is_token else fmt.list_begin
+        calls = {"type": "tag", "begin": begin, "content": calls, "end": fmt.list_end}
+        if is_token:
+            calls = {"type": "sequence", "elements": [_token(fmt.trigger), calls]}
+    if fmt.marker in control_tokens:
+        marker = {"type": "optional", "content": _token(fmt.marker)}
+        calls = {"type": "sequence", "elements": [marker, calls]}
+    return calls
+
+
+def _token(text: str) -> dict[str, Any]:
+    return {"type": "token", "token": text}
 
 
 def tool_call_tag(
@@ -153,6 +180,7 @@ def tool_call_tag(
     tools: list[Any],
     is_parallel: bool,
     answer_schema: Any = None,
+    control_tokens: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The structural tag (``{"type": "structural_tag", "format": ...}``) of a turn.
 
@@ -167,8 +195,11 @@ def tool_call_tag(
     answer_schema : optional
         ``response_format``'s schema: under ``"auto"`` the output is the calls or an answer
         valid against it (instead of free text).
+    control_tokens : frozenset of str
+        The texts of the tokenizer's special tokens (``Vocabulary.special_token_texts``):
+        the format's trigger or marker among them is allowed as that token.
     """
-    calls = _calls(fmt, tools, is_parallel)
+    calls = _calls(fmt, tools, is_parallel, control_tokens)
     if mode == "required":
         body = calls
     elif answer_schema is not None:
@@ -177,17 +208,23 @@ def tool_call_tag(
             "elements": [calls, {"type": "json_schema", "json_schema": answer_schema}],
         }
     elif fmt.list_begin:
+        list_calls = _calls(fmt, tools, is_parallel, frozenset())  # a tag: its begin is text
+        trigger = _token(fmt.trigger) if fmt.trigger in control_tokens else fmt.trigger
         body = {
             "type": "triggered_tags",
-            "triggers": [fmt.trigger],
-            "tags": [calls],
+            "triggers": [trigger],
+            "tags": [list_calls],
             "stop_after_first": True,
         }
     else:
         tags = [_tool_tag(fmt, tool) for tool in tools]
+        triggers: list[Any] = [fmt.trigger]
+        if fmt.marker in control_tokens:  # Llama: a call may also start with the marker
+            tags += [{**tag, "begin": fmt.marker + tag["begin"]} for tag in tags]
+            triggers.append(_token(fmt.marker))
         body = {
             "type": "triggered_tags",
-            "triggers": [fmt.trigger],
+            "triggers": triggers,
             "tags": tags,
             "stop_after_first": not is_parallel,
         }
@@ -265,6 +302,8 @@ class ToolCallsParser:
         cut = self._pending.find(begin)
         if cut >= 0:
             before = self._pending[:cut]
+            if fmt.marker:  # Llama's <|python_tag|> before a call: not content
+                before = before.removesuffix(fmt.marker)
             if before.strip(_LAYOUT) or not self.calls:
                 content.append(before)
             self._pending = ""
@@ -274,9 +313,10 @@ class ToolCallsParser:
                 # Llama's trigger is the object's own start
                 self._start_call(begin if begin.startswith("{") else "", deltas)
             return
+        start = fmt.marker + begin  # hold back what may still become a call's start
         keep = next(
-            (k for k in range(min(len(begin) - 1, len(self._pending)), 0, -1)
-             if self._pending.endswith(begin[:k])),
+            (k for k in range(min(len(start) - 1, len(self._pending)), 0, -1)
+             if self._pending.endswith(start[:k]) or self._pending.endswith(begin[:k])),
             0,
         )  # fmt: skip
         head = self._pending[: len(self._pending) - keep]

@@ -163,3 +163,28 @@ def test_slow_tokenizer_is_refused():
 
     with pytest.raises(TokenizerError, match="fast"):
         Vocabulary.from_tokenizer(NotFast())
+
+
+def test_special_token_texts_and_control_tokens(smollm2_tokenizer, smollm2_vocab):
+    """Special (non-EOS) tokens are listed with their text; ``with_control_tokens`` lets the
+    named ones write that text (and only them), keeps EOS, and refuses other ids."""
+    texts = dict(smollm2_vocab.special_token_texts)
+    im_start = smollm2_tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert texts["<|im_start|>"] == im_start
+    assert smollm2_vocab.control_token_id("<|im_start|>") == im_start
+    assert smollm2_vocab.control_token_id("<|not a token|>") is None
+    assert all(i not in smollm2_vocab.eos_token_ids for i in texts.values())
+    derived = smollm2_vocab.with_control_tokens([im_start])
+    assert derived.token_bytes[im_start] == b"<|im_start|>"
+    assert im_start not in derived.special_token_ids
+    assert derived.eos_token_ids == smollm2_vocab.eos_token_ids
+    pairs = zip(smollm2_vocab.token_bytes, derived.token_bytes, strict=True)
+    changed = [i for i, (a, b) in enumerate(pairs) if a != b]
+    assert changed == [im_start]
+    assert derived.hash != smollm2_vocab.hash
+    assert smollm2_vocab.with_control_tokens([im_start]) is derived  # memoised
+    assert smollm2_vocab.with_control_tokens([]) is smollm2_vocab
+    assert pickle.loads(pickle.dumps(derived)) == derived
+    for bad in (next(iter(smollm2_vocab.eos_token_ids)), 100):
+        with pytest.raises(TokenizerError, match="not special"):
+            smollm2_vocab.with_control_tokens([bad])
