@@ -251,9 +251,14 @@ def test_canonical_json_ignores_pointers_and_keeps_property_order():
             "object or a boolean",
         ),
         (
-            {"type": "structural_tag", "format": {"type": "token", "token": 3}},
+            {"type": "structural_tag", "format": {"type": "any_tokens"}},
             "/format",
             "token-level",
+        ),
+        (
+            {"type": "structural_tag", "format": {"type": "token", "token": 3}},
+            "/format/token",
+            "by id",
         ),
         (
             {
