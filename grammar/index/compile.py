@@ -234,6 +234,13 @@ def writable_dfa(dfa: ByteDFA, is_writable: np.ndarray, budget: CompileBudget) -
     """
     if is_writable.all():
         return dfa
+    # every class the DFA reads holds a writable byte: each transition can be taken with one,
+    # so no state is lost (the common case: a class of "any character" holds a few bytes no
+    # token has, beside many it has)
+    has_writable = np.zeros(dfa.transitions.shape[1], dtype=bool)
+    has_writable[dfa.byte_to_class[is_writable]] = True
+    if has_writable[(dfa.transitions >= 0).any(axis=0)].all():
+        return dfa
     try:
         restricted = restrict_bytes(dfa, is_writable)
     except GrammarError:
