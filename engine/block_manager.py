@@ -117,6 +117,20 @@ class BlockManager:
         """Hash of a full block given the hash of the blocks before it."""
         return hash((parent_hash, token_ids))
 
+    def reset_prefix_cache(self) -> int:
+        """Forget the cached content of every free block (blocks in use keep theirs: their
+        sequences still read them); return how many blocks were forgotten."""
+        num_forgotten = 0
+        for block_id in self.free_block_ids:
+            block = self.blocks[block_id]
+            if block.hash is None:
+                continue
+            if self.hash_to_block_id.get(block.hash) == block_id:
+                del self.hash_to_block_id[block.hash]
+            block.hash, block.parent_hash, block.token_ids = None, None, ()
+            num_forgotten += 1
+        return num_forgotten
+
     def match_prefix(self, seq: Sequence) -> list[int]:
         """Cached blocks holding ``seq``'s leading full blocks, verified by token ids.
 

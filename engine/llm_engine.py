@@ -537,6 +537,17 @@ class LLM:
                 self.scheduler.finish(seq, "abort")
         request.finish_time = request.finish_time or time.monotonic()
 
+    def reset_prefix_cache(self) -> int:
+        """Forget the prefix cache (as vLLM's ``LLM.reset_prefix_cache``): later requests
+        compute their prompts afresh. Blocks of running sequences keep their content.
+
+        Returns
+        -------
+        int
+            Cached blocks forgotten.
+        """
+        return self.block_manager.reset_prefix_cache()
+
     def has_unfinished_requests(self) -> bool:
         """True while any request waits (also for its grammar) or runs."""
         return self.scheduler.has_unfinished or bool(self._compiling)

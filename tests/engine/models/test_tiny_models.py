@@ -33,7 +33,15 @@ def test_logits_match_transformers(tiny_folders, arch):
         [p + [5, 6] for p in prompts[:4]], SamplingParams(temperature=0, max_tokens=2)
     )
     assert llm.block_manager.num_prefix_hit_tokens > 0
-    assert recorder.max_abs_diff(outputs + again, hf) < 1e-4
+    # after a reset the same prompts hit nothing and compute the same logits afresh
+    hits = llm.block_manager.num_prefix_hit_tokens
+    assert llm.reset_prefix_cache() > 0 and llm.reset_prefix_cache() == 0
+    fresh = llm.generate(
+        [p + [5, 6] for p in prompts[:4]], SamplingParams(temperature=0, max_tokens=2)
+    )
+    assert llm.block_manager.num_prefix_hit_tokens == hits
+    assert [o.token_ids for o in fresh] == [o.token_ids for o in again]
+    assert recorder.max_abs_diff(outputs + again + fresh, hf) < 1e-4
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
