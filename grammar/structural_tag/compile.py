@@ -52,6 +52,8 @@ string (exact as a language, the boundary is wherever the text allows it).
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence as Sequence_
 from typing import Any
 
 from formcast.errors import GrammarError, SchemaError
@@ -65,6 +67,7 @@ from formcast.grammar.index.vocabulary import Vocabulary
 from formcast.grammar.json_schema.structural import json_schema_to_cfg
 from formcast.grammar.regex.combinators import literal, trie_alt
 from formcast.grammar.regex.parser import parse_regex
+from formcast.grammar.regex.syntax_tree import Node
 from formcast.grammar.structural_tag.error import StructuralTagError
 from formcast.grammar.structural_tag.format import (
     AnyText,
@@ -334,11 +337,18 @@ class _Translator:
     def _free_text(
         self, stops: tuple[str, ...], excludes: tuple[str, ...], follow: str | None, where: str
     ) -> int:
+        return self.builder.terminal(
+            self._free_text_tree(stops, excludes, follow, where), f"text@{where}"
+        )
+
+    @staticmethod
+    def _free_text_tree(
+        stops: tuple[str, ...], excludes: tuple[str, ...], follow: str | None, where: str
+    ) -> Node:
         try:
-            tree = free_text_tree(stops, excludes, follow)
+            return free_text_tree(stops, excludes, follow)
         except FreeTextTooLarge as exc:
             raise StructuralTagError(where, str(exc)) from None
-        return self.builder.terminal(tree, f"text@{where}")
 
     def _any_text(self, node: AnyText, follow: Follow) -> int:
         lhs = self.builder.nonterminal(f"any_text@{node.pointer}")
@@ -382,26 +392,59 @@ class _Translator:
             out += tail
         return out + self._follow(follow)
 
-    def _tag_body(self, tag: Tag) -> tuple[int, ...]:
-        return self.symbols(tag, None)
+    def _tag_choice(self, tags: Sequence_[Tag], name: str) -> int:
+        """A nonterminal deriving any one of ``tags`` (begin, content, one end), the begins
+        left-factored into a radix tree of literal terminals: where begins share a prefix,
+        one terminal reads it and only the branches after it are expected next (the
+        ``<tool_call>\n{"name": "`` of a turn's 100 tools is one terminal, not 100 begins
+        the lexer follows side by side). The same language as one rule per tag."""
+        items = [(tag.begin, self.symbols(tag.content, tag.ends)) for tag in tags]
+        return self._radix(items, name, tags[0].pointer)
+
+    def _radix(self, items: list[tuple[str, tuple[int, ...]]], name: str, pointer: str) -> int:
+        b = self.builder
+        lhs = b.nonterminal(name)
+        by_first: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+        for text, rest in items:
+            if text:
+                by_first.setdefault(text[0], []).append((text, rest))
+            else:
+                b.rule(lhs, rest)
+        for k, group in enumerate(by_first.values()):
+            if len(group) == 1:
+                text, rest = group[0]
+                b.rule(lhs, self._literal(text, pointer) + rest)
+                continue
+            prefix = os.path.commonprefix([text for text, _ in group])
+            tails = [(text[len(prefix) :], rest) for text, rest in group]
+            child = self._radix(tails, f"{name}/{k}", pointer)
+            b.rule(lhs, self._literal(prefix, pointer) + (child,))
+        return lhs
 
     def _triggered_tags(self, node: TriggeredTags, follow: Follow) -> int:
         b = self.builder
         stops = node.triggers + tuple(t for t in (follow or ()) if t)
         where = node.pointer
-        bodies = [self._tag_body(tag) for tag in node.tags]
         lhs = b.nonterminal(f"triggered_tags@{where}")
+        # the free text before a tag depends on the tag's begin: tags grouped by its tree
+        by_text: dict[Node, list[Tag]] = {}
+        for tag in node.tags:
+            tree = self._free_text_tree(stops, node.excludes, tag.begin, where)
+            by_text.setdefault(tree, []).append(tag)
+        choices = {
+            tree: self._tag_choice(tags, f"tag{k}@{where}")
+            for k, (tree, tags) in enumerate(by_text.items())
+        }
         if node.at_least_one:  # a tag first, without free text before it
             first_tag = b.nonterminal(f"tag@{where}")
-            for body in bodies:
-                b.rule(first_tag, body)
+            for choice in choices.values():
+                b.rule(first_tag, (choice,))
             if node.stop_after_first:
                 b.rule(lhs, (first_tag,) + self._follow(follow))
                 return lhs
         text_tag = b.nonterminal(f"text tag@{where}")  # free text, then a tag
-        for tag, body in zip(node.tags, bodies, strict=True):
-            text = self._free_text(stops, node.excludes, tag.begin, where)
-            b.rule(text_tag, (text,) + body)
+        for tree, choice in choices.items():
+            b.rule(text_tag, (b.terminal(tree, f"text@{where}"), choice))
         if node.stop_after_first:  # (and not at_least_one)
             b.rule(lhs, (text_tag,) + self._follow(follow))
             b.rule(lhs, self._last_text(node, stops, follow))
@@ -430,9 +473,7 @@ class _Translator:
     def _tags_with_separator(self, node: TagsWithSeparator, follow: Follow) -> int:
         b = self.builder
         where = node.pointer
-        any_tag = b.nonterminal(f"tag@{where}")
-        for tag in node.tags:
-            b.rule(any_tag, self._tag_body(tag))
+        any_tag = self._tag_choice(node.tags, f"tag@{where}")
         after = self._follow(follow)
         lhs = b.nonterminal(f"tags_with_separator@{where}")
         if not node.at_least_one:
