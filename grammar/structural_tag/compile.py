@@ -57,6 +57,7 @@ from collections.abc import Sequence as Sequence_
 from typing import Any
 
 from formcast.errors import GrammarError, SchemaError
+from formcast.grammar.automata.budget import gc_paused
 from formcast.grammar.cfg import lexer as cfg_lexer
 from formcast.grammar.cfg.compiled import CfgTuning, CompiledCFG, compile_cfg
 from formcast.grammar.cfg.gbnf_frontend import gbnf_to_cfg
@@ -175,22 +176,40 @@ def compile_structural_tag(
     GrammarError
         No output can be written with the vocabulary's bytes.
     """
-    parsed = parse_structural_tag(tag)
+    with gc_paused():  # parsing and the tag's JSON text allocate as much as the build
+        return _compile_parsed(
+            parse_structural_tag(tag),
+            vocab,
+            {
+                "whitespace": whitespace,
+                "max_whitespace": max_whitespace,
+                "indent": indent,
+                "strict": strict,
+                "lenient": lenient,
+                "max_any_depth": max_any_depth,
+            },
+            max_depth,
+            cache,
+            tuning,
+        )
+
+
+def _compile_parsed(
+    parsed: StructuralTag,
+    vocab: Vocabulary,
+    json_options: dict[str, Any],
+    max_depth: int | None,
+    cache: bool,
+    tuning: CfgTuning | None,
+) -> CompiledCFG:
     vocab = control_vocabulary(parsed, vocab)
-    json_options: dict[str, Any] = {
-        "whitespace": whitespace,
-        "max_whitespace": max_whitespace,
-        "indent": indent,
-        "strict": strict,
-        "lenient": lenient,
-        "max_any_depth": max_any_depth,
-    }
+    source = parsed.to_json()
     if tuning is None:
-        has_json = '"type": "json_schema"' in parsed.to_json()
+        has_json = '"type": "json_schema"' in source
         tuning = CfgTuning(min_set_parts=cfg_lexer.MIN_SET_PARTS if has_json else None)
     return compile_cfg(
         "structural_tag",
-        parsed.to_json(),
+        source,
         {"json": json.dumps(json_options, sort_keys=True), "version": SEMANTICS_VERSION},
         vocab,
         lambda: structural_tag_to_cfg(parsed, json_options=json_options),
