@@ -30,6 +30,7 @@ from formcast.grammar.automata.utf8_sequences import fragment
 from formcast.grammar.regex.syntax_tree import (
     Alternation,
     Anchor,
+    Automaton,
     CharSet,
     Concat,
     Lookahead,
@@ -122,6 +123,8 @@ class _Builder:
             return self.repeat(node)
         if isinstance(node, Lookahead):
             return self.guarded(node, Concat(()))
+        if isinstance(node, Automaton):
+            return self.embed(node.transitions(), node.accepting_ids(), node.classes(), position)
         if isinstance(node, Anchor):
             raise AssertionError("anchors must be stripped before building the NFA")
         if isinstance(node, Reference):

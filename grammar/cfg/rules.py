@@ -29,7 +29,7 @@ from formcast.grammar import caches
 from formcast.grammar.automata.budget import CompileBudget, check_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.index.compile import regex_to_dfa, writable_dfa
-from formcast.grammar.regex.syntax_tree import Node, to_python_regex
+from formcast.grammar.regex.syntax_tree import Node, shown_text
 
 
 @dataclass
@@ -135,7 +135,7 @@ def _terminal_dfa(name: str, regex: str | Node) -> ByteDFA:
     try:
         return regex_to_dfa(regex, dialect="python")
     except GrammarError as exc:
-        shown = regex if isinstance(regex, str) else to_python_regex(regex)
+        shown = regex if isinstance(regex, str) else shown_text(regex)
         raise GrammarError(f"terminal {name} (regex {shown[:200]!r}): {exc}") from exc
 
 
@@ -238,7 +238,7 @@ def _writable_rules(
         needed = []
         for t in sorted(unwritable)[:5]:
             regex = grammar.terminal_regexes[t]
-            shown = regex if isinstance(regex, str) else to_python_regex(regex)
+            shown = regex if isinstance(regex, str) else shown_text(regex)
             needed.append(f"{grammar.terminal_names[t]} {shown[:40]!r}")
         raise GrammarError(
             "no output of this grammar can be written with this model's vocabulary: it "

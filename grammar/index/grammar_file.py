@@ -89,6 +89,7 @@ ALLOWED_CLASSES: tuple[str, ...] = (
     "formcast.grammar.cfg.rules.PreparedGrammar",
     "formcast.grammar.regex.syntax_tree.Alternation",
     "formcast.grammar.regex.syntax_tree.Anchor",
+    "formcast.grammar.regex.syntax_tree.Automaton",
     "formcast.grammar.regex.syntax_tree.CharSet",
     "formcast.grammar.regex.syntax_tree.Concat",
     "formcast.grammar.regex.syntax_tree.Lookahead",

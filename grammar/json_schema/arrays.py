@@ -231,7 +231,11 @@ def _item_automaton(c: SchemaCompiler, rest: Any, ptr: str) -> ItemAutomaton | N
         return None
     if (dfa.transitions[:, dfa.byte_to_class[_MARKER]] >= 0).any():
         return None
-    return ItemAutomaton(dfa, to_python_regex(item_tree))
+    try:
+        key = to_python_regex(item_tree)  # the item language's identity
+    except GrammarError:  # it holds an automaton: its content digest (stable across processes)
+        key = f"tree#{item_tree.hash_value:x}/{item_tree.num_chars}"
+    return ItemAutomaton(dfa, key)
 
 
 def _has_distinct_hits(

@@ -155,6 +155,7 @@ def json_schema_to_regex(
         lenient=lenient,
         max_any_depth=max_any_depth,
         max_regex_chars=max_regex_chars,
+        allow_automata=False,
     )
     if has_any_marker(tree):
         raise SchemaError(
@@ -178,6 +179,7 @@ def marked_schema_tree(
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
     max_built_chars: int | None = None,
     unique_plan: UniqueItemsPlan | None = None,
+    allow_automata: bool = True,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -185,7 +187,9 @@ def marked_schema_tree(
     JSON text. ``max_built_chars`` bounds the regex size of all sub-results together
     (``CompileBudgetError`` past it; the auto route's early exit). With ``unique_plan``,
     ``uniqueItems`` arrays over open item kinds are compiled without the keyword and
-    recorded there (checked: ``SchemaError`` where the matcher could not enforce them)."""
+    recorded there (checked: ``SchemaError`` where the matcher could not enforce them).
+    ``allow_automata=False`` keeps every part a regex (no automaton nodes, see
+    :class:`~formcast.grammar.regex.syntax_tree.Automaton`)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
@@ -195,6 +199,7 @@ def marked_schema_tree(
         max_regex_chars=max_regex_chars,
         max_built_chars=max_built_chars,
         unique_plan=unique_plan,
+        allow_automata=allow_automata,
     )
     try:
         tree = compiler.compile(compiler.root, "")

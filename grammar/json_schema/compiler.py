@@ -43,6 +43,7 @@ from formcast.grammar.json_schema.refs import detect_draft, escape_pointer_token
 from formcast.grammar.json_schema.values import JSON_TYPES, equality_key, ordered, type_of
 from formcast.grammar.regex.combinators import alt, group, joined, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
+    Automaton,
     CharSet,
     Lookahead,
     Node,
@@ -115,8 +116,12 @@ class SchemaCompiler:
         max_regex_chars: int = 4_000_000,
         max_built_chars: int | None = None,
         unique_plan: UniqueItemsPlan | None = None,
+        allow_automata: bool = True,
     ) -> None:
         self.root = root
+        # languages whose regex text is too large may be automaton nodes (multipleOf's
+        # residues); False where a regex text is wanted (json_schema_to_regex)
+        self.allow_automata = allow_automata
         # where uniqueItems arrays over open item kinds sit (None: such arrays are refused)
         self.unique_plan = unique_plan
         self.draft = detect_draft(root)
@@ -683,7 +688,9 @@ class SchemaCompiler:
         if frac <= 0:
             raise SchemaError("multipleOf must be > 0", pointer=ptr, keyword="multipleOf")
         try:
-            return number_ranges.int_multiple(frac.numerator, lo, hi)
+            return number_ranges.int_multiple(
+                frac.numerator, lo, hi, as_automaton=self.allow_automata
+            )
         except ValueError as exc:
             self.refuse(str(exc), ptr, "multipleOf")
             return number_ranges.int_range(lo, hi)
@@ -709,7 +716,9 @@ class SchemaCompiler:
             if mf <= 0:
                 raise SchemaError("multipleOf must be > 0", pointer=ptr, keyword="multipleOf")
             try:
-                return number_ranges.decimal_multiple(mf, lo, lo_strict, hi, hi_strict)
+                return number_ranges.decimal_multiple(
+                    mf, lo, lo_strict, hi, hi_strict, as_automaton=self.allow_automata
+                )
             except number_ranges.MultipleTooLarge as exc:  # lenient: the range without it
                 self.refuse(str(exc), ptr, "multipleOf")
             except ValueError as exc:  # a bound past the decimal range's digits
@@ -917,6 +926,14 @@ def _sample_matcher(node: Node, layout: Layout) -> Callable[[str], bool]:
             layout.is_depth_dependent,
         )
         return lambda text: machine.fullmatch(text.encode("utf-8"))
+    if any(isinstance(x, Automaton) for x in subtrees(node)):  # no regex text: its DFA
+        dfa = regex_to_dfa(node)
+
+        def fullmatch(text: str) -> bool:
+            state = dfa.walk(0, text.encode("utf-8"))
+            return state >= 0 and bool(dfa.is_accepting[state])
+
+        return fullmatch
     pattern = re.compile(to_python_regex(node))
     return lambda text: pattern.fullmatch(text) is not None
 

@@ -8,9 +8,11 @@ exact decimals; a float bound from the schema is read through its shortest ``rep
 
 ``multipleOf`` (any positive rational, any bounds): :func:`int_multiple` and
 :func:`decimal_multiple` take the small closed forms where they exist (``m = 1`` or ``10^-k``:
-a range; few multiples: a trie; ``m | 1000``: a residue suffix) and otherwise the general
-construction of :mod:`~formcast.grammar.json_schema.multiples` (``MultipleTooLarge``, a
-``ValueError``, over its budget).
+a range; few multiples: a trie; ``m | 1000``: a residue suffix) and otherwise a general
+construction: the residue automaton of :mod:`~formcast.grammar.json_schema.residues` (a DFA
+node, for grammars) or, where a regex text is wanted (``json_schema_to_regex``), the tree of
+:mod:`~formcast.grammar.json_schema.multiples` (``MultipleTooLarge``, a ``ValueError``, over
+their budgets).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fractions import Fraction
 from formcast.grammar import caches
 from formcast.grammar.json_schema.multiples import MultipleTooLarge as MultipleTooLarge
 from formcast.grammar.json_schema.multiples import multiples_tree, scaled_form
+from formcast.grammar.json_schema.residues import multiples_automaton
 from formcast.grammar.regex.combinators import (
     alt,
     char_range,
@@ -139,7 +142,9 @@ def to_fraction(value: float | int) -> Fraction:
     return Fraction(value)
 
 
-def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
+def int_multiple(
+    m: int, lo: int | None, hi: int | None, *, as_automaton: bool = False
+) -> Node | None:
     """JSON integer literals of the multiples of ``m`` in ``[lo, hi]`` (``None``: unbounded).
 
     Parameters
@@ -148,6 +153,11 @@ def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
         The divisor, >= 1 (for ``type: integer`` and ``multipleOf: p/q``, ``p``).
     lo, hi : int | None
         Inclusive bounds.
+    as_automaton : bool
+        Where no closed form applies, build the residue automaton
+        (:mod:`~formcast.grammar.json_schema.residues`: any ``m``, any bounds) instead of
+        the tree of :mod:`~formcast.grammar.json_schema.multiples` (a regex text, which
+        grows exponentially with the odd part of ``m``).
 
     Returns
     -------
@@ -166,6 +176,8 @@ def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
         values = range(first, hi + 1, m)
         return alt([trie_alt(str(v) for v in values), literal("-0") if 0 in values else None])
     k = next((k for k in range(1, 4) if 10**k % m == 0), None)
+    if k is None and as_automaton:
+        return multiples_automaton(int_range(lo, hi), m, 0, f"multipleOf {m}")
     if k is None:
         lo_fraction = None if lo is None else Fraction(lo)
         hi_fraction = None if hi is None else Fraction(hi)
@@ -181,7 +193,13 @@ def int_multiple(m: int, lo: int | None, hi: int | None) -> Node | None:
 
 
 def decimal_multiple(
-    m: Fraction, lo: Fraction | None, lo_strict: bool, hi: Fraction | None, hi_strict: bool
+    m: Fraction,
+    lo: Fraction | None,
+    lo_strict: bool,
+    hi: Fraction | None,
+    hi_strict: bool,
+    *,
+    as_automaton: bool = False,
 ) -> Node | None:
     """Numbers ``-?I(\\.F)?`` (no exponent) that are multiples of ``m`` in the given range.
 
@@ -191,6 +209,8 @@ def decimal_multiple(
         ``multipleOf``, > 0 (any rational; its multiples that are finite decimals).
     lo, hi : Fraction | None
         Bounds (``None``: unbounded); ``lo_strict`` / ``hi_strict`` make them exclusive.
+    as_automaton : bool
+        As in :func:`int_multiple`.
 
     Returns
     -------
@@ -200,7 +220,7 @@ def decimal_multiple(
     Raises
     ------
     MultipleTooLarge
-        The general construction is over its budget (see ``multiples``).
+        The general construction is over its budget (see ``multiples`` / ``residues``).
     ValueError
         For ``m = 10^-k``: a bound that ``decimal_range`` cannot write (see there).
     """
@@ -213,8 +233,11 @@ def decimal_multiple(
             int_lo = math.floor(lo) + 1 if lo_strict else math.ceil(lo)
         if hi is not None:  # the greatest integer < hi (strict) or <= hi
             int_hi = math.ceil(hi) - 1 if hi_strict else math.floor(hi)
-        ints = int_multiple(big_p, int_lo, int_hi)
+        ints = int_multiple(big_p, int_lo, int_hi, as_automaton=as_automaton)
         return None if ints is None else seq(ints, opt(seq(literal("."), _ZEROS_PLUS)))
+    if as_automaton:
+        span = decimal_range(lo, lo_strict, hi, hi_strict)
+        return multiples_automaton(span, big_p, num_fraction_digits, f"multipleOf {float(m)}")
     return multiples_tree(m, lo, lo_strict, hi, hi_strict, is_number=True)
 
 

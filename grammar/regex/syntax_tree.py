@@ -22,8 +22,11 @@ references).
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from formcast.errors import GrammarError
 from formcast.grammar import caches
@@ -172,7 +175,72 @@ class Lookahead:
         return self.hash_value
 
 
-Node = CharSet | Concat | Alternation | Repeat | Anchor | Lookahead | Reference
+@dataclass(frozen=True, slots=True)
+class Automaton:
+    """A regular language given by its byte DFA, for languages whose regex text grows
+    exponentially (``multipleOf 97`` over unbounded integers: the residues mod 97 are 97
+    states, a regex for them millions of characters). It has no regex text:
+    :func:`to_python_regex` refuses it, naming ``label``.
+
+    The DFA is stored as bytes so that the node is immutable and hashable by content:
+    ``table`` is the ``(num_states, num_classes)`` int32 transition table (row-major, start
+    state 0, ``-1`` = no move), ``byte_classes`` the 256 byte -> class ids (uint8),
+    ``accepting`` one byte (0/1) per state. ``num_chars`` stands for its size as a regex's
+    would (one per state and per transition); the stored hash is a digest of the content, the
+    same in every process.
+    """
+
+    table: bytes
+    num_classes: int
+    byte_classes: bytes
+    accepting: bytes
+    label: str = field(compare=False)
+    num_chars: int = field(default=0, compare=False, repr=False)
+    hash_value: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        num_states = len(self.accepting)
+        if len(self.byte_classes) != 256 or len(self.table) != 4 * num_states * self.num_classes:
+            raise ValueError("Automaton: table, byte classes and accepting sizes disagree")
+        num_moves = int((self.transitions() >= 0).sum())
+        object.__setattr__(self, "num_chars", num_states + num_moves)
+        digest = hashlib.blake2b(digest_size=8)
+        for part in (self.table, self.byte_classes, self.accepting):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        object.__setattr__(self, "hash_value", hash((8, int.from_bytes(digest.digest(), "little"))))
+
+    def __hash__(self) -> int:
+        return self.hash_value
+
+    def transitions(self) -> np.ndarray:
+        """``(num_states, num_classes)`` int32 (read-only view of ``table``)."""
+        return np.frombuffer(self.table, dtype="<i4").reshape(len(self.accepting), -1)
+
+    def classes(self) -> np.ndarray:
+        """``(256,)`` uint8 byte -> class."""
+        return np.frombuffer(self.byte_classes, dtype=np.uint8)
+
+    def accepting_ids(self) -> list[int]:
+        return [k for k, flag in enumerate(self.accepting) if flag]
+
+    @classmethod
+    def of(
+        cls, transitions: np.ndarray, byte_classes: np.ndarray, is_accepting: np.ndarray, label: str
+    ) -> Automaton:
+        """The node of a DFA given as arrays (as :class:`~formcast.grammar.automata.byte_dfa.
+        ByteDFA` holds them)."""
+        table = np.ascontiguousarray(transitions, dtype="<i4")
+        return cls(
+            table.tobytes(),
+            int(table.shape[1]),
+            np.ascontiguousarray(byte_classes, dtype=np.uint8).tobytes(),
+            np.asarray(is_accepting, dtype=np.uint8).tobytes(),
+            label,
+        )
+
+
+Node = CharSet | Concat | Alternation | Repeat | Anchor | Lookahead | Reference | Automaton
 EMPTY = Concat(())
 
 
@@ -277,7 +345,24 @@ def to_python_regex(node: Node) -> str:
             f"rule reference #{node.index} has no regular expression (a grammar's rule, "
             "not a regex)"
         )
+    if isinstance(node, Automaton):
+        raise GrammarError(
+            f"{node.label} has no regular expression of a usable size (it is built as an "
+            "automaton: compile the schema instead of printing it as a regex)"
+        )
     return "^" if node.kind == "start" else "$"
+
+
+def shown_text(node: Node, limit: int = 200) -> str:
+    """The start of ``node``'s regex text for messages: never raises (a reference or an
+    automaton inside is named instead)."""
+    try:
+        return to_python_regex(node)[:limit]
+    except GrammarError:
+        found = next((x for x in subtrees(node) if isinstance(x, (Automaton, Reference))), None)
+        if isinstance(found, Automaton):
+            return f"<automaton: {found.label}>"
+        return "<a grammar rule reference>"
 
 
 def _counter_text(min_count: int, max_count: int | None) -> str:

@@ -11,8 +11,11 @@ fractions.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
+import subprocess
+import sys
 import warnings
 from decimal import Decimal
 from fractions import Fraction
@@ -21,11 +24,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formcast.errors import SchemaError
+from formcast.errors import GrammarError, SchemaError
+from formcast.grammar.automata.byte_dfa import same_language
+from formcast.grammar.index import grammar_file
+from formcast.grammar.index.compile import regex_to_dfa
+from formcast.grammar.json_schema import number_ranges
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
+from formcast.grammar.json_schema.compiler import SchemaCompiler
 from formcast.grammar.json_schema.multiples import MAX_MULTIPLE_CHARS, multiples_tree
 from formcast.grammar.json_schema.values import serialize
-from formcast.grammar.regex.syntax_tree import to_python_regex
+from formcast.grammar.regex.combinators import literal, seq
+from formcast.grammar.regex.syntax_tree import Automaton, shown_text, subtrees, to_python_regex
 from tests.grammar.schema_oracle import validator
 
 INTEGER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
@@ -283,3 +292,184 @@ def test_token_by_token(smollm2_tokenizer, smollm2_vocab, route):
                            ('{"price":0.10,"dozen":-0}', True)):  # fmt: skip
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
         assert _walk(grammar, ids) == is_valid, (route, text)
+
+
+# ---- the residue automaton (any modulus, any bounds; grammar/json_schema/residues.py) -------
+
+
+def _node_and_tree(m: str, lo: str | None, hi: str | None, is_number: bool):
+    """The same language built both ways: the automaton node and the regex tree."""
+    step, low, high = Fraction(m), None if lo is None else Fraction(lo), None
+    high = None if hi is None else Fraction(hi)
+    if is_number:
+        built = [number_ranges.decimal_multiple(step, low, False, high, True, as_automaton=a)
+                 for a in (True, False)]  # fmt: skip
+    else:
+        int_lo = None if low is None else math.ceil(low)
+        int_hi = None if high is None else math.ceil(high) - 1
+        built = [number_ranges.int_multiple(step.numerator, int_lo, int_hi, as_automaton=a)
+                 for a in (True, False)]  # fmt: skip
+    return built[0], built[1]
+
+
+def _has_automaton(node) -> bool:
+    return any(isinstance(x, Automaton) for x in subtrees(node))
+
+
+@pytest.mark.parametrize(
+    ("m", "lo", "hi", "is_number"),
+    [
+        ("7", None, None, False),
+        ("3", "-100", None, False),
+        ("12", None, "-24", False),
+        ("7", "1000", "1000000000000", False),
+        ("1.5", "-4.5", "4.5", True),
+        ("0.07", "-1000.5", None, True),
+        ("0.3", None, None, True),
+        ("2.5", None, "1000", True),
+        ("12", "-7", None, True),
+        ("0.75", "0.1", "12.25", True),
+    ],
+)
+def test_automaton_equals_tree(m, lo, hi, is_number):
+    """Where the regex tree exists, the residue automaton has exactly its language."""
+    node, tree = _node_and_tree(m, lo, hi, is_number)
+    assert _has_automaton(node) and not _has_automaton(tree)
+    assert same_language(regex_to_dfa(node), regex_to_dfa(tree)), (m, lo, hi)
+
+
+def _fullmatch(dfa, text: str) -> bool:
+    state = dfa.walk(0, text.encode())
+    return state >= 0 and bool(dfa.is_accepting[state])
+
+
+@pytest.mark.parametrize(
+    ("m", "lo", "hi", "is_number"),
+    [
+        ("97", None, None, False),
+        ("1024", None, None, False),
+        ("4096", "-5", None, False),
+        ("999", "10", "100000000000000000000", False),
+        ("0.11", "0", None, True),
+        ("2.56", None, "1000", True),
+        ("0.0097", "-3", "3", True),
+        ("13.7", None, None, True),
+    ],
+)
+def test_large_moduli_against_exact_arithmetic(m, lo, hi, is_number):
+    """Moduli whose regex is over budget (c >= 9, 2^a with a >= 8): exact, by fractions."""
+    step = Fraction(m)
+    low, high = None if lo is None else Fraction(lo), None if hi is None else Fraction(hi)
+    if is_number:
+        node = number_ranges.decimal_multiple(step, low, False, high, True, as_automaton=True)
+    else:
+        int_hi = None if high is None else int(high) - 1
+        node = number_ranges.int_multiple(
+            step.numerator, None if low is None else int(low), int_hi, as_automaton=True
+        )
+    assert _has_automaton(node)
+    dfa = regex_to_dfa(node)
+    rng = random.Random(2)
+    anchors = [Fraction(0), step * 10**19, -step * (10**17 + 3)] + [b for b in (low, high) if b]
+    for _ in range(600):
+        value = rng.choice(anchors) + step * rng.randint(-3, 3)
+        value += rng.choice([0, 0, step / 3, Fraction(1, 10**20), Fraction(1)])
+        if not is_number:
+            value = Fraction(round(value))
+        digits = rng.choice([0, 2, 25]) if is_number else 0
+        if (value * 10**30).denominator != 1:  # not a finite decimal: its nearest 30-digit text
+            value = Fraction(round(value * 10**30), 10**30)
+        text = _decimal_text(value, digits)
+        is_valid = (
+            (value / step).denominator == 1
+            and (low is None or value >= low)
+            and (high is None or value < high)
+        )
+        assert _fullmatch(dfa, text) == is_valid, text
+    assert not _fullmatch(dfa, "1e3") and not _fullmatch(dfa, "--0") and not _fullmatch(dfa, "01")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    numerator=st.integers(1, 3000),
+    scale=st.integers(0, 3),
+    is_integer=st.booleans(),
+    bounds=st.lists(st.sampled_from(BOUNDS), min_size=4, max_size=4),
+    data=st.data(),
+)
+def test_hypothesis_automata(numerator, scale, is_integer, bounds, data):
+    """Any modulus p / 10^k with any bounds through the compiler: the schema's grammar
+    against the oracle, on texts around multiples and bounds."""
+    step = Fraction(numerator, 10**scale)
+    schema: dict = {"type": "integer" if is_integer else "number", "multipleOf": float(step)}
+    if step.denominator == 1:
+        schema["multipleOf"] = step.numerator
+    for key, bound in zip(BOUND_KEYS, bounds, strict=True):
+        if bound is not None:
+            schema[key] = json.loads(bound)
+    compiler = SchemaCompiler(schema)
+    try:
+        node = compiler.compile(schema, "")
+    except SchemaError as exc:
+        assert "unsatisfiable" in str(exc)
+        node = None
+    dfa = None if node is None else regex_to_dfa(node)
+    oracle = validator(schema)
+    for _ in range(30):
+        value = step * data.draw(st.integers(-(10**6), 10**6))
+        value += data.draw(st.sampled_from([0, 0, step / 2, Fraction(1, 4), Fraction(-1, 100)]))
+        if is_integer:
+            value = Fraction(round(value))
+        text = _decimal_text(value, 0 if is_integer else data.draw(st.sampled_from([0, 1, 4])))
+        is_match = dfa is not None and _fullmatch(dfa, text)
+        assert is_match == oracle.is_valid(json.loads(text)), (schema, text)
+
+
+LARGE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "batch": {"type": "integer", "multipleOf": 97},
+        "page": {"type": "integer", "multipleOf": 1024, "minimum": 0},
+        "rate": {"type": "number", "multipleOf": 0.11},
+    },
+    "required": ["batch"],
+}
+LARGE_VALID = [{"batch": 0}, {"batch": 9700, "page": 2048, "rate": 0.33},
+               {"batch": -97, "page": 0, "rate": -1.1}, {"batch": 970000000194}]  # fmt: skip
+LARGE_INVALID = [{"batch": 96}, {"batch": 97, "page": 1000}, {"batch": 97, "page": -1024},
+                 {"batch": 97, "rate": 0.1}, {"batch": 9701}]  # fmt: skip
+
+
+@pytest.mark.parametrize("route", ["regex", "cfg"])
+def test_large_moduli_token_by_token(smollm2_tokenizer, smollm2_vocab, route):
+    """Unbounded multipleOf 97 / 1024 / 0.11 compiled (refused before the automaton) and
+    walked with the real tokenizer on both routes."""
+    grammar = compile_json_schema(LARGE_SCHEMA, smollm2_vocab, route=route, cache=False)
+    oracle = validator(LARGE_SCHEMA)
+    for value in LARGE_VALID + LARGE_INVALID:
+        text = serialize(value, LARGE_SCHEMA)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        assert _walk(grammar, ids) == oracle.is_valid(value), (route, text)
+
+
+def test_automaton_node_has_no_regex_and_survives_a_grammar_file():
+    node = number_ranges.int_multiple(97, None, None, as_automaton=True)
+    with pytest.raises(GrammarError, match="multipleOf 97"):
+        to_python_regex(node)
+    assert shown_text(seq(literal("a"), node)) == "<automaton: multipleOf 97>"
+    again = grammar_file.loads(grammar_file.dumps(node))
+    assert again == node and hash(again) == hash(node) and again.label == node.label
+    # the content digest is the same in another process (hashes of bytes are salted)
+    code = (
+        "from formcast.grammar.json_schema import number_ranges as n; "
+        "print(hash(n.int_multiple(97, None, None, as_automaton=True)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) == hash(node)
+
+
+def test_moduli_over_the_product_budget_are_refused_with_pointer():
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 1000003}}}
+    with pytest.raises(SchemaError) as info:
+        SchemaCompiler(schema).compile(schema, "")
+    assert info.value.keyword == "multipleOf" and info.value.pointer == "/properties/n"
