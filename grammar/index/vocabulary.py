@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from formcast.errors import TokenizerError
+from formcast.grammar import caches
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SPIECE_SPACE = "\u2581"  # ▁
@@ -182,7 +185,11 @@ class Vocabulary:
 
     def control_token_id(self, text: str) -> int | None:
         """The id of the special (non-EOS) token whose text is ``text``, if there is one."""
-        return dict(self.special_token_texts).get(text)
+        return self._special_id_of.get(text)
+
+    @cached_property
+    def _special_id_of(self) -> dict[str, int]:
+        return dict(self.special_token_texts)
 
     def with_control_tokens(self, token_ids: Iterable[int]) -> Vocabulary:
         """This vocabulary with the special tokens ``token_ids`` writing their text.
@@ -237,15 +244,20 @@ def _rebuild(*args: Any) -> Vocabulary:
     return Vocabulary(*args)
 
 
-_CONTROL_MEMO: dict[tuple[str, frozenset[int]], Vocabulary] = {}
+# derived vocabularies by (base vocabulary hash, control ids): an LRU of 16 (a server meets
+# one base vocabulary and one or two sets of control tokens)
+_CONTROL_MEMO: OrderedDict[tuple[str, frozenset[int]], Vocabulary] = OrderedDict()
 _CONTROL_MEMO_SIZE = 16
+_CONTROL_LOCK = threading.Lock()
 
 
 def _with_control_tokens(vocab: Vocabulary, ids: frozenset[int]) -> Vocabulary:
     key = (vocab.hash, ids)
-    found = _CONTROL_MEMO.get(key)
-    if found is not None:
-        return found
+    with _CONTROL_LOCK:
+        found = _CONTROL_MEMO.get(key)
+        if found is not None:
+            _CONTROL_MEMO.move_to_end(key)
+            return found
     text_of = {i: t for t, i in vocab.special_token_texts}
     bad = sorted(i for i in ids if i not in text_of)
     if bad:
@@ -265,10 +277,19 @@ def _with_control_tokens(vocab: Vocabulary, ids: frozenset[int]) -> Vocabulary:
         num_tokenizer_tokens=vocab.num_tokenizer_tokens,
         special_token_texts=vocab.special_token_texts,
     )
-    if len(_CONTROL_MEMO) >= _CONTROL_MEMO_SIZE:
-        _CONTROL_MEMO.pop(next(iter(_CONTROL_MEMO)))
-    _CONTROL_MEMO[key] = derived
+    with _CONTROL_LOCK:
+        _CONTROL_MEMO[key] = derived
+        while len(_CONTROL_MEMO) > _CONTROL_MEMO_SIZE:
+            _CONTROL_MEMO.popitem(last=False)
     return derived
+
+
+def _clear_control_memo() -> None:
+    with _CONTROL_LOCK:
+        _CONTROL_MEMO.clear()
+
+
+caches.register("index.control_vocabularies", "LRU: 16 derived vocabularies", _clear_control_memo)
 
 
 def _tokenizer_kind(spec: dict[str, Any]) -> str:

@@ -199,10 +199,10 @@ def tool_call_tag(
         The texts of the tokenizer's special tokens (``Vocabulary.special_token_texts``):
         the format's trigger or marker among them is allowed as that token.
     """
-    calls = _calls(fmt, tools, is_parallel, control_tokens)
     if mode == "required":
-        body = calls
+        body = _calls(fmt, tools, is_parallel, control_tokens)
     elif answer_schema is not None:
+        calls = _calls(fmt, tools, is_parallel, control_tokens)
         body = {
             "type": "or",
             "elements": [calls, {"type": "json_schema", "json_schema": answer_schema}],
