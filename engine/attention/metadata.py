@@ -54,6 +54,17 @@ class DecodeGroup:
     block_ids: torch.Tensor  # (n * M,) int64, block ids padded with 0
     num_blocks: int  # M: blocks per sequence after padding
     additive_mask: torch.Tensor  # (1, n, 1, M * bs) float: 0 where attended, -inf beyond length
+    # the mask in other dtypes, converted once per step for all layers
+    _masks: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)
+
+    def additive_mask_as(self, dtype: torch.dtype) -> torch.Tensor:
+        """``additive_mask`` in ``dtype`` (a 16-bit model's SDPA takes its own dtype)."""
+        if dtype == self.additive_mask.dtype:
+            return self.additive_mask
+        found = self._masks.get(dtype)
+        if found is None:
+            found = self._masks[dtype] = self.additive_mask.to(dtype)
+        return found
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Protocol
 import torch
 
 from formcast.engine.attention.metadata import AttentionMetadata
+from formcast.engine.opaque_ops import opaque_op
 from formcast.errors import EngineError
 
 
@@ -52,7 +53,17 @@ def attention_step(meta: AttentionMetadata, layers: Sequence[AttentionLayer]) ->
         _STEP.meta, _STEP.layers = saved
 
 
-@torch.library.custom_op("formcast::paged_attention", mutates_args=())
+def _paged_attention_fake(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_index: int
+) -> torch.Tensor:
+    return q.new_empty(q.shape)
+
+
+@opaque_op(
+    "formcast::paged_attention",
+    "(Tensor q, Tensor k, Tensor v, int layer_index) -> Tensor",
+    _paged_attention_fake,
+)
 def paged_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_index: int
 ) -> torch.Tensor:
@@ -77,8 +88,3 @@ def paged_attention(
     padded = q.new_zeros(q.shape)
     padded[:num_tokens] = out
     return padded
-
-
-@paged_attention.register_fake
-def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_index: int) -> torch.Tensor:
-    return q.new_empty(q.shape)

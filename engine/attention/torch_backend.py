@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from formcast.engine.attention.metadata import AttentionMetadata
+from formcast.engine.attention.metadata import AttentionMetadata, DecodeGroup
 
 
 class TorchAttention:
@@ -47,54 +47,74 @@ class TorchAttention:
         store_kv_torch(k, v, k_cache, v_cache, meta.slot_mapping)
         num_kv_heads, _, block_size, head_dim = k_cache.shape
         num_q_heads = q.shape[1]
-        group = num_q_heads // num_kv_heads
-        out = torch.empty_like(q)
         k_blocks = k_cache.view(num_kv_heads, -1, block_size * head_dim)
         v_blocks = v_cache.view(num_kv_heads, -1, block_size * head_dim)
-        for dg in meta.decode_groups:
+        groups = meta.decode_groups
+        is_one_group = len(groups) == 1 and (groups[0].seq_start, groups[0].seq_end) == (0, len(q))
+        if is_one_group and not meta.prefill_segments:
+            # a pure decode step in one group (batch 1 always): its output is the result,
+            # with no buffer to fill (the same ops as the loop below, fewer copies)
+            o = self._decode(q, k_blocks, v_blocks, groups[0], block_size, scale)
+            return o.transpose(0, 1).reshape(q.shape[0], num_q_heads, head_dim)
+        out = torch.empty_like(q)
+        for dg in groups:
+            o = self._decode(q, k_blocks, v_blocks, dg, block_size, scale)  # (Hkv, n, g, D)
             n = dg.seq_end - dg.seq_start
-            length = dg.num_blocks * block_size
-            numel = num_kv_heads * n * length * head_dim
-            k_ctx = self._buffer(numel, q, 0).view(num_kv_heads, n * dg.num_blocks, -1)
-            v_ctx = self._buffer(numel, q, 1).view(num_kv_heads, n * dg.num_blocks, -1)
-            torch.index_select(k_blocks, 1, dg.block_ids, out=k_ctx)
-            torch.index_select(v_blocks, 1, dg.block_ids, out=v_ctx)
-            # the `group` query heads sharing a KV head act as `group` query rows: (Hkv, n, g, D)
-            q_g = q[dg.seq_start : dg.seq_end].view(n, num_kv_heads, group, head_dim)
-            k_g = k_ctx.view(num_kv_heads, n, length, head_dim)
-            v_g = v_ctx.view(num_kv_heads, n, length, head_dim)
-            if q.dtype == torch.float32 or _is_small_group(n, length):
-                mask = (
-                    dg.additive_mask if q.dtype == torch.float32 else dg.additive_mask.to(q.dtype)
-                )
-                o = F.scaled_dot_product_attention(
-                    q_g.transpose(0, 1), k_g, v_g, attn_mask=mask, scale=scale
-                )  # (Hkv, n, g, D)
-            else:
-                # 16-bit groups past a few sequences: two batched matmuls and a float32 softmax
-                # cost 0.5-0.9x SDPA's CPU flash kernel (which wins below; RESULTS.md)
-                scores = torch.matmul(q_g.transpose(0, 1), k_g.transpose(-1, -2)).float()
-                scores.mul_(scale).add_(dg.additive_mask)  # (Hkv, n, g, L)
-                o = torch.matmul(torch.softmax(scores, dim=-1).to(q.dtype), v_g)
             out[dg.seq_start : dg.seq_end] = o.transpose(0, 1).reshape(n, num_q_heads, head_dim)
         k_flat = k_cache.view(num_kv_heads, -1, head_dim)
         v_flat = v_cache.view(num_kv_heads, -1, head_dim)
+        is_gqa = num_q_heads != num_kv_heads
         for seg in meta.prefill_segments:
             q_s = q[seg.q_start : seg.q_end].transpose(0, 1).unsqueeze(0)  # (1, Hq, n, D)
             if seg.key_slots is None:
                 k_s = k[seg.q_start : seg.q_end].transpose(0, 1).unsqueeze(0)  # (1, Hkv, n, D)
                 v_s = v[seg.q_start : seg.q_end].transpose(0, 1).unsqueeze(0)
                 o = F.scaled_dot_product_attention(
-                    q_s, k_s, v_s, is_causal=True, scale=scale, enable_gqa=group > 1
+                    q_s, k_s, v_s, is_causal=True, scale=scale, enable_gqa=is_gqa
                 )
             else:
                 k_s = k_flat.index_select(1, seg.key_slots).unsqueeze(0)  # (1, Hkv, C, D)
                 v_s = v_flat.index_select(1, seg.key_slots).unsqueeze(0)
                 o = F.scaled_dot_product_attention(
-                    q_s, k_s, v_s, attn_mask=seg.mask, scale=scale, enable_gqa=group > 1
+                    q_s, k_s, v_s, attn_mask=seg.mask, scale=scale, enable_gqa=is_gqa
                 )
             out[seg.q_start : seg.q_end] = o[0].transpose(0, 1)
         return out
+
+    def _decode(
+        self,
+        q: torch.Tensor,
+        k_blocks: torch.Tensor,
+        v_blocks: torch.Tensor,
+        dg: DecodeGroup,
+        block_size: int,
+        scale: float,
+    ) -> torch.Tensor:
+        """One decode group's attention ``(Hkv, n, g, D)``: its blocks gathered into the
+        workspace, the ``g`` query heads sharing a KV head as ``g`` query rows."""
+        num_kv_heads = k_blocks.shape[0]
+        head_dim = q.shape[2]
+        group = q.shape[1] // num_kv_heads
+        n = dg.seq_end - dg.seq_start
+        length = dg.num_blocks * block_size
+        numel = num_kv_heads * n * length * head_dim
+        k_ctx = self._buffer(numel, q, 0).view(num_kv_heads, n * dg.num_blocks, -1)
+        v_ctx = self._buffer(numel, q, 1).view(num_kv_heads, n * dg.num_blocks, -1)
+        torch.index_select(k_blocks, 1, dg.block_ids, out=k_ctx)
+        torch.index_select(v_blocks, 1, dg.block_ids, out=v_ctx)
+        q_g = q[dg.seq_start : dg.seq_end].view(n, num_kv_heads, group, head_dim)
+        k_g = k_ctx.view(num_kv_heads, n, length, head_dim)
+        v_g = v_ctx.view(num_kv_heads, n, length, head_dim)
+        if q.dtype == torch.float32 or _is_small_group(n, length):
+            mask = dg.additive_mask_as(q.dtype)
+            return F.scaled_dot_product_attention(
+                q_g.transpose(0, 1), k_g, v_g, attn_mask=mask, scale=scale
+            )
+        # 16-bit groups past a few sequences: two batched matmuls and a float32 softmax cost
+        # 0.5-0.9x SDPA's CPU flash kernel (which wins below; RESULTS.md)
+        scores = torch.matmul(q_g.transpose(0, 1), k_g.transpose(-1, -2)).float()
+        scores.mul_(scale).add_(dg.additive_mask)  # (Hkv, n, g, L)
+        return torch.matmul(torch.softmax(scores, dim=-1).to(q.dtype), v_g)
 
 
 MAX_SDPA_GROUP_SEQS = 8  # 16-bit decode groups of <= 8 sequences and <= 2,048 padded keys

@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from formcast.engine.opaque_ops import opaque_op
+
 MAX_ROWS_TRANSPOSED = 4  # decoder layers: (W @ x.T).T for 2..4 rows, F.linear otherwise
 MAX_ROWS_TRANSPOSED_HEAD = 11  # LM head: (W @ x.T).T for 2..11 rows (slower from 12 on)
 _PACKED_ATTR = "_formcast_onednn_bf16"  # (weight version, reordered weight) on the weight
@@ -68,18 +70,21 @@ def _packed_linear(
     )
 
 
-@torch.library.custom_op("formcast::cpu_linear", mutates_args=())
+def _cpu_linear_fake(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+@opaque_op(
+    "formcast::cpu_linear", "(Tensor x, Tensor weight, Tensor? bias) -> Tensor", _cpu_linear_fake
+)
 def _cpu_linear_op(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     # opaque to inductor, whose own lowering of small bf16 GEMMs on CPU is far slower
     # (3.3 ms vs 0.18 ms for a 1 x 576 x 3072 product); contiguous, as its fake says
     return _linear_eager(x, weight, bias).contiguous()
-
-
-@_cpu_linear_op.register_fake
-def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return x.new_empty((x.shape[0], weight.shape[0]))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
