@@ -28,6 +28,17 @@ _WORK_QUANTUM = 20_000_000
 _LIST_TABLE_MAX_CELLS = 4_000_000
 
 
+def scalar_rows(table: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """``table (N, K)`` as nested tuples of Python ints, for scalar lookups in Python loops.
+
+    Tuples, not lists: the cyclic garbage collector stops tracking a tuple of ints after its
+    first pass over it, while every list stays tracked, and a full collection of a long-lived
+    process visits every element of every tracked list (a 15,000-state table: 4 million visits
+    each time, which landed inside token masks).
+    """
+    return tuple(map(tuple, table.tolist()))
+
+
 @dataclass(frozen=True, eq=False)
 class ByteDFA:
     """A deterministic byte automaton whose every state can still reach acceptance.
@@ -54,7 +65,7 @@ class ByteDFA:
     is_accepting: np.ndarray
     start_state: int = 0
     walk_keys: ChainKeys | None = field(default=None, repr=False, compare=False)
-    _rows: list[list[int]] | None = field(default=None, repr=False, compare=False)
+    _rows: tuple[tuple[int, ...], ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_states(self) -> int:
@@ -84,11 +95,11 @@ class ByteDFA:
                 return DEAD
         return state
 
-    def _list_rows(self) -> list[list[int]] | None:
-        """Per-state 256-entry Python lists for fast scalar walks (small DFAs only)."""
+    def _list_rows(self) -> tuple[tuple[int, ...], ...] | None:
+        """Per-state 256-entry rows for fast scalar walks (small DFAs only)."""
         if self._rows is None and self.num_states * 256 <= _LIST_TABLE_MAX_CELLS:
             full = self.transitions[:, self.byte_to_class]  # (N, 256)
-            object.__setattr__(self, "_rows", full.tolist())
+            object.__setattr__(self, "_rows", scalar_rows(full))
         return self._rows
 
     def allowed_bytes(self, state: int) -> np.ndarray:

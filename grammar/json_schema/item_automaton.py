@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from formcast.grammar.automata.byte_dfa import scalar_rows
 from formcast.grammar.index.token_index import LazyTransitions
 from formcast.grammar.json_schema.values import equality_key
 
@@ -77,12 +78,12 @@ class ItemAutomaton:
         self.key = key
         self.start = dfa.start_state
         full = dfa.transitions[:, dfa.byte_to_class]  # (N, 256)
-        self._rows: list[list[int]] = full.tolist()
+        self._rows = scalar_rows(full)
         # per state, the (byte, target) pairs of its live transitions, ascending bytes
-        self._edges: list[list[tuple[int, int]]] = [
-            [(byte, row[byte]) for byte in np.flatnonzero(np.asarray(row) >= 0).tolist()]
+        self._edges: tuple[tuple[tuple[int, int], ...], ...] = tuple(
+            tuple((byte, row[byte]) for byte in np.flatnonzero(np.asarray(row) >= 0).tolist())
             for row in self._rows
-        ]
+        )
         self.is_accepting: list[bool] = dfa.is_accepting.tolist()
         self.is_value_infinite, self.log2_values = _value_counts(full, dfa.is_accepting)
         self._is_infinite: list[bool] = self.is_value_infinite.tolist()  # scalar lookups

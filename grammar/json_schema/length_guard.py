@@ -27,11 +27,12 @@ pairs decides.
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.automata.byte_dfa import ByteDFA, scalar_rows
 from formcast.grammar.index.token_index import LazyTransitions
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class LengthGuard:
         self.min_len, self.max_len = min_len, max_len
         self.start = dfa.start_state
         full = dfa.transitions[:, dfa.byte_to_class]  # (N, 256)
-        self._rows: list[list[int]] = full.tolist()
+        self._rows = scalar_rows(full)
         self.is_accepting: list[bool] = dfa.is_accepting.tolist()
         modes = _modes(self._rows, self.start)
         # (N, 256) weights: 1 where the byte starts a character of the content
@@ -72,9 +73,7 @@ class LengthGuard:
         starts[0x80:0xC0] = False
         starts[_QUOTE] = False
         is_content = np.asarray(modes) == _CONTENT
-        self._weights: list[list[int]] = (
-            (is_content[:, None] & starts[None, :]).astype(np.int64).tolist()
-        )
+        self._weights = scalar_rows((is_content[:, None] & starts[None, :]).astype(np.int64))
         into = _reversed_edges(self._rows, self._weights)
         self.shortest = _distances(into, np.where(dfa.is_accepting, 0, INFINITE))
         self.longest = _longest(self._rows, self._weights, dfa.is_accepting)
@@ -126,7 +125,7 @@ class LengthGuard:
         return f"LengthGuard({self.dfa.num_states} states, {self.min_len}..{self.max_len})"
 
 
-def _modes(rows: list[list[int]], start: int) -> list[int]:
+def _modes(rows: Sequence[Sequence[int]], start: int) -> list[int]:
     """The lexical mode of each state (breadth first from ``start``)."""
     modes = [-1] * len(rows)
     modes[start] = _OPEN
@@ -161,7 +160,9 @@ def _next_mode(mode: int, hex_left: int, byte: int) -> tuple[int, int]:
     return _CLOSED, 0
 
 
-def _reversed_edges(rows: list[list[int]], weights: list[list[int]]) -> list[list[tuple[int, int]]]:
+def _reversed_edges(
+    rows: Sequence[Sequence[int]], weights: Sequence[Sequence[int]]
+) -> list[list[tuple[int, int]]]:
     """Per state, ``(state before, weight)`` of every transition into it."""
     into: list[list[tuple[int, int]]] = [[] for _ in rows]
     for state, row in enumerate(rows):
@@ -197,7 +198,7 @@ def _distances(into: list[list[tuple[int, int]]], initial: np.ndarray) -> np.nda
 
 
 def _self_loop_counts(
-    rows: list[list[int]], weights: list[list[int]], shortest: np.ndarray
+    rows: Sequence[Sequence[int]], weights: Sequence[Sequence[int]], shortest: np.ndarray
 ) -> np.ndarray:
     """``(N,)`` ``shortest[p]`` at the states ``p`` with a one-character self-loop, else
     ``INFINITE``."""
@@ -209,7 +210,7 @@ def _self_loop_counts(
 
 
 def _longest(
-    rows: list[list[int]], weights: list[list[int]], is_accepting: np.ndarray
+    rows: Sequence[Sequence[int]], weights: Sequence[Sequence[int]], is_accepting: np.ndarray
 ) -> np.ndarray:
     """``(N,)`` most characters from each state to acceptance (``INFINITE`` when a cycle is
     reachable; the trimmed automaton's states all reach acceptance)."""
@@ -250,8 +251,8 @@ def _longest(
 
 
 def _has_count_in(
-    rows: list[list[int]],
-    weights: list[list[int]],
+    rows: Sequence[Sequence[int]],
+    weights: Sequence[Sequence[int]],
     is_accepting: list[bool],
     state: int,
     lo: int,

@@ -437,7 +437,7 @@ class _VocabTables:
 
     def __init__(self, vocab: Vocabulary, vocab_size: int) -> None:
         self._token_bytes = vocab.token_bytes[:vocab_size]
-        self._ids_of_bytes: dict[bytes, list[int]] = {}
+        ids_of_bytes: dict[bytes, list[int]] = {}
         # string items: the tokens whose first quote ends an item and whose other bytes
         # cannot complete or start one (one quote, or a second one last), by the bytes
         # before that quote; the other tokens holding a quote are walked
@@ -487,7 +487,7 @@ class _VocabTables:
             head = data[: data.find(_QUOTE)]
             if num_quotes == 1 and _BACKSLASH not in head:
                 self.heads[token_id] = head
-            self._ids_of_bytes.setdefault(data, []).append(token_id)
+            ids_of_bytes.setdefault(data, []).append(token_id)
             if num_quotes and _BACKSLASH not in head:
                 rest = data[len(head) + 1 :]
                 if _QUOTE not in rest[:-1]:  # (a second quote only as the last byte)
@@ -495,6 +495,9 @@ class _VocabTables:
                     continue
             if num_quotes:
                 walked.append(token_id)
+        # tuples of ints, which the collector stops tracking (lists of one id each would be
+        # ~49k objects that every full collection of a process scans)
+        self._ids_of_bytes = {data: tuple(ids) for data, ids in ids_of_bytes.items()}
         self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
