@@ -239,7 +239,9 @@ class CfgRuntime:
 
     def mask(self, heads: Heads) -> np.ndarray:
         """``(num_words,)`` int32 packed mask of the tokens allowed after ``heads`` (read-only)."""
-        key = frozenset((node.signature, sid) for node, sid in heads)
+        # a sorted tuple of int pairs, not a frozenset: the collector stops tracking it (4,096
+        # frozenset keys per grammar were a large share of a full collection's work)
+        key = tuple(sorted([(node.signature, sid) for node, sid in heads]))
         found = self._masks.get(key)
         if found is not None:
             return found
