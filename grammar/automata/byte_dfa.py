@@ -25,7 +25,6 @@ from formcast.grammar.automata.chain_keys import ChainKeys
 DEAD = -1
 # subset-construction steps (~1 ns each) between clock checks; doubles on every check
 _WORK_QUANTUM = 20_000_000
-_LIST_TABLE_MAX_CELLS = 4_000_000
 
 
 def scalar_rows(table: np.ndarray) -> tuple[tuple[int, ...], ...]:
@@ -65,7 +64,9 @@ class ByteDFA:
     is_accepting: np.ndarray
     start_state: int = 0
     walk_keys: ChainKeys | None = field(default=None, repr=False, compare=False)
-    _rows: tuple[tuple[int, ...], ...] | None = field(default=None, repr=False, compare=False)
+    # per state, its 256 successors for scalar walks, made on the state's first walk (tuples of
+    # ints, which the collector stops tracking; see scalar_rows)
+    _rows: list[tuple[int, ...] | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_states(self) -> int:
@@ -81,26 +82,18 @@ class ByteDFA:
 
     def walk(self, state: int, data: bytes) -> int:
         """The state after ``data`` from ``state``, or ``-1`` if the language has no such prefix."""
-        rows = self._list_rows()
+        rows = self._rows
         if rows is None:
-            table, classes = self.transitions, self.byte_to_class
-            for byte in data:
-                state = int(table[state, classes[byte]])
-                if state < 0:
-                    return DEAD
-            return state
+            rows = [None] * self.num_states
+            object.__setattr__(self, "_rows", rows)
         for byte in data:
-            state = rows[state][byte]
+            row = rows[state]
+            if row is None:  # a state's first walk: its 256 successors as a tuple of ints
+                row = rows[state] = tuple(self.transitions[state, self.byte_to_class].tolist())
+            state = row[byte]
             if state < 0:
                 return DEAD
         return state
-
-    def _list_rows(self) -> tuple[tuple[int, ...], ...] | None:
-        """Per-state 256-entry rows for fast scalar walks (small DFAs only)."""
-        if self._rows is None and self.num_states * 256 <= _LIST_TABLE_MAX_CELLS:
-            full = self.transitions[:, self.byte_to_class]  # (N, 256)
-            object.__setattr__(self, "_rows", scalar_rows(full))
-        return self._rows
 
     def allowed_bytes(self, state: int) -> np.ndarray:
         """The bytes with a transition out of ``state``: ``(k,)`` uint8."""
