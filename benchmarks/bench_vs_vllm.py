@@ -9,9 +9,10 @@ One engine per process, one after the other: formcast
 runs in this interpreter's environment, vLLM in ``.venv-vllm`` (``make vllm``). Reports
 tokens/s, ratios, and whether the greedy tokens are identical (expected in float32).
 
-formcast's JSON run is followed by the same prompts unconstrained, each request writing as
+formcast's JSON runs alternate with the same prompts unconstrained, each request writing as
 many tokens as its JSON answer had (``ignore_eos``): the same work without a grammar, so
-``constrained_ratio`` = unconstrained wall / constrained wall is the grammar's cost (1.0 = free).
+``constrained_ratio`` = unconstrained wall / constrained wall (medians) is the grammar's cost
+(1.0 = free).
 The prefix cache is reset before every timed run (both engines), so each computes its prompts
 (until stop 36 only the constrained run did, which put the ratio at 0.46-0.74). Each timed
 run is repeated ``--repeats`` times (default 3; one until stop 37) and the median wall time
@@ -101,16 +102,28 @@ def run_formcast(folder: str, dtype: str, names: list[str], repeats: int) -> dic
         def constrained(ids=ids, params=params, grammar=grammar):
             return llm.generate(ids, params, grammar=grammar)
 
-        wall_s, outputs = _timed(constrained, llm.reset_prefix_cache, repeats)
+        if grammar is None:
+            wall_s, outputs = _timed(constrained, llm.reset_prefix_cache, repeats)
+        else:  # constrained and the same work without the grammar, alternating (host drift
+            # then weighs on both alike), prompts computed afresh each time
+            walls, free_walls, outputs = [], [], []
+            for _ in range(repeats):
+                one_s, outputs = _timed(constrained, llm.reset_prefix_cache, 1)
+                free = [
+                    SamplingParams(
+                        temperature=0, max_tokens=max(1, len(o.token_ids)), ignore_eos=True
+                    )
+                    for o in outputs
+                ]
+                free_s, _ = _timed(lambda ids=ids, free=free: llm.generate(ids, free),
+                                   llm.reset_prefix_cache, 1)  # fmt: skip
+                walls.append(one_s)
+                free_walls.append(free_s)
+            wall_s = statistics.median(walls)
         results[name] = _summary(wall_s, [list(o.token_ids) for o in outputs],
                                  [o.text for o in outputs], work["json"])  # fmt: skip
-        if grammar is not None:  # the same work without the grammar, prompts computed afresh
-            free = [
-                SamplingParams(temperature=0, max_tokens=max(1, len(o.token_ids)), ignore_eos=True)
-                for o in outputs
-            ]
-            free_s, _ = _timed(lambda ids=ids, free=free: llm.generate(ids, free),
-                               llm.reset_prefix_cache, repeats)  # fmt: skip
+        if grammar is not None:
+            free_s = statistics.median(free_walls)
             results[name]["unconstrained_wall_s"] = round(free_s, 3)
             results[name]["constrained_ratio"] = round(free_s / wall_s, 3)
     results["threads"] = torch_threads()
