@@ -152,23 +152,40 @@ def test_trees_against_exact_arithmetic(m, lo, hi, is_number):
     high = None if hi is None else Fraction(hi)
     tree = multiples_tree(step, low, False, high, True, is_number=is_number)
     rx = re.compile(to_python_regex(tree))
-    rng = random.Random(1)
+    for text, is_valid in _exact_cases(step, low, high, is_number, seed=1, count=400):
+        assert bool(rx.fullmatch(text)) == is_valid, text
+
+
+def _exact_cases(
+    step: Fraction,
+    low: Fraction | None,
+    high: Fraction | None,
+    is_number: bool,
+    *,
+    seed: int,
+    count: int,
+    offsets: tuple[Fraction | int, ...] = (),
+) -> list[tuple[str, bool]]:
+    """Texts near multiples of ``step`` far past float precision and near the bounds, each
+    with its validity by exact fractions (``low <= value < high``, ``step | value``)."""
+    rng = random.Random(seed)
     anchors = [Fraction(0), step * 10**19, -step * (10**17 + 3)] + [b for b in (low, high) if b]
-    for _ in range(400):
+    cases = []
+    for _ in range(count):
         value = rng.choice(anchors) + step * rng.randint(-3, 3)
-        value += rng.choice([0, 0, step / 3, Fraction(1, 10**20)])
+        value += rng.choice([0, 0, step / 3, Fraction(1, 10**20), *offsets])
         if not is_number:
             value = Fraction(round(value))
         digits = rng.choice([0, 2, 25]) if is_number else 0
-        if value.denominator % 3 == 0:  # not a finite decimal: its nearest 25-digit text
-            value = Fraction(round(value * 10**25), 10**25)
-        text = _decimal_text(value, digits)
+        if (value * 10**30).denominator != 1:  # not a finite decimal: its nearest 30-digit text
+            value = Fraction(round(value * 10**30), 10**30)
         is_valid = (
             (value / step).denominator == 1
             and (low is None or value >= low)
             and (high is None or value < high)
         )
-        assert bool(rx.fullmatch(text)) == is_valid, text
+        cases.append((_decimal_text(value, digits), is_valid))
+    return cases
 
 
 def test_all_of_merges_to_the_common_multiple():
@@ -369,22 +386,8 @@ def test_large_moduli_against_exact_arithmetic(m, lo, hi, is_number):
         )
     assert _has_automaton(node)
     dfa = regex_to_dfa(node)
-    rng = random.Random(2)
-    anchors = [Fraction(0), step * 10**19, -step * (10**17 + 3)] + [b for b in (low, high) if b]
-    for _ in range(600):
-        value = rng.choice(anchors) + step * rng.randint(-3, 3)
-        value += rng.choice([0, 0, step / 3, Fraction(1, 10**20), Fraction(1)])
-        if not is_number:
-            value = Fraction(round(value))
-        digits = rng.choice([0, 2, 25]) if is_number else 0
-        if (value * 10**30).denominator != 1:  # not a finite decimal: its nearest 30-digit text
-            value = Fraction(round(value * 10**30), 10**30)
-        text = _decimal_text(value, digits)
-        is_valid = (
-            (value / step).denominator == 1
-            and (low is None or value >= low)
-            and (high is None or value < high)
-        )
+    cases = _exact_cases(step, low, high, is_number, seed=2, count=600, offsets=(Fraction(1),))
+    for text, is_valid in cases:
         assert _fullmatch(dfa, text) == is_valid, text
     assert not _fullmatch(dfa, "1e3") and not _fullmatch(dfa, "--0") and not _fullmatch(dfa, "01")
 
