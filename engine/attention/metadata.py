@@ -55,7 +55,7 @@ class DecodeGroup:
     num_blocks: int  # M: blocks per sequence after padding
     additive_mask: torch.Tensor  # (1, n, 1, M * bs) float: 0 where attended, -inf beyond length
     # the mask in other dtypes, converted once per step for all layers
-    _masks: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)
+    _masks: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False, compare=False)
 
     def additive_mask_as(self, dtype: torch.dtype) -> torch.Tensor:
         """``additive_mask`` in ``dtype`` (a 16-bit model's SDPA takes its own dtype)."""
