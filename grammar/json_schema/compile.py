@@ -115,6 +115,7 @@ def json_schema_to_regex(
     whitespace: str | int | None = "compact",
     max_whitespace: int | None = None,
     indent: int | None = None,
+    any_order: bool = False,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int | None = None,
@@ -126,7 +127,7 @@ def json_schema_to_regex(
     ----------
     schema:
         A JSON Schema (dict, bool or JSON string) or a Python type (see ``schema_of``).
-    whitespace, max_whitespace, indent:
+    whitespace, max_whitespace, indent, any_order:
         Output layout, see :func:`compile_json_schema`.
     strict:
         Absent ``additionalProperties`` means ``false`` (True) or ``true`` (False).
@@ -151,6 +152,7 @@ def json_schema_to_regex(
         whitespace=whitespace,
         max_whitespace=max_whitespace,
         indent=indent,
+        any_order=any_order,
         strict=strict,
         lenient=lenient,
         max_any_depth=max_any_depth,
@@ -173,11 +175,13 @@ def marked_schema_tree(
     whitespace: str | int | None = "compact",
     max_whitespace: int | None = None,
     indent: int | None = None,
+    any_order: bool = False,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int | None = None,
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
     max_built_chars: int | None = None,
+    max_shared_chars: int | None = None,
     unique_plan: UniqueItemsPlan | None = None,
     allow_automata: bool = True,
 ) -> Node:
@@ -185,19 +189,24 @@ def marked_schema_tree(
     ``max_any_depth=None`` containers in unconstrained values are the marker of
     :func:`~formcast.grammar.json_schema.compiler.any_marker` (for ``AnyValueGrammar``), not
     JSON text. ``max_built_chars`` bounds the regex size of all sub-results together
-    (``CompileBudgetError`` past it; the auto route's early exit). With ``unique_plan``,
+    (``CompileBudgetError`` past it; the auto route's early exit), ``max_shared_chars`` the
+    size a part used at many places (an ``any_order`` object's states) may be written out
+    with (``SchemaCompiler.share``). With ``unique_plan``,
     ``uniqueItems`` arrays over open item kinds are compiled without the keyword and
     recorded there (checked: ``SchemaError`` where the matcher could not enforce them).
     ``allow_automata=False`` keeps every part a regex (no automaton nodes, see
     :class:`~formcast.grammar.regex.syntax_tree.Automaton`)."""
     compiler = SchemaCompiler(
         schema_of(schema),
-        layout=make_layout(whitespace, max_whitespace=max_whitespace, indent=indent),
+        layout=make_layout(
+            whitespace, max_whitespace=max_whitespace, indent=indent, any_order=any_order
+        ),
         strict=strict,
         lenient=lenient,
         max_any_depth=max_any_depth,
         max_regex_chars=max_regex_chars,
         max_built_chars=max_built_chars,
+        max_shared_chars=max_shared_chars,
         unique_plan=unique_plan,
         allow_automata=allow_automata,
     )
@@ -224,6 +233,7 @@ def compile_json_schema(
     whitespace: str | int | None = "compact",
     max_whitespace: int | None = None,
     indent: int | None = None,
+    any_order: bool = False,
     strict: bool = True,
     lenient: bool = False,
     route: str = "auto",
@@ -260,6 +270,16 @@ def compile_json_schema(
         plus ``N`` spaces per nesting level before every member and before the closing
         bracket, ``": "`` after keys, empty containers as ``{}``/``[]``. Combine only with the
         default ``whitespace``; refused (``SchemaError``) for recursive schemas.
+    any_order:
+        ``False`` (default): object members in ``properties`` order. ``True``: in any order,
+        each at most once, the required ones present, extra members (where allowed) anywhere
+        between them: exact, at the cost of one grammar state per set of members written
+        (``2**n`` for ``n`` declared properties; on the structural path one nonterminal per
+        set; ``dependentRequired`` is kept exactly). Objects with ``dependentSchemas`` (or
+        schema-valued ``dependencies``) or ``minProperties`` / ``maxProperties`` beyond the
+        required members are refused (``SchemaError``); ``const`` / ``enum`` objects keep their written order. Under
+        ``route="auto"`` a schema with such an object of two or more members takes the
+        structural path (``route="regex"`` writes every order out).
     strict:
         ``True`` (default, as OpenAI's strict mode): an absent ``additionalProperties`` on an
         object schema means ``false``. ``False``: the specification's meaning (any extra
@@ -319,6 +339,7 @@ def compile_json_schema(
             whitespace=whitespace,
             max_whitespace=max_whitespace,
             indent=indent,
+            any_order=any_order,
             strict=strict,
             lenient=lenient,
             route=route,
@@ -337,6 +358,7 @@ def _compile_json_schema(
     whitespace: str | int | None,
     max_whitespace: int | None,
     indent: int | None,
+    any_order: bool,
     strict: bool,
     lenient: bool,
     route: str,
@@ -350,7 +372,12 @@ def _compile_json_schema(
     if route not in ("auto", "regex", "cfg"):
         raise SchemaError(f"route must be 'auto', 'regex' or 'cfg', got {route!r}")
     root = schema_of(schema)
-    layout_options = {"whitespace": whitespace, "max_whitespace": max_whitespace, "indent": indent}
+    layout_options = {
+        "whitespace": whitespace,
+        "max_whitespace": max_whitespace,
+        "indent": indent,
+        "any_order": any_order,
+    }
     make_layout(**layout_options)  # validate the layout before any work
     if max_depth is not None and route == "regex":
         raise SchemaError("max_depth is enforced on the structural path only: use route='auto'")
@@ -388,6 +415,10 @@ def _compile_json_schema(
             max_any_depth=max_any_depth,
             max_regex_chars=regex_route_chars if is_auto else DEFAULT_MAX_REGEX_CHARS,
             max_built_chars=REGEX_ROUTE_BUILT_FACTOR * regex_route_chars if is_auto else None,
+            # an any_order object written out per path costs far more automaton than its
+            # nonterminals do (3 members: ~95 ms vs ~4 ms): the auto route takes the
+            # structural path for it
+            max_shared_chars=0 if is_auto else None,
             **layout_options,
         )
         count = largest_count(tree)

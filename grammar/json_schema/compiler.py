@@ -115,10 +115,14 @@ class SchemaCompiler:
         max_any_depth: int | None = None,
         max_regex_chars: int = 4_000_000,
         max_built_chars: int | None = None,
+        max_shared_chars: int | None = None,
         unique_plan: UniqueItemsPlan | None = None,
         allow_automata: bool = True,
     ) -> None:
         self.root = root
+        # the most regex characters a shared part may be written out with (see share; None:
+        # max_regex_chars)
+        self.max_shared_chars = max_regex_chars if max_shared_chars is None else max_shared_chars
         # languages whose regex text is too large may be automaton nodes (multipleOf's
         # residues); False where a regex text is wanted (json_schema_to_regex)
         self.allow_automata = allow_automata
@@ -191,6 +195,18 @@ class SchemaCompiler:
         return escape_pointer_token(name)
 
     # ---- helpers used by the object/array modules ---------------------------------------------
+
+    def share(self, node: Node) -> Node:
+        """``node`` as a part that many places of the result reuse (one object, referenced
+        from each). A regex has no sharing: every use is written out, so the text the parts
+        add up to is bounded (``CompileBudgetError`` past ``max_shared_chars``); the
+        structural compiler makes it one nonterminal instead."""
+        if node.num_chars > self.max_shared_chars:
+            raise CompileBudgetError(
+                f"a shared part written out at each use is {node.num_chars} regex characters "
+                f"(budget {self.max_shared_chars}): use the structural path"
+            )
+        return node
 
     def fullmatch(self, node: Node | None, text: str) -> bool:
         """True if ``text`` is in the language of ``node`` (``None``: the empty language)."""

@@ -13,6 +13,10 @@ Five layouts (``depth`` = nesting depth of the container being written, 0 at the
 - ``indent=N`` (``mode="indent"``): exactly ``json.dumps(v, indent=N)``: every member on its
   own line indented by ``N * (depth + 1)`` spaces, the closing bracket on a line indented by
   ``N * depth``, ``": "`` between key and value, empty containers as ``{}`` / ``[]``.
+
+Member order, with any of them: properties in schema order (the default), or with
+``any_order=True`` in any order, each at most once, the required ones present (see
+``objects``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class Layout:
     mode: str = "compact"
     max_whitespace: int = 0
     indent: int = 0
+    any_order: bool = False
 
     @property
     def is_depth_dependent(self) -> bool:
@@ -106,7 +111,7 @@ class Layout:
 
     def key(self) -> tuple:
         """Hashable identity, for cache keys."""
-        return (self.mode, self.max_whitespace, self.indent)
+        return (self.mode, self.max_whitespace, self.indent, self.any_order)
 
 
 def make_layout(
@@ -114,21 +119,32 @@ def make_layout(
     *,
     max_whitespace: int | None = None,
     indent: int | None = None,
+    any_order: bool = False,
 ) -> Layout:
     """Validate the layout options of ``compile_json_schema`` and build a :class:`Layout`.
 
     ``whitespace`` is ``"compact"`` (default; ``None`` means the same), ``"none"``, ``"spaced"``,
     ``"flexible"`` (bounded by ``max_whitespace``, default 8), or an int ``N`` (legacy spelling
     of ``"flexible"`` with ``max_whitespace=N``; ``0`` = ``"none"``). ``indent=N`` selects the
-    pretty layout and only combines with the default ``whitespace``.
+    pretty layout and only combines with the default ``whitespace``. ``any_order`` (a bool)
+    lets object members come in any order.
 
     Raises
     ------
     SchemaError
         An unknown mode, a bound that is not an int >= 1, ``max_whitespace`` without
         ``"flexible"``, or ``indent`` that is not an int in ``0..16`` or is combined with
-        another whitespace mode.
+        another whitespace mode, or ``any_order`` that is not a bool.
     """
+    if not isinstance(any_order, bool):
+        raise SchemaError(f"any_order must be True or False, got {any_order!r}")
+    layout = _whitespace_layout(whitespace, max_whitespace, indent)
+    return Layout(layout.mode, layout.max_whitespace, layout.indent, any_order)
+
+
+def _whitespace_layout(
+    whitespace: str | int | None, max_whitespace: int | None, indent: int | None
+) -> Layout:
     if whitespace is None:
         whitespace = "compact"
     if isinstance(whitespace, bool):

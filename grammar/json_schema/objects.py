@@ -19,6 +19,18 @@ pattern it matches. An absent ``additionalProperties`` is ``false`` under ``stri
 Dependency keywords (``dependentRequired``, ``dependentSchemas``, ``dependencies``) are a case
 split into such plain objects (``dependencies`` module); the names they mention come after the
 declared and required names (the private ``merge.ORDER_KEY``).
+
+Any order (``Layout.any_order``): the members in any order, each at most once, the required
+ones present, extra members anywhere between them. With ``U`` the set of declared members
+written so far, the text after a member is ``T(U) = (,x)* ( "" [if required <= U] |
+,p_k T(U + k) [k not in U] )`` (``x`` an extra member): one ``T`` per set, each shared by every
+path that reaches it (``SchemaCompiler.share``: a nonterminal on the structural path), so the
+grammar holds ``2**n`` of them, each naming each unused member once. Exact; the size bound
+is ``MAX_ANY_ORDER_REFERENCES`` member references. ``dependentRequired`` (and array-valued
+``dependencies``) is a condition on the set: ``""`` ends ``T(U)`` only when ``U`` holds what
+its members require, and ``p_k`` is offered only when ``U + k`` can still be completed (its
+closure under the requirements exists), so no path dead-ends. Schema-valued dependencies are
+refused under any order.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from formcast.grammar.json_schema.dependencies import dependent_object_tree, has
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.merge import ORDER_KEY
 from formcast.grammar.json_schema.unique_plan import KeyClass, Member, any_key_except
+from formcast.grammar.json_schema.values import DEPENDENCY_KEYWORDS
 from formcast.grammar.regex.char_classes import Ranges
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
@@ -125,11 +138,20 @@ def _minus(a: Ranges, b: Ranges) -> Ranges:
     return intersect(a, complement(b))
 
 
+# the most member references an any-order object's grammar may hold (n * 2**(n - 1) for n
+# declared members: 11 members are 11,264 and compile in ~0.7 s on the structural path, 12
+# took 1.5 s); past it the object is refused with its pointer
+MAX_ANY_ORDER_REFERENCES = 12_000
+
+
 def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     """The object instances of schema ``s`` (already merged, refs resolved)."""
-    if has_dependencies(s):  # case split on the triggers' presence (dependencies module)
-        return dependent_object_tree(c, s, ptr)
     layout = c.layout
+    dependent: dict[str, list[str]] | None = None  # any_order: trigger -> names it requires
+    if has_dependencies(s):
+        dependent = _presence_dependencies(c, s, ptr) if layout.any_order else None
+        if dependent is None:  # case split on the triggers' presence (dependencies module)
+            return dependent_object_tree(c, s, ptr)
     key_sep = layout.key_sep()
     props: dict[str, Any] = s.get("properties") or {}
     required = [r for r in s.get("required", []) if isinstance(r, str)]
@@ -159,14 +181,18 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         declared += [(name, None, False) for name in order[:last] if name not in is_declared]
         declared.sort(key=lambda member: rank.get(member[0], len(rank)))
     pairs: list[tuple[Node, bool]] = []
+    pair_names: list[str] = []
     for i, (name, sub, is_req) in enumerate(declared):
         # the keys before this one in the output: some of the earlier declared names, the
         # required ones among them always (see unique_plan.Member)
-        member = Member(
-            name,
-            frozenset(n for n, _, r in declared[:i] if r),
-            frozenset(n for n, _, _ in declared[:i]),
-        )
+        if layout.any_order:  # any other declared names may come before it
+            member = Member(name, frozenset(), frozenset(n for n, _, _ in declared if n != name))
+        else:
+            member = Member(
+                name,
+                frozenset(n for n, _, r in declared[:i] if r),
+                frozenset(n for n, _, _ in declared[:i]),
+            )
         sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"
         if sub is None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]
@@ -186,6 +212,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
                 return None
             continue
         pairs.append((seq(literal(_esc_json(name)), key_sep, value), is_req))
+        pair_names.append(name)
 
     # extra properties
     extra: Node | None = None
@@ -217,6 +244,13 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     max_properties = None if max_properties is None else int(max_properties)
     if max_properties is not None and max_properties < min_properties:
         return None
+    if layout.any_order and (n_all > 1 or (n_all and extra is not None) or dependent):
+        members = _Members(pairs, pair_names, {n for n, _, _ in declared}, dependent or {})
+        found = _any_order_object(c, members, extra, min_properties, max_properties, ptr)
+        if found is not None:  # (None: refused, and lenient: schema order below)
+            return found
+    if dependent is not None:  # refused above under lenient: the fixed-order case split
+        return dependent_object_tree(c, s, ptr)
     extra_lo, extra_hi = 0, None
     need_nonempty = False
     if min_properties > n_req or (
@@ -303,6 +337,149 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         content = body
         is_optional = empty_ok and not need_nonempty
     return layout.container("{}", content, is_optional, c.depth)
+
+
+def _presence_dependencies(c: SchemaCompiler, s: dict, ptr: str) -> dict[str, list[str]] | None:
+    """``dependentRequired`` (or array-valued ``dependencies``) of ``s`` as trigger -> names,
+    for any order; ``None`` where a dependency is a schema (refused: lenient falls back to the
+    schema-order case split)."""
+    dependent: dict[str, list[str]] = {}
+    for keyword in DEPENDENCY_KEYWORDS:
+        for trigger, dep in (s.get(keyword) or {}).items():
+            if not isinstance(dep, list):
+                c.refuse(
+                    "any_order with a schema-valued dependency (dependentSchemas, or "
+                    "dependencies with a schema): only the presence forms (dependentRequired, "
+                    "dependencies with a list of names) are kept with members in any order",
+                    ptr,
+                    keyword,
+                )
+                return None
+            dependent.setdefault(trigger, []).extend(n for n in dep if isinstance(n, str))
+    return dependent
+
+
+class _Members:
+    """The declared members of an any-order object as bits: member ``k`` is bit ``k``, with
+    ``needs[k]`` the members its presence requires (``dependentRequired``; ``-1``: a name
+    that can never be present, so member ``k`` cannot be either)."""
+
+    def __init__(
+        self,
+        pairs: list[tuple[Node, bool]],
+        names: list[str],
+        declared: set[str],
+        dependent: dict[str, list[str]],
+    ) -> None:
+        self.pairs = pairs
+        self.names = names
+        self.declared = declared
+        self.dependent = dependent
+        self.required = sum(1 << k for k, (_, is_req) in enumerate(pairs) if is_req)
+        bit = {name: 1 << k for k, name in enumerate(names)}
+        self.needs = [0] * len(pairs)
+        for trigger, deps in dependent.items():
+            if trigger in bit:
+                k = bit[trigger].bit_length() - 1
+                is_possible = all(d in bit for d in deps)
+                self.needs[k] = sum(bit[d] for d in deps) if is_possible else -1
+
+    def undeclared_names(self) -> list[str]:
+        """Dependency names that no declared property has (extra members could carry them)."""
+        mentioned = {t for t in self.dependent} | {d for ds in self.dependent.values() for d in ds}
+        return sorted(mentioned - self.declared)
+
+    def closure(self, used: int) -> int | None:
+        """The least superset of ``used`` that holds what its members require (None: none)."""
+        while True:
+            grown = used
+            for k, need in enumerate(self.needs):
+                if used >> k & 1:
+                    if need < 0:
+                        return None
+                    grown |= need
+            if grown == used:
+                return used
+            used = grown
+
+    def can_close(self, used: int) -> bool:
+        """Is ``used`` a complete member set (required present, dependencies met)?"""
+        return used & self.required == self.required and self.closure(used) == used
+
+    def is_live(self, used: int) -> bool:
+        """Can members be added to ``used`` until it is complete?"""
+        return self.closure(used | self.required) is not None
+
+
+def _any_order_object(
+    c: SchemaCompiler,
+    members: _Members,
+    extra: Node | None,
+    min_properties: int,
+    max_properties: int | None,
+    ptr: str,
+) -> Node | None:
+    """The object with ``members`` in any order (module docstring); ``None`` where refused
+    (lenient)."""
+    pairs = members.pairs
+    n = len(pairs)
+    num_required = members.required.bit_count()
+    need_nonempty = min_properties == 1 and num_required == 0
+    if (min_properties > num_required and not need_nonempty) or (
+        max_properties is not None and (extra is not None or max_properties < n)
+    ):
+        keyword = "minProperties" if min_properties > num_required else "maxProperties"
+        c.refuse(f"{keyword} beyond the required members with any_order", ptr, keyword)
+        return None
+    if extra is not None and members.undeclared_names():
+        c.refuse(
+            "any_order with dependencies on names no property declares, while extra members "
+            f"may carry them: {members.undeclared_names()[:5]}",
+            ptr,
+            "dependentRequired",
+        )
+        return None
+    if n * (1 << max(n - 1, 0)) > MAX_ANY_ORDER_REFERENCES:
+        c.refuse(
+            f"any_order over {n} declared properties: its grammar would hold one state per "
+            f"set of members written ({n} * 2**{n - 1} member references, over "
+            f"{MAX_ANY_ORDER_REFERENCES}); use the schema order or fewer properties",
+            ptr,
+            "properties",
+        )
+        return None
+    sep = c.layout.item_sep(c.depth)
+    extras = None if extra is None else star(seq(sep, extra))
+    tails: dict[int, Node] = {}
+
+    def tail(used: int) -> Node:  # T(used): the text after a member, `used` written so far
+        found = tails.get(used)
+        if found is None:
+            # only sets that can still be completed are entered (is_live), so every T has
+            # an option: no dead end
+            options: list[Node | None] = [EMPTY] if members.can_close(used) else []
+            options += [
+                seq(sep, pair, tail(used | 1 << k))
+                for k, (pair, _) in enumerate(pairs)
+                if not used >> k & 1 and members.is_live(used | 1 << k)
+            ]
+            found = alt(options)
+            assert found is not None
+            if extras is not None:
+                found = seq(extras, found)
+            found = tails[used] = c.share(found)
+        return found
+
+    firsts = [
+        seq(pair, tail(1 << k)) for k, (pair, _) in enumerate(pairs) if members.is_live(1 << k)
+    ]
+    if extra is not None and members.is_live(0):
+        firsts.append(seq(extra, tail(0)))
+    is_optional = members.can_close(0) and not need_nonempty
+    content = alt(firsts)
+    if content is None:
+        return c.layout.container("{}", None, True, c.depth) if is_optional else None
+    return c.layout.container("{}", content, is_optional, c.depth)
 
 
 _NAME_PATTERN_KEYS = {"type", "pattern", "title", "description", "$comment", "examples", "default"}

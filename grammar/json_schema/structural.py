@@ -208,6 +208,10 @@ class _CuttingCompiler(SchemaCompiler):
             )
         return Reference(self._any_index)
 
+    def share(self, node: Node) -> Node:
+        """One nonterminal for ``node``, used wherever it occurs (written out if exact)."""
+        return super().share(node) if self._is_exact else self._cut(node)
+
     def _cut(self, node: Node, is_helper: bool = False) -> Node:
         """The reference of ``node`` (one nonterminal per distinct tree), unless exact.
         ``is_helper``: a nonterminal inside one value (a string's chunks), not a nesting
@@ -393,6 +397,7 @@ def json_schema_to_cfg(
     whitespace: str | int | None = "compact",
     max_whitespace: int | None = None,
     indent: int | None = None,
+    any_order: bool = False,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int | None = None,
@@ -411,7 +416,9 @@ def json_schema_to_cfg(
         ``$ref``.
     """
     root = schema_of(schema)
-    layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
+    layout = make_layout(
+        whitespace, max_whitespace=max_whitespace, indent=indent, any_order=any_order
+    )
     grammar = _cfg_from(root, layout, strict, lenient, max_any_depth, cut_chars)
     assert grammar is not None
     return grammar
@@ -508,6 +515,7 @@ def compile_json_schema_cfg(
     whitespace: str | int | None = "compact",
     max_whitespace: int | None = None,
     indent: int | None = None,
+    any_order: bool = False,
     strict: bool = True,
     lenient: bool = False,
     max_any_depth: int | None = None,
@@ -549,7 +557,9 @@ def compile_json_schema_cfg(
     """
     check_max_depth(max_depth)
     root = schema_of(schema)
-    layout = make_layout(whitespace, max_whitespace=max_whitespace, indent=indent)
+    layout = make_layout(
+        whitespace, max_whitespace=max_whitespace, indent=indent, any_order=any_order
+    )
     source = json.dumps(root, sort_keys=True)
     options = {
         "layout": layout.key(),

@@ -42,7 +42,8 @@ Differences from XGrammar: free text is any text, not bounded in tokens or chara
 (``max_tokens`` / ``max_chars`` are refused); a trigger or end string never completes across
 the boundary from text before the free text (after a tag's end, searching starts afresh); an
 empty end string adds no stop (the text before it still holds no other end string);
-``json_schema`` follows formcast's JSON layout (compact by default) and refuses non-JSON
+``json_schema`` follows formcast's JSON layout (compact by default; ``any_order: true`` lets
+members come in any order, as ``compile_json_schema(any_order=True)``) and refuses non-JSON
 ``style`` values; of the token-level formats only ``token`` is accepted, by text, for a
 special token, which it allows besides the same text in ordinary tokens. End detection is by the enclosing tag's
 end only: ``any_text`` followed by a ``const_string`` in a ``sequence`` is any text then that
@@ -247,7 +248,7 @@ class _Translator:
     def __init__(self, json_options: dict[str, Any]) -> None:
         self.builder = RuleBuilder()
         self.json_options = json_options
-        self._embedded: dict[tuple[str, str], int] = {}  # (kind, source) -> start symbol
+        self._embedded: dict[tuple, int] = {}  # (kind, source[, any_order]) -> start symbol
 
     def symbols(self, node: Format, follow: Follow) -> tuple[int, ...]:
         """Symbols whose language is ``node``'s text, then one of ``follow`` (if given)."""
@@ -314,18 +315,20 @@ class _Translator:
         return self.builder.terminal(tree, f"regex@{node.pointer}")
 
     def _json_schema(self, node: JsonSchema) -> int:
-        found = self._embedded.get(("json", node.schema_text))
+        key = ("json", node.schema_text, node.any_order)
+        found = self._embedded.get(key)
         if found is not None:
             return found
+        options = self.json_options
+        if node.any_order:
+            options = {**options, "any_order": True}
         try:
-            grammar = json_schema_to_cfg(node.schema, **self.json_options)
+            grammar = json_schema_to_cfg(node.schema, **options)
         except SchemaError as exc:
             raise StructuralTagError(node.pointer + exc.pointer, str(exc)) from None
         except GrammarError as exc:
             raise StructuralTagError(node.pointer, f"schema cannot be compiled: {exc}") from None
-        start = self._embedded[("json", node.schema_text)] = self.builder.embed(
-            grammar, f"json@{node.pointer}"
-        )
+        start = self._embedded[key] = self.builder.embed(grammar, f"json@{node.pointer}")
         return start
 
     def _grammar(self, node: GrammarText) -> int:

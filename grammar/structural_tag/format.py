@@ -70,6 +70,7 @@ class JsonSchema:
 
     schema_text: str
     pointer: str = field(default="", compare=False)
+    any_order: bool = False  # members in any order (``compile_json_schema``'s option)
 
     @property
     def schema(self) -> Any:
@@ -348,12 +349,15 @@ def _json_schema(obj: dict, where: str) -> JsonSchema:
         raise StructuralTagError(
             f"{where}/style", f"style {style!r} is not supported (only 'json')"
         )
-    if obj.get("any_order", False) is not False:
-        raise StructuralTagError(f"{where}/any_order", "any_order is not supported")
-    return _json_schema_node(obj["json_schema"], f"{where}/json_schema")
+    any_order = obj.get("any_order", False)
+    if not isinstance(any_order, bool):
+        raise StructuralTagError(
+            f"{where}/any_order", f"any_order must be true or false, got {_kind(any_order)}"
+        )
+    return _json_schema_node(obj["json_schema"], f"{where}/json_schema", any_order)
 
 
-def _json_schema_node(schema: object, schema_where: str) -> JsonSchema:
+def _json_schema_node(schema: object, schema_where: str, any_order: bool = False) -> JsonSchema:
     if not isinstance(schema, (dict, bool)):
         raise StructuralTagError(
             schema_where, f"a JSON schema must be an object or a boolean, got {_kind(schema)}"
@@ -362,7 +366,7 @@ def _json_schema_node(schema: object, schema_where: str) -> JsonSchema:
         text = json.dumps(schema, ensure_ascii=False)  # key order kept: it is property order
     except (TypeError, ValueError) as exc:
         raise StructuralTagError(schema_where, f"the schema is not JSON data: {exc}") from None
-    return JsonSchema(text, schema_where)
+    return JsonSchema(text, schema_where, any_order)
 
 
 def _regex(obj: dict, where: str) -> Regex:

@@ -40,6 +40,10 @@ class JsonGenerator(Generator):
         structural position.
     strict : bool
         An object schema without ``additionalProperties`` allows no extra keys (default).
+    any_order : bool
+        ``False`` (default): object members in the schema's ``properties`` order. ``True``:
+        in any order, each at most once, the required ones present (see
+        ``compile_json_schema``).
     **sampling
         Default sampling options.
     """
@@ -51,6 +55,7 @@ class JsonGenerator(Generator):
         *,
         whitespace: int | None = None,
         strict: bool = True,
+        any_order: bool = False,
         **sampling: Any,
     ) -> None:
         super().__init__(model, **sampling)
@@ -59,6 +64,7 @@ class JsonGenerator(Generator):
         self.is_typed = not isinstance(target, (dict, bool, str))
         self.whitespace = whitespace
         self.strict = strict
+        self.any_order = any_order
         title = self.schema.get("title") if isinstance(self.schema, dict) else None
         self.description = f"json {title or getattr(target, '__name__', 'schema')}"
         self._adapter: Any = None
@@ -70,6 +76,8 @@ class JsonGenerator(Generator):
         options: dict[str, Any] = {"strict": self.strict}
         if self.whitespace is not None:
             options["whitespace"] = self.whitespace
+        if self.any_order:
+            options["any_order"] = True
         return GrammarSpec.json_schema(self.schema, **options)
 
     def _type_adapter(self) -> Any:
@@ -134,7 +142,7 @@ def json(model: Model, target: Any, **options: Any) -> JsonGenerator:
 
     ``target``: a pydantic model (returns an instance), a JSON Schema dict (returns a dict),
     or a type (dataclass, TypedDict, ``list[int]``, ``Literal``, ...). Options:
-    ``whitespace``, ``strict`` (see `JsonGenerator`) and sampling options.
+    ``whitespace``, ``strict``, ``any_order`` (see `JsonGenerator`) and sampling options.
 
     Examples
     --------

@@ -42,7 +42,9 @@ def generator_for_type(model: Model, tp: Any, where: str, **options: Any) -> Gen
         raise UsageError(f"{where}: the return type is None; annotate the type to generate")
     try:
         if _is_choice_type(tp):
-            json_only = {k: v for k, v in options.items() if k in ("whitespace", "strict")}
+            json_only = {
+                k: v for k, v in options.items() if k in ("whitespace", "strict", "any_order")
+            }
             if json_only:
                 raise UsageError(f"{where}: options {sorted(json_only)} apply to JSON outputs only")
             return ChoiceGenerator(model, tp, **options)
@@ -124,7 +126,7 @@ def function(model: Model, **options: Any) -> Callable[[Callable[..., Any]], Typ
         From :func:`formcast.load`.
     **options
         Sampling options (``temperature``, ``max_tokens``, ...) and, for JSON outputs,
-        ``whitespace`` / ``strict``.
+        ``whitespace`` / ``strict`` / ``any_order``.
 
     Examples
     --------

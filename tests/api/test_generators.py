@@ -69,6 +69,18 @@ def test_json_schema_dict_returns_valid_plain_json(model):
     jsonschema.validate(value, SCHEMA)
 
 
+def test_json_any_order_option(model):
+    generator = formcast.json(model, City, any_order=True, max_tokens=40, **GREEDY)
+    assert isinstance(generator("Describe Paris as JSON."), City)
+    for text, is_valid in (('{"population":5,"name":"Oslo"}', True),
+                           ('{"population":5}', False)):  # fmt: skip
+        matcher = generator.grammar.matcher()
+        assert (matcher.accept_bytes(text.encode()) and matcher.is_accepting()) == is_valid
+    # schema order only without the option
+    matcher = formcast.json(model, City, **GREEDY).grammar.matcher()
+    assert not matcher.accept_bytes(b'{"population":5,"name":"Oslo"}')
+
+
 @pytest.mark.parametrize(
     ("target", "check"),
     [
