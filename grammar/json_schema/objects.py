@@ -381,8 +381,10 @@ class _Members:
         for trigger, deps in dependent.items():
             if trigger in bit:
                 k = bit[trigger].bit_length() - 1
-                is_possible = all(d in bit for d in deps)
-                self.needs[k] = sum(bit[d] for d in deps) if is_possible else -1
+                need = 0
+                for d in deps:  # (a name listed twice is one bit)
+                    need = need | bit[d] if d in bit and need >= 0 else -1
+                self.needs[k] = need
 
     def undeclared_names(self) -> list[str]:
         """Dependency names that no declared property has (extra members could carry them)."""

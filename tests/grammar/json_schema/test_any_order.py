@@ -156,6 +156,7 @@ def test_hypothesis_objects_in_any_order(case):
         ({"a": ["y"]}, {}),  # an undeclared name, no extras: a can never be present
         ({"y": ["a"]}, {}),  # an undeclared trigger, no extras: never present
         ({"c": ["a"]}, {"required": ["c"]}),  # required trigger: a required too
+        ({"a": ["b", "b"]}, {}),  # a name listed twice
     ],
 )
 def test_dependent_required_in_any_order(dependent, extra):
