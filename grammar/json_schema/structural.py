@@ -66,6 +66,7 @@ from formcast.grammar.regex.syntax_tree import (
     Node,
     Reference,
     Repeat,
+    has_reference,
     subtrees,
 )
 
@@ -290,24 +291,6 @@ class _TreeToRules:
             f"json~part{k}" if k in helpers else f"$ref#{k}" for k in range(num_references)
         ]
         self.rules: list[tuple[int, tuple[int, ...]]] = []
-        self._is_regular: dict[int, bool] = {}
-
-    def is_regular(self, node: Node) -> bool:
-        key = id(node)
-        found = self._is_regular.get(key)
-        if found is None:
-            if isinstance(node, Reference):
-                found = False
-            elif isinstance(node, Concat):
-                found = all(self.is_regular(x) for x in node.items)
-            elif isinstance(node, Alternation):
-                found = all(self.is_regular(x) for x in node.options)
-            elif isinstance(node, Repeat):
-                found = self.is_regular(node.item)
-            else:
-                found = True
-            self._is_regular[key] = found
-        return found
 
     def terminal(self, node: Node) -> int:
         found = self._terminal_ids.get(node)
@@ -320,13 +303,6 @@ class _TreeToRules:
         self.nonterminal_names.append(f"json~{len(self.nonterminal_names)}")
         return len(self.nonterminal_names) - 1
 
-    def define_root(self, lhs: int, node: Node) -> None:
-        """Rules for one whole tree (the regularity memo is keyed by node identity, valid
-        while this tree is alive)."""
-        self._is_regular.clear()
-        self.define(lhs, node)
-        self._is_regular.clear()
-
     def define(self, lhs: int, node: Node) -> None:
         options = node.options if isinstance(node, Alternation) else (node,)
         for option in options:
@@ -337,7 +313,7 @@ class _TreeToRules:
         out: list[int] = []
         run: list[Node] = []
         for item in items:
-            if self.is_regular(item):
+            if not has_reference(item):
                 run.append(item)
                 continue
             if run:
@@ -464,7 +440,7 @@ def _cfg_from(
         if tree is None:
             continue
         check_deadline("building the schema's grammar rules")
-        rules.define_root(n, tree)
+        rules.define(n, tree)
         for k in rules.take_referenced():
             if k + 1 not in seen:
                 seen.add(k + 1)

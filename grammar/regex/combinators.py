@@ -25,7 +25,6 @@ from formcast.grammar.regex.syntax_tree import (
     Lookahead,
     Node,
     Repeat,
-    is_guarded,
 )
 
 
@@ -72,7 +71,7 @@ def seq(*parts: Node | None) -> Node | None:
     for part in parts:
         if part is None:
             return None
-        if isinstance(part, Concat) and not is_guarded(part):
+        if isinstance(part, Concat) and not part.has_lookahead:
             items.extend(part.items)
         else:
             items.append(part)

@@ -60,15 +60,25 @@ class Concat:
     items: tuple[Node, ...]
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
+    # an item is a lookahead: printed as a group of its own (see ``is_guarded``)
+    has_lookahead: bool = field(default=False, compare=False, repr=False)
+    has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
 
     def __post_init__(self) -> None:
         size = 0
-        for item in self.items:
+        is_guarded = has_ref = False
+        for item in self.items:  # (the node classes are final: ``type`` is exact)
             size += item.num_chars
-            if isinstance(item, Alternation) or is_guarded(item):
+            kind = type(item)
+            if kind is Alternation or (kind is Concat and item.has_lookahead):  # type: ignore[union-attr]
                 size += 4  # "(?:" ... ")"
+            elif kind is Lookahead:
+                is_guarded = True
+            has_ref = has_ref or has_reference(item)
         object.__setattr__(self, "num_chars", size)
         object.__setattr__(self, "hash_value", hash((2, self.items)))
+        object.__setattr__(self, "has_lookahead", is_guarded)
+        object.__setattr__(self, "has_reference", has_ref)
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -81,11 +91,13 @@ class Alternation:
     options: tuple[Node, ...]
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
+    has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
 
     def __post_init__(self) -> None:
         size = sum(option.num_chars for option in self.options) + len(self.options) - 1
         object.__setattr__(self, "num_chars", max(size, 0))
         object.__setattr__(self, "hash_value", hash((3, self.options)))
+        object.__setattr__(self, "has_reference", any(map(has_reference, self.options)))
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -101,8 +113,10 @@ class Repeat:
     pos: int = field(compare=False)
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
+    has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "has_reference", has_reference(self.item))
         size = self.item.num_chars + (0 if isinstance(self.item, CharSet) else 4)
         size += len(_counter_text(self.min_count, self.max_count))
         object.__setattr__(self, "num_chars", size)
@@ -384,9 +398,21 @@ def _charset_text(ranges: Ranges) -> str:
     return to_class_text(ranges)
 
 
+def has_reference(node: Node) -> bool:
+    """True if a :class:`Reference` stands in ``node``'s concatenations, options and
+    repetitions (not inside a lookahead's guard): then the node is no regular language by
+    itself (a rule of a larger grammar). Constant time: each node computes it once."""
+    kind = type(node)
+    if kind is Reference:
+        return True
+    if kind is Concat or kind is Alternation or kind is Repeat:
+        return node.has_reference  # type: ignore[union-attr]
+    return False
+
+
 def is_guarded(node: Node) -> bool:
     """True if ``node`` is a concatenation holding a lookahead (its own group when printed)."""
-    return isinstance(node, Concat) and any(isinstance(x, Lookahead) for x in node.items)
+    return isinstance(node, Concat) and node.has_lookahead
 
 
 def _atom(node: Node) -> str:

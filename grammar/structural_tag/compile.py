@@ -249,6 +249,7 @@ class _Translator:
         self.builder = RuleBuilder()
         self.json_options = json_options
         self._embedded: dict[tuple, int] = {}  # (kind, source[, any_order]) -> start symbol
+        self._follows: dict[tuple[str, ...], tuple[int, ...]] = {}  # end strings -> symbols
 
     def symbols(self, node: Format, follow: Follow) -> tuple[int, ...]:
         """Symbols whose language is ``node``'s text, then one of ``follow`` (if given)."""
@@ -291,8 +292,17 @@ class _Translator:
         return (self.builder.terminal(literal(text), f"{text!r}@{pointer}"),)
 
     def _follow(self, follow: Follow) -> tuple[int, ...]:
+        """Symbols of one of the end strings ``follow``: one set of symbols per distinct
+        ``follow`` (a turn's tools all end in the same strings; their language is the same
+        wherever they stand)."""
         if follow is None:
             return ()
+        found = self._follows.get(follow)
+        if found is None:
+            found = self._follows[follow] = self._new_follow(follow)
+        return found
+
+    def _new_follow(self, follow: tuple[str, ...]) -> tuple[int, ...]:
         texts = [t for t in follow if t]
         if not texts:
             return ()
