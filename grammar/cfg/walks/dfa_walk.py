@@ -179,13 +179,16 @@ class DfaWalker:
         self._follow_keys = [follow.tobytes() for follow in self.follow]
         self.horizon = table.matrix.shape[1] + 1  # longest token + 1 (chain_keys)
         self._set_walkable: dict[int, bool] = {}
-        # the stacked tables of set walks, grown one terminal at a time (see _stack_terminal)
+        # the stacked tables of set walks, filled one terminal at a time (see _stack_terminal)
+        # and allocated at once for every terminal that may join: the OS maps a page on its
+        # first write, and a first use never copies the rows stacked before it
         self._stack_lock = threading.Lock()
         self._offsets = np.full(len(self.dfas), -1, dtype=np.int64)
         self._num_stacked = 0
-        self._stacked_table = np.empty((0, 256), dtype=np.int32)
-        self._stacked_term_of = np.empty(0, dtype=np.int64)
-        self._stacked_accepting = np.empty(0, dtype=bool)
+        capacity = sum(dfa.num_states for dfa in self.dfas if dfa.num_states <= SET_MAX_STATES)
+        self._stacked_table = np.empty((capacity, 256), dtype=np.int32)
+        self._stacked_term_of = np.empty(capacity, dtype=np.int64)
+        self._stacked_accepting = np.empty(capacity, dtype=bool)
         self._stacked_follow: np.ndarray | None = None
 
     def can_walk_in_set(self, t: int) -> bool:
@@ -194,8 +197,10 @@ class DfaWalker:
         found = self._set_walkable.get(t)
         if found is None:
             dfa = self.dfas[t]
+            # live bytes of a state: the sizes of the byte classes it moves on
+            class_sizes = np.bincount(dfa.byte_to_class, minlength=dfa.transitions.shape[1])
             found = dfa.num_states <= SET_MAX_STATES and (
-                int((self._table(t) >= 0).sum(axis=1).max()) <= SET_MAX_LOOP_BYTES
+                int(((dfa.transitions >= 0) @ class_sizes).max()) <= SET_MAX_LOOP_BYTES
                 or is_acyclic(dfa.transitions)
             )
             self._set_walkable[t] = found
@@ -232,26 +237,19 @@ class DfaWalker:
         return offset + state
 
     def _stack_terminal(self, t: int) -> int:
-        """Append terminal ``t``'s DFA to the stacked tables (capacity doubling); its offset."""
-        full = self._table(t)
+        """Append terminal ``t``'s DFA to the stacked tables (allocated for every terminal
+        of at most ``SET_MAX_STATES`` states, so this costs ``t``'s own rows); its offset."""
         dfa = self.dfas[t]
         with self._stack_lock:
             if self._offsets[t] >= 0:  # another thread stacked it meanwhile
                 return int(self._offsets[t])
             lo = self._num_stacked
             hi = lo + dfa.num_states
-            if hi > self._stacked_table.shape[0]:
-                capacity = max(hi, 2 * self._stacked_table.shape[0], 64)
-                table = np.empty((capacity, 256), dtype=np.int32)
-                term_of = np.empty(capacity, dtype=np.int64)
-                is_accepting = np.empty(capacity, dtype=bool)
-                table[:lo] = self._stacked_table[:lo]
-                term_of[:lo] = self._stacked_term_of[:lo]
-                is_accepting[:lo] = self._stacked_accepting[:lo]
-                self._stacked_table = table
-                self._stacked_term_of = term_of
-                self._stacked_accepting = is_accepting
-            self._stacked_table[lo:hi] = np.where(full >= 0, full + lo, -1)
+            assert hi <= len(self._stacked_table), "a set-walk terminal over SET_MAX_STATES"
+            # shift the (S, classes) table, then spread its columns over the 256 bytes: one
+            # pass over the stacked rows
+            shifted = np.where(dfa.transitions >= 0, dfa.transitions + lo, -1).astype(np.int32)
+            np.take(shifted, dfa.byte_to_class, axis=1, out=self._stacked_table[lo:hi])
             self._stacked_term_of[lo:hi] = t
             self._stacked_accepting[lo:hi] = dfa.is_accepting
             self._num_stacked = hi
