@@ -63,10 +63,11 @@ class Concat:
     # an item is a lookahead: printed as a group of its own (see ``is_guarded``)
     has_lookahead: bool = field(default=False, compare=False, repr=False)
     has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
+    has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
 
     def __post_init__(self) -> None:
         size = 0
-        is_guarded = has_ref = False
+        is_guarded = has_ref = has_anc = False
         for item in self.items:  # (the node classes are final: ``type`` is exact)
             size += item.num_chars
             kind = type(item)
@@ -75,10 +76,12 @@ class Concat:
             elif kind is Lookahead:
                 is_guarded = True
             has_ref = has_ref or has_reference(item)
+            has_anc = has_anc or has_anchor(item)
         object.__setattr__(self, "num_chars", size)
         object.__setattr__(self, "hash_value", hash((2, self.items)))
         object.__setattr__(self, "has_lookahead", is_guarded)
         object.__setattr__(self, "has_reference", has_ref)
+        object.__setattr__(self, "has_anchor", has_anc)
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -92,12 +95,14 @@ class Alternation:
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
     has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
+    has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
 
     def __post_init__(self) -> None:
         size = sum(option.num_chars for option in self.options) + len(self.options) - 1
         object.__setattr__(self, "num_chars", max(size, 0))
         object.__setattr__(self, "hash_value", hash((3, self.options)))
         object.__setattr__(self, "has_reference", any(map(has_reference, self.options)))
+        object.__setattr__(self, "has_anchor", any(map(has_anchor, self.options)))
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -114,9 +119,11 @@ class Repeat:
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
     has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
+    has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "has_reference", has_reference(self.item))
+        object.__setattr__(self, "has_anchor", has_anchor(self.item))
         size = self.item.num_chars + (0 if isinstance(self.item, CharSet) else 4)
         size += len(_counter_text(self.min_count, self.max_count))
         object.__setattr__(self, "num_chars", size)
@@ -180,8 +187,10 @@ class Lookahead:
     pos: int = field(compare=False)
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
+    has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "has_anchor", has_anchor(self.guard))
         object.__setattr__(self, "num_chars", self.guard.num_chars + 4)  # "(?=" ... ")"
         object.__setattr__(self, "hash_value", hash((7, self.guard)))
 
@@ -270,6 +279,8 @@ def strip_anchors(node: Node) -> Node:
 
 
 def _strip(node: Node, *, at_start: bool, at_end: bool) -> Node:
+    if not has_anchor(node):
+        return node  # (most subtrees of a large schema's tree: no walk below them)
     if isinstance(node, Anchor):
         ok = at_start if node.kind == "start" else at_end
         if not ok:
@@ -407,6 +418,17 @@ def has_reference(node: Node) -> bool:
         return True
     if kind is Concat or kind is Alternation or kind is Repeat:
         return node.has_reference  # type: ignore[union-attr]
+    return False
+
+
+def has_anchor(node: Node) -> bool:
+    """True if an :class:`Anchor` stands anywhere in ``node`` (lookahead guards included).
+    Constant time: each node computes it once."""
+    kind = type(node)
+    if kind is Anchor:
+        return True
+    if kind is Concat or kind is Alternation or kind is Repeat or kind is Lookahead:
+        return node.has_anchor  # type: ignore[union-attr]
     return False
 
 
