@@ -71,12 +71,19 @@ class Concat:
         for item in self.items:  # (the node classes are final: ``type`` is exact)
             size += item.num_chars
             kind = type(item)
-            if kind is Alternation or (kind is Concat and item.has_lookahead):  # type: ignore[union-attr]
-                size += 4  # "(?:" ... ")"
+            if kind is CharSet:
+                continue
+            if kind is Concat or kind is Alternation or kind is Repeat:
+                has_ref = has_ref or item.has_reference  # type: ignore[union-attr]
+                has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
+                if kind is Alternation or (kind is Concat and item.has_lookahead):  # type: ignore[union-attr]
+                    size += 4  # "(?:" ... ")"
             elif kind is Lookahead:
                 is_guarded = True
-            has_ref = has_ref or has_reference(item)
-            has_anc = has_anc or has_anchor(item)
+                has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
+            else:
+                has_ref = has_ref or kind is Reference
+                has_anc = has_anc or kind is Anchor
         object.__setattr__(self, "num_chars", size)
         object.__setattr__(self, "hash_value", hash((2, self.items)))
         object.__setattr__(self, "has_lookahead", is_guarded)
