@@ -74,7 +74,7 @@ from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan, may_need_plan
-from formcast.grammar.regex.syntax_tree import Node, Repeat, subtrees, to_python_regex
+from formcast.grammar.regex.syntax_tree import Node, largest_count, to_python_regex
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
 # "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench
@@ -87,19 +87,6 @@ REGEX_ROUTE_CHARS = 1_000_000
 REGEX_ROUTE_BUILT_FACTOR = 3
 REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural path too
 DEFAULT_TIMEOUT_S = 20.0
-
-
-def largest_count(node: Node) -> int:
-    """The largest bound of a counted repetition in ``node`` (``max_count``, or ``min_count``
-    when unbounded)."""
-    return max(
-        (
-            item.min_count if item.max_count is None else item.max_count
-            for item in subtrees(node)
-            if isinstance(item, Repeat)
-        ),
-        default=0,
-    )
 
 
 def reads_marker(dfa: ByteDFA) -> bool:

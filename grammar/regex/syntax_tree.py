@@ -64,9 +64,10 @@ class Concat:
     has_lookahead: bool = field(default=False, compare=False, repr=False)
     has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
+    largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
     def __post_init__(self) -> None:
-        size = 0
+        size = largest = 0
         is_guarded = has_ref = has_anc = False
         for item in self.items:  # (the node classes are final: ``type`` is exact)
             size += item.num_chars
@@ -76,11 +77,13 @@ class Concat:
             if kind is Concat or kind is Alternation or kind is Repeat:
                 has_ref = has_ref or item.has_reference  # type: ignore[union-attr]
                 has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
+                largest = max(largest, item.largest_count)  # type: ignore[union-attr]
                 if kind is Alternation or (kind is Concat and item.has_lookahead):  # type: ignore[union-attr]
                     size += 4  # "(?:" ... ")"
             elif kind is Lookahead:
                 is_guarded = True
                 has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
+                largest = max(largest, item.largest_count)  # type: ignore[union-attr]
             else:
                 has_ref = has_ref or kind is Reference
                 has_anc = has_anc or kind is Anchor
@@ -89,6 +92,7 @@ class Concat:
         object.__setattr__(self, "has_lookahead", is_guarded)
         object.__setattr__(self, "has_reference", has_ref)
         object.__setattr__(self, "has_anchor", has_anc)
+        object.__setattr__(self, "largest_count", largest)
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -103,6 +107,7 @@ class Alternation:
     hash_value: int = field(default=0, compare=False, repr=False)
     has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
+    largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
     def __post_init__(self) -> None:
         size = sum(option.num_chars for option in self.options) + len(self.options) - 1
@@ -110,6 +115,7 @@ class Alternation:
         object.__setattr__(self, "hash_value", hash((3, self.options)))
         object.__setattr__(self, "has_reference", any(map(has_reference, self.options)))
         object.__setattr__(self, "has_anchor", any(map(has_anchor, self.options)))
+        object.__setattr__(self, "largest_count", max(map(largest_count, self.options), default=0))
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -127,10 +133,13 @@ class Repeat:
     hash_value: int = field(default=0, compare=False, repr=False)
     has_reference: bool = field(default=False, compare=False, repr=False)  # see has_reference
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
+    largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "has_reference", has_reference(self.item))
         object.__setattr__(self, "has_anchor", has_anchor(self.item))
+        bound = self.min_count if self.max_count is None else self.max_count
+        object.__setattr__(self, "largest_count", max(bound, largest_count(self.item)))
         size = self.item.num_chars + (0 if isinstance(self.item, CharSet) else 4)
         size += len(_counter_text(self.min_count, self.max_count))
         object.__setattr__(self, "num_chars", size)
@@ -195,9 +204,11 @@ class Lookahead:
     num_chars: int = field(default=0, compare=False, repr=False)
     hash_value: int = field(default=0, compare=False, repr=False)
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
+    largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "has_anchor", has_anchor(self.guard))
+        object.__setattr__(self, "largest_count", largest_count(self.guard))
         object.__setattr__(self, "num_chars", self.guard.num_chars + 4)  # "(?=" ... ")"
         object.__setattr__(self, "hash_value", hash((7, self.guard)))
 
@@ -437,6 +448,15 @@ def has_anchor(node: Node) -> bool:
     if kind is Concat or kind is Alternation or kind is Repeat or kind is Lookahead:
         return node.has_anchor  # type: ignore[union-attr]
     return False
+
+
+def largest_count(node: Node) -> int:
+    """The largest bound of a counted repetition in ``node`` (``max_count``, or ``min_count``
+    when unbounded; 0 without one). Constant time: each node computes it once."""
+    kind = type(node)
+    if kind is Concat or kind is Alternation or kind is Repeat or kind is Lookahead:
+        return node.largest_count  # type: ignore[union-attr]
+    return 0
 
 
 def is_guarded(node: Node) -> bool:
