@@ -372,7 +372,6 @@ class _Members:
         dependent: dict[str, list[str]],
     ) -> None:
         self.pairs = pairs
-        self.names = names
         self.declared = declared
         self.dependent = dependent
         self.required = sum(1 << k for k, (_, is_req) in enumerate(pairs) if is_req)
@@ -433,10 +432,11 @@ def _any_order_object(
         keyword = "minProperties" if min_properties > num_required else "maxProperties"
         c.refuse(f"{keyword} beyond the required members with any_order", ptr, keyword)
         return None
-    if extra is not None and members.undeclared_names():
+    undeclared = members.undeclared_names() if extra is not None else []
+    if undeclared:
         c.refuse(
             "any_order with dependencies on names no property declares, while extra members "
-            f"may carry them: {members.undeclared_names()[:5]}",
+            f"may carry them: {undeclared[:5]}",
             ptr,
             "dependentRequired",
         )
