@@ -9,7 +9,9 @@ requests, SmolLM2 vocabulary).
    Cold: the first compile in a fresh process (tokenizer and vocabulary loaded, kernels
    warm, nothing compiled yet), three processes per engine and format, 100 tools.
 2. Masks: one walk per format through free text (prose with braces) then a call, the bitmask
-   filled before every token, timed per region (free text / inside the call).
+   filled before every token, timed per region (free text / inside the call); the first walk
+   (every state met for the first time) and a repeat walk with a fresh matcher over the same
+   compiled grammar (what a server's next request with these tools meets).
 3. Reasoning + JSON on the engine: 16 chat prompts, greedy, thoughts bounded at 32 tokens then
    a JSON schema (`GrammarSpec.reasoning`), against the same prompts unconstrained with the
    same number of output tokens; output tokens per second, best of 2 runs each.
@@ -20,6 +22,7 @@ Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_structural_tags.py`` (
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import random
@@ -144,8 +147,9 @@ def bench_masks(tokenizer, vocab, xgr, xgr_compiler) -> list[str]:
     from formcast.grammar.structural_tag import compile_structural_tag
     from formcast.server.tool_formats import FORMATS, tool_call_tag
 
-    rows = ["| format | region | tokens | formcast p50 / p99 us | XGrammar p50 / p99 us |",
-            "|---|---|---:|---:|---:|"]  # fmt: skip
+    rows = ["| format | region | tokens | formcast first walk p50 / p99 us | XGrammar first walk "
+            "| formcast repeat walk | XGrammar repeat walk |",
+            "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     tools = _tools(7, 20)
     for name in FORMAT_NAMES:
         fmt = FORMATS[name]
@@ -169,8 +173,12 @@ def bench_masks(tokenizer, vocab, xgr, xgr_compiler) -> list[str]:
         compiled = xgr_compiler.compile_structural_tag(json.dumps(tag))
         ours = allocate_token_bitmask(1, vocab.vocab_size)
         theirs = xgr.allocate_token_bitmask(1, vocab.vocab_size)
-        times: dict[str, dict[str, list[float]]] = {"free text": {}, "call": {}}
-        for engine in ("formcast", "xgrammar"):
+        # (region, walk) -> engine -> seconds per mask; walk 0 meets every state for the first
+        # time, walk 1 (a fresh matcher over the same grammar) reads what walk 0 computed
+        times: dict[tuple[str, int], dict[str, list[float]]] = {
+            (region, walk): {} for region in ("free text", "call") for walk in (0, 1)
+        }
+        for engine, walk in itertools.product(("formcast", "xgrammar"), (0, 1)):
             matcher = grammar.matcher() if engine == "formcast" else xgr.GrammarMatcher(compiled)
             for k, token_id in enumerate(ids):
                 region = (
@@ -183,16 +191,18 @@ def bench_masks(tokenizer, vocab, xgr, xgr_compiler) -> list[str]:
                     matcher.fill_bitmask(ours, 0)
                 else:
                     matcher.fill_next_token_bitmask(theirs)
-                times[region].setdefault(engine, []).append(time.perf_counter() - start)
+                times[region, walk].setdefault(engine, []).append(time.perf_counter() - start)
                 assert matcher.accept_token(token_id), (engine, name, k)
             if engine == "formcast":
                 assert matcher.is_accepting()
-        for region, by_engine in times.items():
-            a, b = by_engine["formcast"], by_engine["xgrammar"]
-            rows.append(
-                f"| {name} | {region} | {len(a)} | {_us(a, 50):.1f} / {_us(a, 99):.1f} "
-                f"| {_us(b, 50):.1f} / {_us(b, 99):.1f} |"
-            )
+        for region in ("free text", "call"):
+            cells = []
+            for walk in (0, 1):
+                for engine in ("formcast", "xgrammar"):
+                    xs = times[region, walk][engine]
+                    cells.append(f"{_us(xs, 50):.1f} / {_us(xs, 99):.1f}")
+            num_tokens = len(times[region, 0]["formcast"])
+            rows.append(f"| {name} | {region} | {num_tokens} | {' | '.join(cells)} |")
             print(rows[-1], flush=True)
     return rows
 
