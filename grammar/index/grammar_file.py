@@ -36,7 +36,8 @@ does to leave its row cache out); nothing the file names is ever called. Writing
 another class raises :class:`UnsupportedValueError` (a bug: the cache was handed something it
 was not meant to hold); a file naming one is a :class:`GrammarFileError`, as is a file with a
 foreign magic, another format version, a size that disagrees with its header, a checksum
-mismatch or malformed content. An object reachable from its own attributes (a reference
+mismatch, class attributes other than this formcast's (:func:`class_layouts`) or malformed
+content. An object reachable from its own attributes (a reference
 cycle) is rebuilt through a *shell* created before the nodes are read (as with pickle, a class
 whose hash depends on its attributes must not be hashed inside its own cycle); a cycle that
 comes back to a list, dict, set or tuple is refused when writing (none of the cached graphs
@@ -50,7 +51,9 @@ speed (CRC-32 over the arrays would cost more than reading them).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
+import hashlib
 import importlib
 import io
 import itertools
@@ -126,8 +129,9 @@ _WORDS = np.dtype("<u8")
 
 class GrammarFileError(FormcastError, ValueError):
     """A grammar file that cannot be read: foreign magic, another format version, a size that
-    disagrees with its header, a checksum mismatch, a class outside the allowlist or malformed
-    content. The grammar cache treats it as a miss."""
+    disagrees with its header, a checksum mismatch, a class outside the allowlist, classes
+    written with other attributes or malformed content. The grammar cache treats it as a
+    miss."""
 
 
 class UnsupportedValueError(FormcastError, TypeError):
@@ -234,6 +238,23 @@ def _allowed_codecs() -> dict[str, _ClassCodec]:
             raise UnsupportedValueError(f"allowlist entry {name!r} does not name that class")
         codecs[name] = _make_codec(cls, name)
     return codecs
+
+
+@functools.cache
+def class_layouts() -> str:
+    """A digest of every allowed class's stored attributes (slots, dataclass fields): a file
+    written while a class had other attributes would rebuild its objects without the new
+    ones, so it is refused as another version's file (a cache miss), whatever the version
+    numbers say."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name, codec in sorted(_allowed_codecs().items()):
+        fields = (
+            [f.name for f in dataclasses.fields(codec.cls)]
+            if dataclasses.is_dataclass(codec.cls)
+            else []
+        )
+        digest.update(json.dumps([name, codec.mode, codec.slot_names, fields]).encode())
+    return digest.hexdigest()
 
 
 def _codec_of(cls: type) -> _ClassCodec:
@@ -585,6 +606,7 @@ class _Encoder:
         if root_code & 7 == _NODE:
             root_code = int(new_of_old[root_code >> 3]) << 3
         return {
+            "class_layouts": class_layouts(),
             "classes": self.classes,
             "layouts": self.layouts,
             "shells": self.shells,
@@ -720,6 +742,11 @@ class _Decoder:
     ) -> None:
         self.document, self.values, self.tables, self.where = document, values, tables, where
         self.buffers = document["buffers"]
+        if document.get("class_layouts") != class_layouts():
+            raise GrammarFileError(
+                f"{where}: written while formcast's grammar classes had other attributes "
+                "(another version's file)"
+            )
         codecs = _allowed_codecs()
         classes: list[_ClassCodec] = []
         for name in document["classes"]:

@@ -187,6 +187,9 @@ DAMAGE = {
         data, edit_text=lambda text: text.replace('"walk_keys"', '"__class__"')
     ),
     "JSON that is not a document": lambda data: _rewrite(data, edit_text=lambda text: "[1, 2]"),
+    "classes of another version": lambda data: _rewrite(
+        data, edit_text=lambda text: text.replace(grammar_file.class_layouts(), "0" * 16)
+    ),
     "buffer past the data region": lambda data: _rewrite(data, edit_text=_buffer_past_the_end),
 }
 
