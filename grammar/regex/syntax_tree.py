@@ -68,7 +68,7 @@ class Concat:
 
     def __post_init__(self) -> None:
         size = largest = 0
-        is_guarded = has_ref = has_anc = False
+        has_look = has_ref = has_anc = False
         for item in self.items:  # (the node classes are final: ``type`` is exact)
             size += item.num_chars
             kind = type(item)
@@ -81,7 +81,7 @@ class Concat:
                 if kind is Alternation or (kind is Concat and item.has_lookahead):  # type: ignore[union-attr]
                     size += 4  # "(?:" ... ")"
             elif kind is Lookahead:
-                is_guarded = True
+                has_look = True
                 has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
                 largest = max(largest, item.largest_count)  # type: ignore[union-attr]
             else:
@@ -89,7 +89,7 @@ class Concat:
                 has_anc = has_anc or kind is Anchor
         object.__setattr__(self, "num_chars", size)
         object.__setattr__(self, "hash_value", hash((2, self.items)))
-        object.__setattr__(self, "has_lookahead", is_guarded)
+        object.__setattr__(self, "has_lookahead", has_look)
         object.__setattr__(self, "has_reference", has_ref)
         object.__setattr__(self, "has_anchor", has_anc)
         object.__setattr__(self, "largest_count", largest)
