@@ -47,9 +47,6 @@ from formcast.grammar.regex.syntax_tree import (
 )
 
 DEFAULT_EAGER_MAX_STATES = 8192  # (distinct rows are stored once: JSON-schema DFAs have few)
-# CPU seconds of eager indexing before a DFA's index turns lazy (rows built so far are kept);
-# the numba trie walk indexes JSON-schema DFA states at ~20 us each (7k states in 0.14 s)
-EAGER_MAX_S = 1.0
 
 
 # regex_to_dfa results by (pattern or tree, dialect, max_states): DFAs are immutable, and
@@ -181,9 +178,11 @@ def compile_dfa(
 ) -> CompiledGrammar:
     """Index ``dfa`` over ``vocab``.
 
-    Eager (every state now) if the DFA has at most ``eager_max_states`` states and indexing
-    them takes at most ``EAGER_MAX_S`` seconds; otherwise lazy (every state not indexed yet
-    on first use, memoised; the start state now).
+    The start state's mask is built now; the others are built ahead of use by the background
+    thread (:mod:`~formcast.grammar.index.background_indexer`) if the DFA has at most
+    ``eager_max_states`` states and that takes at most ``AHEAD_MAX_S`` seconds, otherwise on
+    first use (memoised). A state asked for before the background fill reaches it is indexed
+    on the spot. ``grammar.index.wait_indexed()`` waits for the fill.
 
     The language is first cut down to what ``vocab``'s tokens can write (`writable_dfa`), so
     no prefix the masks allow leads where no token continues. ``marker_bytes`` stand for
@@ -199,9 +198,9 @@ def compile_dfa(
     is_eager = dfa.num_states <= eager_max_states
     index = TokenIndex(dfa, vocab, is_eager=is_eager)
     with gc_paused():
-        if is_eager:
-            index.build_eager(CompileBudget(timeout_s=timeout_s), max_s=EAGER_MAX_S)
         index.row(dfa.start_state)  # the first mask is always needed
+    if is_eager:
+        index.index_ahead()
     return CompiledGrammar(kind, source, dfa, vocab, index)
 
 

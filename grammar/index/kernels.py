@@ -150,6 +150,56 @@ def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True)
+def unique_rows(rows, row_of):  # pragma: no cover - jitted
+    """Group equal rows of ``rows`` (``(N, W)`` uint32): write ``row_of[i]`` (``(N,)`` int32) =
+    the group of row ``i`` (groups numbered by first occurrence) and return ``(distinct (U, W)
+    uint32, hashes (U,) uint64)``: each group's row (a copy) and its FNV-1a hash. An
+    open-addressing table of row hashes (load <= 1/2), rows compared word by word on a hash
+    match, so equal rows and only they share a group."""
+    num_rows, num_words = rows.shape
+    size = 2
+    while size < 2 * num_rows:
+        size *= 2
+    slot_group = np.full(size, -1, np.int64)
+    slot_hash = np.zeros(size, np.uint64)
+    firsts = np.empty(num_rows, np.int64)
+    num_groups = 0
+    for i in range(num_rows):
+        h = np.uint64(14695981039346656037)
+        for w in range(num_words):
+            h = (h ^ np.uint64(rows[i, w])) * np.uint64(1099511628211)
+        j = np.int64(h & np.uint64(size - 1))
+        while True:
+            g = slot_group[j]
+            if g < 0:
+                slot_group[j] = num_groups
+                slot_hash[j] = h
+                firsts[num_groups] = i
+                row_of[i] = num_groups
+                num_groups += 1
+                break
+            if slot_hash[j] == h:
+                f = firsts[g]
+                is_equal = True
+                for w in range(num_words):
+                    if rows[f, w] != rows[i, w]:
+                        is_equal = False
+                        break
+                if is_equal:
+                    row_of[i] = g
+                    break
+            j = (j + 1) & (size - 1)
+    distinct = np.empty((num_groups, num_words), np.uint32)
+    hashes = np.empty(num_groups, np.uint64)
+    for g in range(num_groups):
+        distinct[g] = rows[firsts[g]]
+    for j in range(size):
+        if slot_group[j] >= 0:
+            hashes[slot_group[j]] = slot_hash[j]
+    return distinct, hashes
+
+
+@numba.njit(cache=True, nogil=True)
 def dense_rows(nodes, row_lo, row_hi, token_ids, num_words):  # pragma: no cover - jitted
     """``(len(nodes), num_words)`` uint32: the packed token set of each node's subtree."""
     out = np.zeros((len(nodes), num_words), np.uint32)

@@ -28,15 +28,11 @@ class DfaMatcher(CursorHistory):
     states; special and padding ids are never allowed.
     """
 
-    __slots__ = (
-        "_index",
-        "_row_views",
-    )
+    __slots__ = ("_index",)
 
     def __init__(self, grammar: CompiledGrammar) -> None:
         super().__init__(grammar, grammar.start_state)
         self._index = grammar.index
-        self._row_views = grammar.index.row_views
 
     # -- state ------------------------------------------------------------------------------
 
@@ -132,10 +128,10 @@ class DfaMatcher(CursorHistory):
         if target is not None and 0 <= row < target.shape[0]:
             if self._is_eos_accepted:
                 target[row] = self._index.eos_row
-            elif self._row_views is not None:
-                target[row] = self._row_views[self._history[-1]]
             else:
-                target[row] = self._index.row(self._history[-1])
+                views = self._index.row_views  # None until a background fill has published
+                state = self._history[-1]
+                target[row] = views[state] if views is not None else self._index.row(state)
             return
         copy_packed_row(bitmask_row(bitmask, row), self.packed_row())
 

@@ -27,6 +27,7 @@ time, memoised.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 import weakref
@@ -37,10 +38,23 @@ import numpy as np
 from formcast.grammar import caches
 from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.byte_dfa import ByteDFA
-from formcast.grammar.index.kernels import chain_coverage, dense_rows, index_rows, trie_ends
+from formcast.grammar.index.background_indexer import BACKGROUND_INDEXER
+from formcast.grammar.index.kernels import (
+    chain_coverage,
+    dense_rows,
+    index_rows,
+    trie_ends,
+    unique_rows,
+)
 from formcast.grammar.index.vocabulary import Vocabulary
 
+logger = logging.getLogger(__name__)
+
 _EAGER_CHUNK = 256  # states indexed between two clock checks
+# CPU seconds of the background thread one index may take before it turns lazy (rows built so
+# far are kept); the numba trie walk indexes JSON-schema DFA states at ~20 us each (7k states
+# in 0.14 s)
+AHEAD_MAX_S = 1.0
 # trie subtrees with at least this many tokens get a precomputed packed row: finishing one as
 # a row range is then one OR of num_words words instead of one bit write per token
 DENSE_MIN_TOKENS = 256
@@ -447,6 +461,8 @@ class TokenIndex:
         self.dfa = dfa
         self.vocab = vocab
         self.table = vocab_table(vocab)
+        # every state is (or is being) indexed ahead of use; False for a lazy index, or once
+        # an eager build passed its time cap
         self.is_eager = is_eager
         # eager: the distinct rows (U, num_words) int32 and each state's one among them (N,)
         self.packed: np.ndarray | None = None
@@ -456,61 +472,111 @@ class TokenIndex:
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
         self._trie_tokens: TrieTokens | None = None
+        self._ahead_done: threading.Event | None = None  # set when a queued fill has ended
+        self._ahead_max_s = AHEAD_MAX_S
         self._init_row_views()
 
     def _init_row_views(self) -> None:
-        # eager: one (num_words,) view per state, so a mask fill is a list lookup + memcpy
-        self.row_views: list[np.ndarray] | None = None
-        if self.packed is not None:
+        # eager: one (num_words,) view per state, so a mask fill is a list lookup + memcpy;
+        # assigned last and at once, so a reader on another thread sees None or every view
+        views = None
+        if self.packed is not None and self.state_rows is not None:
             unique = list(self.packed)
-            self.row_views = [unique[k] for k in self.state_rows.tolist()]
+            views = [unique[k] for k in self.state_rows.tolist()]
+        self.row_views: list[np.ndarray] | None = views
 
-    def build_eager(self, budget: CompileBudget, max_s: float | None = None) -> bool:
+    def build_eager(self, budget: CompileBudget | None, max_s: float | None = None) -> bool:
         """Index every state now, in chunks of states, keeping each distinct row once.
 
         JSON-schema DFAs have thousands of states but a few hundred distinct rows (every
         state inside a key literal allows the same few tokens as its twins), so the store is
-        ``U x num_words`` words, not ``N x num_words``. Checks ``budget`` after every chunk.
-        With ``max_s``: past that much thread CPU time the index turns lazy (returns False)
-        and keeps the rows built so far, so a DFA whose walks are slow costs at most
-        ``max_s`` of compile time and its other states are indexed on first use.
+        ``U x num_words`` words, not ``N x num_words``. Checks ``budget`` (if any) after every
+        chunk. With ``max_s``: past that much thread CPU time the index turns lazy (returns
+        False) and keeps the rows built so far, so a DFA whose walks are slow costs at most
+        ``max_s`` and its other states are indexed on first use. The trie walk and the
+        grouping of equal rows are GIL-free kernels; the Python steps per chunk are a few, plus
+        one per distinct row when there is more than one chunk.
         """
         if self._trie_tokens is None:
             self._trie_tokens = TrieTokens(self.dfa, self.table)
         start = time.thread_time()
         num_states, num_words = self.dfa.num_states, self.table.num_words
-        row_of: dict[bytes, int] = {}
-        unique: list[np.ndarray] = []
+        groups_by_hash: dict[int, list[int]] = {}  # row hash -> indices into distinct_rows
+        distinct_rows: list[np.ndarray] = []
+        chunks: list[np.ndarray] = []
         state_rows = np.empty(num_states, dtype=np.int32)
-        chunk = np.empty((_EAGER_CHUNK, num_words), dtype=np.uint32)
+        row_of = np.empty(min(_EAGER_CHUNK, num_states), dtype=np.int32)
         for lo in range(0, num_states, _EAGER_CHUNK):
             hi = min(lo + _EAGER_CHUNK, num_states)
-            out = chunk[: hi - lo]
-            out.fill(0)  # the kernel ORs bits in place
+            # zeroed by calloc: pages are touched by the (GIL-free) kernel, not here
+            out = np.zeros((hi - lo, num_words), dtype=np.uint32)
             index_packed_rows(self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out)
-            for k in range(hi - lo):
-                key = out[k].tobytes()
-                found = row_of.get(key)
-                if found is None:
-                    found = row_of[key] = len(unique)
-                    unique.append(out[k].view(np.int32).copy())
-                state_rows[lo + k] = found
-            budget.check_time("indexing the vocabulary", None)
+            distinct, hashes = unique_rows(out, row_of)  # (U_chunk, num_words), (U_chunk,)
+            if lo == 0 and hi == num_states:  # one chunk: its groups are the distinct rows
+                chunks.append(distinct)
+                state_rows[:] = row_of[:num_states]
+                break
+            global_of = np.empty(len(distinct), dtype=np.int32)
+            for g, h in enumerate(hashes.tolist()):
+                found = -1
+                for k in groups_by_hash.get(h, ()):
+                    if np.array_equal(distinct_rows[k], distinct[g]):
+                        found = k
+                        break
+                if found < 0:
+                    found = len(distinct_rows)
+                    groups_by_hash.setdefault(h, []).append(found)
+                    distinct_rows.append(distinct[g])
+                global_of[g] = found
+            state_rows[lo:hi] = global_of[row_of[: hi - lo]]
+            if budget is not None:
+                budget.check_time("indexing the vocabulary", None)
             if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
                 self.is_eager = False
                 for state in range(hi):
-                    self.lazy_rows[state] = unique[state_rows[state]]
+                    self.lazy_rows.setdefault(
+                        state, distinct_rows[state_rows[state]].view(np.int32)
+                    )
                 return False
-        self.packed = np.stack(unique)
-        self.packed.setflags(write=False)  # rows are shared by states
+        packed = chunks[0] if chunks else np.stack(distinct_rows)
+        packed = packed.view(np.int32)
+        packed.setflags(write=False)  # rows are shared by states
         self.state_rows = state_rows
+        self.packed = packed
         self._init_row_views()
         return True
 
+    def index_ahead(self, max_s: float = AHEAD_MAX_S) -> None:
+        """Have the background thread build every row not built yet (at most ``max_s`` of its
+        CPU time; past that the index turns lazy); returns at once. Rows asked for before the
+        fill ends are built on the spot (:meth:`row`)."""
+        self._ahead_done = threading.Event()
+        self._ahead_max_s = max_s
+        BACKGROUND_INDEXER.submit(self)
+
+    def fill_ahead(self) -> None:
+        """The background thread's job (:class:`~formcast.grammar.index.background_indexer.AheadJob`)."""
+        try:
+            if self.row_views is None and self.is_eager:
+                self.build_eager(None, self._ahead_max_s)
+        except Exception:  # noqa: BLE001 - the index stays lazy: every row on first use
+            logger.exception("background indexing failed; masks are built on first use")
+            self.is_eager = False
+        finally:
+            if self._ahead_done is not None:
+                self._ahead_done.set()
+
+    def wait_indexed(self, timeout: float | None = None) -> bool:
+        """Block until a queued background fill (:meth:`index_ahead`) has ended; True at once
+        if none was queued, False if ``timeout`` seconds passed first."""
+        done = self._ahead_done
+        return True if done is None else done.wait(timeout)
+
     def row(self, state: int) -> np.ndarray:
         """The packed ``(num_words,)`` int32 mask of ``state`` (computed on first use)."""
-        if self.row_views is not None:
-            return self.row_views[state]
+        views = self.row_views
+        if views is not None:
+            return views[state]
         found = self.lazy_rows.get(state)
         if found is None:
             with self._lock:
@@ -545,18 +611,21 @@ class TokenIndex:
         return self.dfa.num_states if self.row_views is not None else len(self.lazy_rows)
 
     def export_state(self) -> dict:
-        """Everything computed so far, without the vocabulary (for the disk cache)."""
+        """Everything computed so far, without the vocabulary (for the disk cache); safe while
+        a background fill runs (its rows are exported once it has published them all)."""
+        is_complete = self.row_views is not None
         return {
             "is_eager": self.is_eager,
-            "packed": self.packed,
-            "state_rows": self.state_rows,
+            "packed": self.packed if is_complete else None,
+            "state_rows": self.state_rows if is_complete else None,
             "lazy_rows": dict(self.lazy_rows),
             "sparse": dict(self.sparse),
         }
 
     @classmethod
     def from_state(cls, dfa: ByteDFA, vocab: Vocabulary, state: dict) -> TokenIndex:
-        """Rebuild from :meth:`export_state` output and the same vocabulary."""
+        """Rebuild from :meth:`export_state` output and the same vocabulary; an eager index
+        exported before its fill ended resumes it in the background."""
         index = cls(dfa, vocab, is_eager=False)
         index.is_eager = state["is_eager"]
         index.packed = state["packed"]
@@ -564,6 +633,8 @@ class TokenIndex:
         index.lazy_rows = state["lazy_rows"]
         index.sparse = state["sparse"]
         index._init_row_views()
+        if index.is_eager and index.row_views is None:
+            index.index_ahead()
         return index
 
     def __getstate__(self) -> dict:
@@ -575,7 +646,11 @@ class TokenIndex:
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
         self._trie_tokens = None
+        self._ahead_done = None
+        self._ahead_max_s = AHEAD_MAX_S
         self._init_row_views()
+        if self.is_eager and self.row_views is None:
+            self.index_ahead()
 
 
 def _clear_tables() -> None:

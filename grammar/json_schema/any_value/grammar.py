@@ -202,7 +202,6 @@ class AnyValueGrammar:
             schema_grammar.num_states, cand.probe_flat, cand.probe_lo, tables, needs
         )
         self.is_plain_state: list[bool] = (~needs).tolist()
-        self.plain_row_views = schema_grammar.index.row_views  # None for a lazy index
         # a lone bottom frame's row depends on the schema state only: rows that need the
         # kernel are computed now, within a compile-time budget, so their first use is a lookup
         deadline = time.perf_counter() + _PRECOMPUTE_S

@@ -152,7 +152,8 @@ class AnyValueMatcher(CursorHistory):
         configs = self._history[-1]
         stack = configs[0]
         if len(configs) == 1 and len(stack) == 1 and not self._is_eos_accepted:
-            views = self.grammar.plain_row_views  # the common case: one plain schema state
+            # the common case: one plain schema state (views None until the index is filled)
+            views = self.grammar.schema_grammar.index.row_views
             if views is not None and self.grammar.is_plain_state[stack[0]]:
                 self._write_row(bitmask, row, views[stack[0]])
                 return

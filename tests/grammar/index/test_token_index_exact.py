@@ -244,6 +244,7 @@ def test_eager_index_stores_each_distinct_row_once(smollm2_vocab):
     eager = compile_dfa(dfa, smollm2_vocab)
     lazy = compile_dfa(dfa, smollm2_vocab, eager_max_states=0)
     index = eager.index
+    assert index.wait_indexed(timeout=60)  # the background fill
     assert index.is_eager and index.packed.shape[0] < dfa.num_states  # key letters share rows
     assert not index.packed.flags.writeable  # shared by several states
     distinct = {lazy.index.row(s).tobytes() for s in range(dfa.num_states)}

@@ -1,0 +1,78 @@
+"""BackgroundIndexer: one daemon thread that builds queued token indexes ahead of use.
+
+A compile returns once its automaton and the start state's mask exist; every other state's
+mask is built here while the caller goes on, newest job first (the grammar compiled last is the
+one a request is about to use; older ones have had their first visits indexed on demand). The trie-walk and row-grouping
+kernels release the GIL, so on a second core a fill costs the request thread only a few short
+GIL hand-offs; a state whose mask is asked for before its fill ends is indexed on the spot by
+the asking thread (the same rows: both walks are exact). Jobs are held by weak reference, so a
+grammar dropped before its turn costs nothing. The thread starts on first use, and again in a
+forked child that inherited queued jobs (a child has no threads).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import weakref
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+
+class AheadJob(Protocol):
+    """What the thread runs: an index that fills its remaining rows and marks itself done."""
+
+    def fill_ahead(self) -> None:
+        """Build every row not built yet (or stop at the index's own cap); never raises."""
+
+
+class BackgroundIndexer:
+    """A stack of weakly held :class:`AheadJob` s and the one thread that runs them."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._has_jobs = threading.Condition(self._lock)
+        self._jobs: collections.deque[weakref.ref[AheadJob]] = collections.deque()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job: AheadJob) -> None:
+        """Queue ``job``; it runs before every job still waiting (last in, first out)."""
+        with self._lock:
+            self._jobs.append(weakref.ref(job))
+            self._ensure_thread()
+            self._has_jobs.notify()
+
+    def _ensure_thread(self) -> None:
+        # called with the lock held
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="formcast-indexer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._jobs:
+                    self._has_jobs.wait()
+                ref = self._jobs.pop()
+            job = ref()
+            if job is not None:
+                job.fill_ahead()
+            del job  # no strong reference kept while waiting for the next one
+
+    def _after_fork_in_child(self) -> None:
+        refs = [ref for ref in self._jobs if ref() is not None]
+        self._reset()
+        if refs:
+            with self._lock:
+                self._jobs.extend(refs)
+                self._ensure_thread()
+
+
+BACKGROUND_INDEXER = BackgroundIndexer()
+os.register_at_fork(after_in_child=BACKGROUND_INDEXER._after_fork_in_child)
