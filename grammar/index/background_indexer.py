@@ -1,8 +1,10 @@
 """BackgroundIndexer: one daemon thread that builds queued token indexes ahead of use.
 
-A compile returns once its automaton and the start state's mask exist; every other state's
-mask is built here while the caller goes on, newest job first (the grammar compiled last is the
-one a request is about to use; older ones have had their first visits indexed on demand). The trie-walk and row-grouping
+A compile indexes its automaton's states for at most as long as it took to build the automaton;
+the masks of the states it did not reach (and of an index loaded from the disk cache before its
+fill ended) are built here while the caller goes on, newest job first (the grammar compiled
+last is the one a request is about to use; older ones have had their first visits indexed on
+demand). The trie-walk and row-grouping
 kernels release the GIL, so on a second core a fill costs the request thread only a few short
 GIL hand-offs; a state whose mask is asked for before its fill ends is indexed on the spot by
 the asking thread (the same rows: both walks are exact). Jobs are held by weak reference, so a

@@ -2,8 +2,9 @@
 CompiledGrammar (cached).
 
 The pipeline is parse (dialect-aware) -> strip end anchors -> Thompson NFA over UTF-8 bytes ->
-subset construction over byte classes -> trim -> Hopcroft minimisation -> token index (eager
-when the DFA has at most ``eager_max_states`` states, lazy per state otherwise). A pattern that
+subset construction over byte classes -> trim -> Hopcroft minimisation -> token index (ahead
+of use when the DFA has at most ``eager_max_states`` states: at compile time for as long as
+the automaton took to build, the rest by a background thread; lazy per state otherwise). A pattern that
 is one counted repetition of a prefix code (a JSON string chunk) is built directly as a chain
 of DFA copies. The per-state loops are numba kernels (:mod:`~formcast.grammar.automata.kernels`,
 :mod:`~formcast.grammar.index.kernels`); :func:`warm_kernels` loads them before any budget clock starts. The lower
@@ -15,6 +16,7 @@ stages are public for grammars that build one large expression themselves as a s
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -33,7 +35,7 @@ from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.automata.nfa_builder import build_nfa, counted_chain_dfa
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
 from formcast.grammar.index.grammar_cache import GRAMMAR_CACHE, cache_key
-from formcast.grammar.index.token_index import TokenIndex, vocab_table
+from formcast.grammar.index.token_index import AHEAD_MAX_S, TokenIndex, vocab_table
 from formcast.grammar.index.vocabulary import Vocabulary
 from formcast.grammar.regex.parser import parse_regex
 from formcast.grammar.regex.syntax_tree import (
@@ -175,14 +177,16 @@ def compile_dfa(
     eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     marker_bytes: bytes = b"",
+    index_now_s: float | None = None,
 ) -> CompiledGrammar:
     """Index ``dfa`` over ``vocab``.
 
-    The start state's mask is built now; the others are built ahead of use by the background
-    thread (:mod:`~formcast.grammar.index.background_indexer`) if the DFA has at most
-    ``eager_max_states`` states and that takes at most ``AHEAD_MAX_S`` seconds, otherwise on
-    first use (memoised). A state asked for before the background fill reaches it is indexed
-    on the spot. ``grammar.index.wait_indexed()`` waits for the fill.
+    A DFA of at most ``eager_max_states`` states is indexed ahead of use: now, for at most
+    ``index_now_s`` seconds of CPU time (``None``: ``AHEAD_MAX_S``; at least one chunk of
+    states), and the states after those by the background thread
+    (:mod:`~formcast.grammar.index.background_indexer`; ``grammar.index.wait_indexed()`` waits
+    for it); a state asked for before the fill reaches it is indexed on the spot. A larger DFA
+    is indexed on first use, state by state (memoised); its start state now.
 
     The language is first cut down to what ``vocab``'s tokens can write (`writable_dfa`), so
     no prefix the masks allow leads where no token continues. ``marker_bytes`` stand for
@@ -198,9 +202,11 @@ def compile_dfa(
     is_eager = dfa.num_states <= eager_max_states
     index = TokenIndex(dfa, vocab, is_eager=is_eager)
     with gc_paused():
+        if is_eager:
+            max_s = AHEAD_MAX_S if index_now_s is None else index_now_s
+            if not index.build_eager(CompileBudget(timeout_s=timeout_s), max_s=max_s):
+                index.index_ahead()  # the states after the first chunks
         index.row(dfa.start_state)  # the first mask is always needed
-    if is_eager:
-        index.index_ahead()
     return CompiledGrammar(kind, source, dfa, vocab, index)
 
 
@@ -439,9 +445,12 @@ def _compile_cached(
     warm_kernels(vocab)  # before any budget clock starts
 
     def build() -> CompiledGrammar:
+        start = time.thread_time()
         dfa = regex_to_dfa(
             make_pattern(), dialect=dialect, max_states=max_states, timeout_s=timeout_s
         )
+        # the index may add at most the automaton's own build time to the compile; the
+        # states it did not reach are indexed in the background
         return compile_dfa(
             dfa,
             vocab,
@@ -450,6 +459,7 @@ def _compile_cached(
             eager_max_states=eager_max_states,
             timeout_s=timeout_s,
             marker_bytes=marker_bytes,
+            index_now_s=time.thread_time() - start,
         )
 
     if not cache:

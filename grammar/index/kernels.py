@@ -20,6 +20,20 @@ def _is_within(bits, of):  # pragma: no cover - jitted
     return ((bits[0] & ~of[0]) | (bits[1] & ~of[1]) | (bits[2] & ~of[2]) | (bits[3] & ~of[3])) == 0
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _finish_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids):  # pragma: no cover
+    """OR every token of trie node ``child``'s subtree into ``row``."""
+    d = dense_of[child]
+    if d >= 0:
+        dense_row = dense[d]
+        for w in range(len(row)):
+            row[w] |= dense_row[w]
+    else:
+        for r in range(row_lo[child], row_hi[child]):
+            t = token_ids[r]
+            row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
 @numba.njit(cache=True, nogil=True)
 def index_rows(
     transitions,
@@ -38,6 +52,7 @@ def index_rows(
     covered,
     dense_of,
     dense,
+    text_row,
     out,
 ):  # pragma: no cover - jitted
     """Set ``out[i]`` (``(W,)`` uint32) to the tokens allowed from DFA state ``states[i]``.
@@ -46,14 +61,28 @@ def index_rows(
     each trie node's label; trie arrays as in :class:`~formcast.grammar.index.token_index.VocabTrie`;
     ``covered``: ``(H + 1, S, 4)`` uniform-chain byte sets of
     :class:`~formcast.grammar.index.token_index.TrieTokens`; ``dense[dense_of[n]]``: the packed row
-    of node ``n``'s whole subtree (``dense_of[n] = -1``: none). Rows of ``out`` must be zero.
+    of node ``n``'s whole subtree (``dense_of[n] = -1``: none); ``text_row``: the packed row of
+    every text token. Rows of ``out`` must be zero.
+
+    The walk splits the trie into finished pieces: subtrees that die at their first byte,
+    subtrees that stay alive throughout (on the state's uniform chain), and tokens ending at a
+    node walked through alive. The allowed set is the union of the alive pieces, and also
+    ``text - (union of the dead subtrees)``: each piece is recorded with its finishing cost
+    (``W`` words for a subtree with a dense row, else one bit per token), and the cheaper side
+    is written. A state inside a JSON string allows nearly every token (tens of thousands of
+    bits, as alive pieces) and kills a few hundred: it is written as the complement.
     """
     max_height = covered.shape[0] - 1
     num_words = out.shape[1]
     stack_node = np.empty(len(child_start), np.int64)
     stack_state = np.empty(len(child_start), np.int64)
+    piece_node = np.empty(len(child_start), np.int64)
+    piece_kind = np.empty(len(child_start), np.int8)  # 0 alive subtree, 1 ending tokens, 2 dead
     for i in range(len(states)):
         row = out[i]
+        num_pieces = 0
+        cost_alive = 0
+        cost_dead = num_words  # the final complement
         stack_node[0] = 0
         stack_state[0] = states[i]
         depth = 1
@@ -64,27 +93,48 @@ def index_rows(
             for child in range(child_start[node], child_end[node]):
                 nxt = transitions[cur, byte_to_class[node_byte[child]]]
                 if nxt < 0:
+                    piece_node[num_pieces] = child
+                    piece_kind[num_pieces] = 2
+                    num_pieces += 1
+                    cost_dead += (
+                        num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
+                    )
                     continue
                 h = height[child]
                 if h > 0:
                     if _is_within(below[child], covered[min(h, max_height), nxt]):
-                        d = dense_of[child]
-                        if d >= 0:
-                            dense_row = dense[d]
-                            for w in range(num_words):
-                                row[w] |= dense_row[w]
-                        else:
-                            for r in range(row_lo[child], row_hi[child]):
-                                t = token_ids[r]
-                                row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                        piece_node[num_pieces] = child
+                        piece_kind[num_pieces] = 0
+                        num_pieces += 1
+                        cost_alive += (
+                            num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
+                        )
                         continue
-                for q in range(token_start[child], token_start[child + 1]):
-                    t = token_ids[token_rows[q]]
-                    row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                num_ending = token_start[child + 1] - token_start[child]
+                if num_ending:
+                    piece_node[num_pieces] = child
+                    piece_kind[num_pieces] = 1
+                    num_pieces += 1
+                    cost_alive += num_ending
                 if h > 0:
                     stack_node[depth] = child
                     stack_state[depth] = nxt
                     depth += 1
+        is_complement = cost_dead < cost_alive
+        for k in range(num_pieces):
+            child = piece_node[k]
+            kind = piece_kind[k]
+            if is_complement != (kind == 2):
+                continue
+            if kind == 1:
+                for q in range(token_start[child], token_start[child + 1]):
+                    t = token_ids[token_rows[q]]
+                    row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            else:
+                _finish_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids)
+        if is_complement:  # row holds the dead tokens
+            for w in range(num_words):
+                row[w] = text_row[w] & ~row[w]
 
 
 @numba.njit(cache=True, nogil=True)

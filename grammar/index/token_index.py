@@ -20,8 +20,11 @@ a JSON-schema DFA).
 
 Rows are stored packed (bit ``i % 32`` of int32 word ``i // 32`` = token ``i``); the sparse
 transition table (allowed token ids and the state each leads to) is computed per state on
-demand. Small automata are indexed eagerly at compile time; large ones lazily, one state at a
-time, memoised.
+demand. Small automata are indexed ahead of use (at compile time, and what the compile's share
+of time did not reach by a background thread); large ones lazily, one state at a time,
+memoised. A state's walk records its finished pieces (dead subtrees, subtrees alive throughout,
+tokens ending on the way) and writes the cheaper side: the alive pieces, or every text token
+minus the dead ones (a state inside a JSON string allows nearly every token).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -209,15 +213,47 @@ class VocabTable:
     trie: VocabTrie
     _dense: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _held: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _text: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _eos: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def _computed_once(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
+        """The read-only array cached in field ``name``, built by ``build`` on first use."""
+        found = getattr(self, name)
+        if found is None:
+            found = build()
+            found.flags.writeable = False
+            object.__setattr__(self, name, found)
+        return found
 
     def held_bytes(self) -> np.ndarray:
         """``(256,)`` bool: the bytes some text token holds (computed once; read-only)."""
-        if self._held is None:
-            held = np.bincount(self.bytes_by_step.ravel(), minlength=257)[:256] > 0
-            held.flags.writeable = False
-            object.__setattr__(self, "_held", held)
-        assert self._held is not None
-        return self._held
+        return self._computed_once(
+            "_held", lambda: np.bincount(self.bytes_by_step.ravel(), minlength=257)[:256] > 0
+        )
+
+    def text_row(self) -> np.ndarray:
+        """``(num_words,)`` uint32: the packed set of every text token (computed once)."""
+        trie = self.trie
+        return self._computed_once(
+            "_text",
+            lambda: dense_rows(
+                np.zeros(1, dtype=np.int64),
+                trie.row_lo,
+                trie.row_hi,
+                self.token_ids,
+                self.num_words,
+            )[0],
+        )
+
+    def eos_words(self) -> np.ndarray:
+        """``(num_words,)`` uint32: the packed set of the EOS ids (computed once)."""
+
+        def build() -> np.ndarray:
+            bits = np.zeros(self.num_words * 32, dtype=bool)
+            bits[self.eos_token_ids] = True
+            return np.packbits(bits, bitorder="little").view("<u4").copy()
+
+        return self._computed_once("_eos", build)
 
     def dense_subtrees(self) -> tuple[np.ndarray, np.ndarray]:
         """Packed token sets of the large trie subtrees (computed once): ``(dense_of, dense)``,
@@ -399,7 +435,8 @@ def index_packed_rows(
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     trie = table.trie
-    states = np.asarray(states, dtype=np.int64)
+    if not isinstance(states, np.ndarray) or states.dtype != np.int64:
+        states = np.asarray(states, dtype=np.int64)
     if out is None:
         out = np.zeros((len(states), table.num_words), dtype=np.uint32)
     dense_of, dense = table.dense_subtrees()
@@ -407,16 +444,15 @@ def index_packed_rows(
         dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
         trie.child_end,
         trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
-        trie.height, trie.bytes_below, tokens.covered, dense_of, dense, out,
+        trie.height, trie.bytes_below, tokens.covered, dense_of, dense, table.text_row(), out,
     )  # fmt: skip
     if len(table.eos_token_ids):
-        eos = table.eos_token_ids.astype(np.int64)
-        accepting = np.flatnonzero(dfa.is_accepting[states])
-        np.bitwise_or.at(
-            out,
-            (np.repeat(accepting, len(eos)), np.tile(eos >> 5, len(accepting))),
-            np.tile(np.left_shift(np.uint32(1), (eos & 31).astype(np.uint32)), len(accepting)),
-        )
+        accepting = dfa.is_accepting[states]
+        if len(states) == 1:  # a first visit's row: no fancy indexing
+            if accepting[0]:
+                out[0] |= table.eos_words()
+        elif accepting.any():
+            out[accepting] |= table.eos_words()
     return out.view(np.int32)
 
 
@@ -449,6 +485,38 @@ def state_transitions(
     return ids, ends[ids]
 
 
+@dataclass
+class _EagerProgress:
+    """An eager build's rows so far: states ``< num_done`` are indexed, ``state_rows[s]`` is
+    the index of state ``s``'s row among ``distinct_rows`` (each distinct row kept once, found
+    again through ``groups_by_hash``)."""
+
+    state_rows: np.ndarray  # (N,) int32
+    num_done: int = 0
+    distinct_rows: list[np.ndarray] = field(default_factory=list)  # (num_words,) uint32 each
+    groups_by_hash: dict[int, list[int]] = field(default_factory=dict)
+
+    def add_chunk(
+        self, lo: int, distinct: np.ndarray, hashes: np.ndarray, row_of: np.ndarray
+    ) -> None:
+        """Record states ``lo .. lo + len(row_of)``: ``distinct`` ``(U, num_words)`` their
+        rows, ``hashes`` ``(U,)`` the rows' hashes, ``row_of`` each state's row among them."""
+        global_of = np.empty(len(distinct), dtype=np.int32)
+        for g, h in enumerate(hashes.tolist()):
+            found = -1
+            for k in self.groups_by_hash.get(h, ()):
+                if np.array_equal(self.distinct_rows[k], distinct[g]):
+                    found = k
+                    break
+            if found < 0:
+                found = len(self.distinct_rows)
+                self.groups_by_hash.setdefault(h, []).append(found)
+                self.distinct_rows.append(distinct[g])
+            global_of[g] = found
+        self.state_rows[lo : lo + len(row_of)] = global_of[row_of]
+        self.num_done = lo + len(row_of)
+
+
 class TokenIndex:
     """Per-state packed masks and sparse token transitions of one DFA over one vocabulary.
 
@@ -473,6 +541,7 @@ class TokenIndex:
         self._lock = threading.Lock()
         self._trie_tokens: TrieTokens | None = None
         self._ahead_done: threading.Event | None = None  # set when a queued fill has ended
+        self._progress: _EagerProgress | None = None  # an eager build stopped at its cap
         self._ahead_max_s = AHEAD_MAX_S
         self._init_row_views()
 
@@ -486,70 +555,63 @@ class TokenIndex:
         self.row_views: list[np.ndarray] | None = views
 
     def build_eager(self, budget: CompileBudget | None, max_s: float | None = None) -> bool:
-        """Index every state now, in chunks of states, keeping each distinct row once.
+        """Index every state not indexed by an earlier call, in chunks of states, keeping each
+        distinct row once.
 
         JSON-schema DFAs have thousands of states but a few hundred distinct rows (every
         state inside a key literal allows the same few tokens as its twins), so the store is
         ``U x num_words`` words, not ``N x num_words``. Checks ``budget`` (if any) after every
         chunk. With ``max_s``: past that much thread CPU time the index turns lazy (returns
-        False) and keeps the rows built so far, so a DFA whose walks are slow costs at most
-        ``max_s`` and its other states are indexed on first use. The trie walk and the
-        grouping of equal rows are GIL-free kernels; the Python steps per chunk are a few, plus
-        one per distinct row when there is more than one chunk.
+        False; at least one chunk is indexed) and keeps the rows built so far, where
+        :meth:`row` finds them; a later call (:meth:`index_ahead`) resumes after them. The trie
+        walk and the grouping of equal rows are GIL-free kernels; the Python steps per chunk
+        are a few, plus one per distinct row when there is more than one chunk.
         """
         if self._trie_tokens is None:
             self._trie_tokens = TrieTokens(self.dfa, self.table)
         start = time.thread_time()
         num_states, num_words = self.dfa.num_states, self.table.num_words
-        groups_by_hash: dict[int, list[int]] = {}  # row hash -> indices into distinct_rows
-        distinct_rows: list[np.ndarray] = []
-        chunks: list[np.ndarray] = []
-        state_rows = np.empty(num_states, dtype=np.int32)
+        progress = self._progress
+        if progress is None:
+            progress = self._progress = _EagerProgress(np.empty(num_states, dtype=np.int32))
         row_of = np.empty(min(_EAGER_CHUNK, num_states), dtype=np.int32)
-        for lo in range(0, num_states, _EAGER_CHUNK):
+        for lo in range(progress.num_done, num_states, _EAGER_CHUNK):
             hi = min(lo + _EAGER_CHUNK, num_states)
             # zeroed by calloc: pages are touched by the (GIL-free) kernel, not here
             out = np.zeros((hi - lo, num_words), dtype=np.uint32)
             index_packed_rows(self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out)
             distinct, hashes = unique_rows(out, row_of)  # (U_chunk, num_words), (U_chunk,)
             if lo == 0 and hi == num_states:  # one chunk: its groups are the distinct rows
-                chunks.append(distinct)
-                state_rows[:] = row_of[:num_states]
-                break
-            global_of = np.empty(len(distinct), dtype=np.int32)
-            for g, h in enumerate(hashes.tolist()):
-                found = -1
-                for k in groups_by_hash.get(h, ()):
-                    if np.array_equal(distinct_rows[k], distinct[g]):
-                        found = k
-                        break
-                if found < 0:
-                    found = len(distinct_rows)
-                    groups_by_hash.setdefault(h, []).append(found)
-                    distinct_rows.append(distinct[g])
-                global_of[g] = found
-            state_rows[lo:hi] = global_of[row_of[: hi - lo]]
+                progress.state_rows[:] = row_of[:num_states]
+                self._publish(progress.state_rows, distinct)
+                return True
+            progress.add_chunk(lo, distinct, hashes, row_of[: hi - lo])
             if budget is not None:
                 budget.check_time("indexing the vocabulary", None)
             if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
                 self.is_eager = False
+                rows = progress.distinct_rows
                 for state in range(hi):
                     self.lazy_rows.setdefault(
-                        state, distinct_rows[state_rows[state]].view(np.int32)
+                        state, rows[progress.state_rows[state]].view(np.int32)
                     )
                 return False
-        packed = chunks[0] if chunks else np.stack(distinct_rows)
-        packed = packed.view(np.int32)
+        self._publish(progress.state_rows, np.stack(progress.distinct_rows))
+        return True
+
+    def _publish(self, state_rows: np.ndarray, distinct: np.ndarray) -> None:
+        packed = distinct.view(np.int32)
         packed.setflags(write=False)  # rows are shared by states
         self.state_rows = state_rows
         self.packed = packed
         self._init_row_views()
-        return True
+        self._progress = None
 
     def index_ahead(self, max_s: float = AHEAD_MAX_S) -> None:
         """Have the background thread build every row not built yet (at most ``max_s`` of its
         CPU time; past that the index turns lazy); returns at once. Rows asked for before the
         fill ends are built on the spot (:meth:`row`)."""
+        self.is_eager = True
         self._ahead_done = threading.Event()
         self._ahead_max_s = max_s
         BACKGROUND_INDEXER.submit(self)
@@ -580,7 +642,7 @@ class TokenIndex:
         found = self.lazy_rows.get(state)
         if found is None:
             with self._lock:
-                self._index_states(np.array([state]))
+                self._index_states(np.full(1, state, dtype=np.int64))
             found = self.lazy_rows[state]
         return found
 
@@ -602,9 +664,7 @@ class TokenIndex:
             self.lazy_rows[state] = packed[k]
 
     def _eos_only_row(self) -> np.ndarray:
-        bits = np.zeros(self.table.num_words * 32, dtype=bool)
-        bits[self.table.eos_token_ids] = True
-        return np.packbits(bits, bitorder="little").view("<i4").copy()
+        return self.table.eos_words().view(np.int32).copy()
 
     @property
     def num_indexed_states(self) -> int:
@@ -648,6 +708,7 @@ class TokenIndex:
         self._trie_tokens = None
         self._ahead_done = None
         self._ahead_max_s = AHEAD_MAX_S
+        self._progress = None
         self._init_row_views()
         if self.is_eager and self.row_views is None:
             self.index_ahead()

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from formcast.grammar.index.background_indexer import BackgroundIndexer
 from formcast.grammar.index.compile import compile_dfa, compile_regex, regex_to_dfa
 from formcast.grammar.index.kernels import unique_rows
-from formcast.grammar.index.token_index import TokenIndex
-from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
+from formcast.grammar.index.token_index import _EAGER_CHUNK, TokenIndex
+from formcast.grammar.json_schema.compile import json_schema_to_regex
 
 SCHEMA = {
     "type": "object",
@@ -57,21 +57,30 @@ def _lazy_rows(dfa, vocab):
     return [lazy.index.row(state) for state in range(dfa.num_states)]
 
 
-@pytest.mark.parametrize("num_flags", [30, 120])  # one chunk of states; several chunks
-def test_background_fill_equals_the_rows_built_on_demand(smollm2_vocab, num_flags):
+def _wide_schema_dfa(num_more: int):
     schema = dict(
         SCHEMA,
         properties={
             **SCHEMA["properties"],
-            **{f"more{i}": {"type": "null"} for i in range(num_flags)},
+            **{f"more{i}": {"type": "null"} for i in range(num_more)},
         },
     )
-    dfa = regex_to_dfa(json_schema_to_regex(schema, strict=True))
+    return regex_to_dfa(json_schema_to_regex(schema, strict=True))
+
+
+@pytest.mark.parametrize("index_now_s", [0.0, None])  # first chunk now, rest behind; all now
+def test_rows_built_now_and_behind_equal_the_rows_built_on_demand(smollm2_vocab, index_now_s):
+    dfa = _wide_schema_dfa(120)
+    assert dfa.num_states > 2 * _EAGER_CHUNK  # several chunks
     expected = _lazy_rows(dfa, smollm2_vocab)
-    grammar = compile_dfa(dfa, smollm2_vocab)
-    early = [grammar.index.row(state) for state in range(0, dfa.num_states, 7)]  # maybe mid-fill
-    assert grammar.index.wait_indexed(timeout=60)
+    grammar = compile_dfa(dfa, smollm2_vocab, index_now_s=index_now_s)
     index = grammar.index
+    if index_now_s == 0.0:  # the first chunk was indexed during the compile
+        assert all(state in index.lazy_rows for state in range(_EAGER_CHUNK))
+    else:
+        assert index.row_views is not None  # all of it
+    early = [index.row(state) for state in range(0, dfa.num_states, 7)]  # maybe mid-fill
+    assert index.wait_indexed(timeout=60)
     assert index.is_eager and index.row_views is not None
     assert index.packed.shape[0] == len({row.tobytes() for row in expected})
     for state in range(dfa.num_states):
@@ -83,8 +92,9 @@ def test_background_fill_equals_the_rows_built_on_demand(smollm2_vocab, num_flag
 def test_matchers_made_before_the_fill_ends_read_the_filled_rows(smollm2_vocab, smollm2_tokenizer):
     import torch
 
-    grammar = compile_json_schema(SCHEMA, smollm2_vocab, cache=False)
-    text = '{"name": "Ada", "kind": "beta", "count": 3, "flag0": true}'
+    dfa = _wide_schema_dfa(120)
+    grammar = compile_dfa(dfa, smollm2_vocab, index_now_s=0.0)  # the rest in the background
+    text = '{"name":"Ada","kind":"beta","count":3,"flag0":true,"more0":null}'
     ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
     before = grammar.matcher()  # made now, walked after the fill
     assert grammar.index.wait_indexed(timeout=60)
