@@ -8,8 +8,8 @@ The comma logic is the linear construction: with ``B_k`` the nonempty choices am
 ``B_k = (B_{k-1},)?p_k`` or ``B_{k-1},p_k`` (``p_k`` required), so every property's tree occurs
 at most twice and the whole grows linearly.
 
-Extra properties: without ``patternProperties``, keys other than the declared names (a trie
-complement) with values valid against ``additionalProperties``. With ``patternProperties``,
+Extra properties: without ``patternProperties``, keys other than the declared names
+(:mod:`~formcast.grammar.json_schema.key_complement`) with values valid against ``additionalProperties``. With ``patternProperties``,
 one alternative per key class (``key_classes``): the keys matching exactly the patterns ``S``
 (declared names excluded) with values valid against every schema of ``S`` (against
 ``additionalProperties`` when ``S`` is empty); a declared name's value must also satisfy every
@@ -35,25 +35,17 @@ refused under any order.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import TYPE_CHECKING, Any
 
 from formcast.grammar.json_schema import ecma_pattern
 from formcast.grammar.json_schema.char_dfa import KeyLanguageTooLarge
-from formcast.grammar.json_schema.charset import (
-    JSON_CHAR,
-    complement,
-    encode_charset,
-    intersect,
-    normalize,
-)
 from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
 from formcast.grammar.json_schema.key_classes import KeySpace
+from formcast.grammar.json_schema.key_complement import key_complement
 from formcast.grammar.json_schema.merge import ORDER_KEY
 from formcast.grammar.json_schema.unique_plan import KeyClass, Member, any_key_except
 from formcast.grammar.json_schema.values import DEPENDENCY_KEYWORDS
-from formcast.grammar.regex.char_classes import Ranges
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node
 
@@ -63,79 +55,6 @@ if TYPE_CHECKING:
 
 def _esc_json(name: str) -> str:
     return json.dumps(name, ensure_ascii=False)
-
-
-def key_complement(names: list[str], any_string: Node) -> Node:
-    """JSON string keys other than ``names``: ``any_string`` unless names exist.
-
-    Built on the trie of the (JSON-encoded) names: at each trie node a key may leave the trie
-    with a character no name continues with, or end where no name ends.
-    """
-    if not names:
-        return any_string
-    return _names_complement(tuple(names))
-
-
-@functools.lru_cache(maxsize=512)
-def _names_complement(names: tuple[str, ...]) -> Node:
-    """`key_complement` of nonempty ``names`` (trees are immutable: one per name list, shared
-    by every object that declares it, as an inlined ``$ref`` repeats its object)."""
-    encoded = [_esc_json(n)[1:-1] for n in names]
-    quote = literal('"')
-    return seq(quote, _complement(encoded, JSON_CHAR), quote)
-
-
-def _complement(words: list[str], char: Node) -> Node:
-    """JSON string contents (encoded) other than the encoded ``words`` (a finite set).
-
-    ``E | L (char)*``: ``E`` = the trie prefixes that are not words (a finite set), ``L`` =
-    a trie prefix followed by one character no word continues it with. Both are trie-shaped
-    trees; the unbounded tail is written once, so the tree (and its NFA) stays linear in
-    the trie size instead of carrying one tail per trie node. When every word is plain ASCII
-    (no escapes), the characters no word uses at all (non-ASCII, escaped) are factored out
-    too: ``L = L_ascii | P X`` with ``P`` any trie prefix and ``X`` those characters, so each
-    trie node carries only a small ASCII class.
-    """
-    is_plain_ascii = all(all(0x20 <= ord(ch) < 0x7F and ch not in '"\\' for ch in w) for w in words)
-    if is_plain_ascii:
-        ascii_raw = normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
-        others = encode_charset(complement(ascii_raw))
-    else:
-        ascii_raw = others = None
-
-    def node(rests: list[str]) -> tuple[Node | None, Node | None, Node | None]:
-        """(stays not at a word, leaves by one character, every trie prefix)."""
-        children: dict[str, list[str]] = {}
-        for w in rests:
-            if w:
-                n = 6 if w.startswith("\\u") else 2 if w.startswith("\\") else 1
-                children.setdefault(w[:n], []).append(w[n:])
-        stays: list[Node | None] = [] if "" in rests else [EMPTY]
-        prefixes: list[Node | None] = [EMPTY]
-        cps = normalize([(ord(json.loads(f'"{u}"')),) * 2 for u in children])
-        if ascii_raw is None:
-            leave = encode_charset(complement(cps))
-        else:
-            leave = encode_charset(_minus(ascii_raw, cps))
-        leaves: list[Node | None] = [leave]
-        for unit, tails in children.items():
-            stay, left, prefix = node(tails)
-            if stay is not None:
-                stays.append(seq(literal(unit), stay))
-            if left is not None:
-                leaves.append(seq(literal(unit), left))
-            prefixes.append(seq(literal(unit), prefix))
-        return alt(stays), alt(leaves), alt(prefixes)
-
-    stay, left, prefix = node(words)
-    if others is not None:
-        left = alt([left, seq(prefix, others)])
-    tail = None if left is None else seq(left, star(char))
-    return alt([stay, tail]) or EMPTY
-
-
-def _minus(a: Ranges, b: Ranges) -> Ranges:
-    return intersect(a, complement(b))
 
 
 # the most member references an any-order object's grammar may hold (n * 2**(n - 1) for n
@@ -234,7 +153,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
                     )
                 key = names_tree
             else:
-                key = c.lexeme(key_complement(names, c.any_string))
+                key = c.lexeme(key_complement(names, c.any_string, c.allow_automata))
             extra = seq(key, key_sep, val)
 
     n_req = sum(1 for _, r in pairs if r)
