@@ -211,6 +211,9 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     sep = layout.item_sep(c.depth)
     body: Node | None = None  # B_k: nonempty valid sequences so far
     empty_ok = True  # E_k
+    # once a member is required, B_k is B_j followed by these parts (concatenated once at the
+    # end: concatenating B_k anew per member copies its items, quadratic in the members)
+    after: list[Node] = []
     for pair, is_req in pairs:
         if is_req:
             if body is None:
@@ -218,7 +221,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
             elif empty_ok:
                 body = seq(opt(seq(body, sep)), pair)
             else:
-                body = seq(body, sep, pair)
+                after += [sep, pair]
             empty_ok = False
         else:
             if body is None:
@@ -226,7 +229,9 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
             elif empty_ok:
                 body = alt([seq(body, opt(seq(sep, pair))), pair])
             else:
-                body = seq(body, opt(seq(sep, pair)))
+                after.append(opt(seq(sep, pair)))
+    if after:
+        body = seq(body, *after)
     # content: the non-empty member sequences; is_optional: the empty object is valid too
     is_optional = False
     content: Node | None
