@@ -106,6 +106,11 @@ class ProcessSnapshot:
     def take(cls) -> ProcessSnapshot:
         import sys
 
+        from formcast.grammar.index.background_indexer import BACKGROUND_INDEXER
+
+        # masks built ahead of use are not a leak: wait for the indexer thread to run out of jobs
+        # (it ends then); a thread still running after that is reported
+        BACKGROUND_INDEXER.wait_idle(timeout=120)
         names = tuple(sorted(thread.name for thread in threading.enumerate()))
         return cls(names, len(os.listdir("/proc/self/fd")), sys.getrecursionlimit())
 

@@ -196,3 +196,23 @@ def test_a_forked_child_restarts_the_thread_for_the_jobs_it_inherited():
         threading.Event().wait(0.01)
     assert log == ["waiting"]
     gate.set()
+
+
+def test_the_thread_ends_when_the_stack_is_empty_and_a_new_job_starts_another():
+    indexer = BackgroundIndexer()
+    log: list[str] = []
+    gate = threading.Event()
+    blocker = _Job("blocker", log, gate)
+    indexer.submit(blocker)
+    assert blocker.started.wait(30)
+    first_thread = indexer._thread
+    assert not indexer.wait_idle(timeout=0.05)  # the blocker still runs
+    gate.set()
+    assert indexer.wait_idle(timeout=30)
+    assert log == ["blocker"]
+    assert indexer._thread is None and not first_thread.is_alive()
+    again = _Job("again", log)
+    indexer.submit(again)
+    assert indexer.wait_idle(timeout=30)
+    assert log == ["blocker", "again"]
+    assert not any(t is indexer._last_thread and t.is_alive() for t in threading.enumerate())
