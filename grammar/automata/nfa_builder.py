@@ -1,9 +1,12 @@
 """build_nfa: a regex syntax tree -> Thompson-style byte NFA; counted chains straight to DFAs.
 
-States carry byte-range edges and epsilon edges. A code point set becomes the (suffix-shared)
-UTF-8 fragment of :mod:`formcast.grammar.automata.utf8_sequences`. Counted repetition ``X{m,n}`` is
-expanded into ``m`` copies followed by ``n - m`` optional copies whose skip edges all go
-straight to one exit state, so epsilon closures stay O(1) per copy instead of O(n). A length
+States carry byte-range edges and epsilon edges. The tree is built right to left, each node
+before the state it goes on to, and equal (node, next state) pairs share their states (see
+``_Builder``), so a subtree that a tree names twice with the same continuation is built once. A
+code point set becomes the (suffix-shared) UTF-8 fragment of
+:mod:`formcast.grammar.automata.utf8_sequences`. Counted repetition ``X{m,n}`` is expanded into
+``m`` copies after ``n - m`` optional copies whose skip edges all go straight to the
+continuation, so epsilon closures stay O(1) per copy instead of O(n). A length
 guard ``(?=A)R`` is built as the minimal DFA of ``A & R`` (:mod:`intersection`), whose
 states and byte edges are copied in. A counted repetition of a prefix code (a JSON string
 character) is built as chained copies of the item's minimal DFA (:func:`counted_chain_dfa`).
@@ -55,22 +58,38 @@ def build_nfa(
     Counted repetitions of a prefix code with at least ``chain_min_copies`` copies are built
     as chained DFA copies (pass a huge value for plain NFA copies throughout).
     """
-    builder = _Builder(budget, chain_min_copies)
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20_000))
-    try:
-        start, end = builder.build(node, 0)
-    finally:
-        sys.setrecursionlimit(limit)
-    builder.nfa.start, builder.nfa.final = start, end
-    return builder.nfa
+    return _Builder(budget, chain_min_copies).standalone(node, 0)
 
 
 class _Builder:
+    """Builds right to left: ``build(node, then)`` adds states that read ``node`` and go on
+    to the existing state ``then``, and returns their entry.
+
+    Invariant: a state gets its outgoing edges when it is created (a loop state: before its
+    entry is returned), never later, so the strings an entry leads to the final state by
+    are fixed, namely ``L(node) . L(then)``. Hence equal ``(node, then)`` pairs share one
+    entry (``_entries``): an object's member that is written either first or after a comma
+    (``B(,p)? | p``) is built once, followed by the same continuation; built as two copies,
+    the copies doubled at every nesting level and the subset construction met all of them.
+    """
+
     def __init__(self, budget: CompileBudget, chain_min_copies: int = CHAIN_MIN_COPIES) -> None:
         self.nfa = ByteNFA([], [], [])
         self.budget = budget
         self.chain_min_copies = chain_min_copies
+        self._entries: dict[tuple[Node, int], int] = {}
+
+    def standalone(self, node: Node, position: int) -> ByteNFA:
+        """The NFA of ``node`` alone: a new final state, and ``node`` built before it."""
+        final = self.new_state(position)
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 20_000))
+        try:
+            start = self.build(node, final, position)
+        finally:
+            sys.setrecursionlimit(limit)
+        self.nfa.start, self.nfa.final = start, final
+        return self.nfa
 
     def new_state(self, position: int) -> int:
         self.nfa.byte_edges.append([])
@@ -78,53 +97,43 @@ class _Builder:
         self.nfa.positions.append(position)
         return len(self.nfa.byte_edges) - 1
 
-    def build(self, node: Node, position: int) -> tuple[int, int]:
-        """Add ``node``'s states; return its (entry, exit) states."""
+    def build(self, node: Node, then: int, position: int) -> int:
+        """Add states reading ``node`` and then going on to ``then``; return their entry."""
+        key = (node, then)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._build(node, then, position)
+            self._entries[key] = entry
+        return entry
+
+    def _build(self, node: Node, then: int, position: int) -> int:
         if isinstance(node, CharSet):
-            return self.char_set(node)
+            return self.char_set(node, then)
         if isinstance(node, Concat):
-            entry = exit_ = self.new_state(position)
-            nfa = self.nfa
-            byte_edges, epsilon_edges, positions = nfa.byte_edges, nfa.epsilon_edges, nfa.positions
-            for k, item in enumerate(node.items):
+            items = node.items
+            for k, item in enumerate(items):
                 if isinstance(item, Lookahead):
                     # the guard and the rest of this group, as one intersection automaton
-                    first, last = self.guarded(item, Concat(node.items[k + 1 :]))
-                    self.nfa.epsilon_edges[exit_].append(first)
-                    return entry, last
-                if isinstance(item, CharSet) and not byte_edges[exit_]:
-                    # chain the fragment onto exit_ directly: exit_ has no outgoing edges yet
-                    # and a fragment entry has no incoming ones, so no epsilon is needed
-                    ranges = item.ranges
-                    if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
-                        nxt = len(byte_edges)
-                        byte_edges.append([])
-                        epsilon_edges.append([])
-                        positions.append(item.pos)
-                        byte_edges[exit_].extend([(lo, hi, nxt) for lo, hi in ranges])
-                        exit_ = nxt
-                        if nxt >= self.budget.max_nfa_states:
-                            self.budget.check_nfa_states(nxt + 1, item.pos)
-                        continue
-                    exit_ = self.char_set(item, entry=exit_)[1]
-                    continue
-                first, last = self.build(item, position)
-                self.nfa.epsilon_edges[exit_].append(first)
-                exit_ = last
-            return entry, exit_
+                    then = self.guarded(item, Concat(items[k + 1 :]), then)
+                    items = items[:k]
+                    break
+            for item in reversed(items):
+                then = self.build(item, then, position)
+            return then
         if isinstance(node, Alternation):
-            entry, exit_ = self.new_state(position), self.new_state(position)
-            for option in node.options:
-                first, last = self.build(option, position)
-                self.nfa.epsilon_edges[entry].append(first)
-                self.nfa.epsilon_edges[last].append(exit_)
-            return entry, exit_
+            entry = self.new_state(position)
+            self.nfa.epsilon_edges[entry].extend(
+                [self.build(option, then, position) for option in node.options]
+            )
+            return entry
         if isinstance(node, Repeat):
-            return self.repeat(node)
+            return self.repeat(node, then)
         if isinstance(node, Lookahead):
-            return self.guarded(node, Concat(()))
+            return self.guarded(node, Concat(()), then)
         if isinstance(node, Automaton):
-            return self.embed(node.transitions(), node.accepting_ids(), node.classes(), position)
+            return self.embed(
+                node.transitions(), node.accepting_ids(), node.classes(), position, then
+            )
         if isinstance(node, Anchor):
             raise AssertionError("anchors must be stripped before building the NFA")
         if isinstance(node, Reference):
@@ -133,40 +142,31 @@ class _Builder:
             )
         raise TypeError(f"unknown regex node {node!r}")
 
-    def char_set(self, node: CharSet, entry: int | None = None) -> tuple[int, int]:
-        """Instantiate the UTF-8 fragment; its entry node is ``entry`` if given (no epsilon)."""
+    def char_set(self, node: CharSet, then: int) -> int:
+        """The UTF-8 fragment of ``node``'s code points, its exit merged into ``then``."""
         nfa = self.nfa
         ranges = node.ranges
         if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
-            exit_ = nfa.num_states
-            nfa.byte_edges.append([])
-            nfa.epsilon_edges.append([])
-            nfa.positions.append(node.pos)
-            if entry is None:
-                entry = exit_
-                exit_ += 1
-                nfa.byte_edges.append([])
-                nfa.epsilon_edges.append([])
-                nfa.positions.append(node.pos)
-            nfa.byte_edges[entry].extend([(lo, hi, exit_) for lo, hi in ranges])
-            if exit_ >= self.budget.max_nfa_states:
-                self.budget.check_nfa_states(exit_ + 1, node.pos)
-            return entry, exit_
-        num_nodes, edges = fragment(ranges)
-        base = nfa.num_states
-        nfa.byte_edges.extend([] for _ in range(num_nodes))
-        nfa.epsilon_edges.extend([] for _ in range(num_nodes))
-        nfa.positions.extend([node.pos] * num_nodes)
-        if entry is None:
-            entry = base
+            entry = self.new_state(node.pos)
+            nfa.byte_edges[entry].extend([(lo, hi, then) for lo, hi in ranges])
+            if entry >= self.budget.max_nfa_states:
+                self.budget.check_nfa_states(entry + 1, node.pos)
+            return entry
+        num_nodes, edges = fragment(ranges)  # entry node 0, exit node 1 (no edges out)
+        entry = self.new_state(node.pos)
+        base = nfa.num_states - 2  # node k >= 2 becomes state base + k, after the entry
+        nfa.byte_edges.extend([] for _ in range(num_nodes - 2))
+        nfa.epsilon_edges.extend([] for _ in range(num_nodes - 2))
+        nfa.positions.extend([node.pos] * (num_nodes - 2))
         byte_edges = nfa.byte_edges
         for src, lo, hi, dst in edges:
-            byte_edges[entry if src == 0 else base + src].append((lo, hi, base + dst))
+            target = then if dst == 1 else base + dst
+            byte_edges[entry if src == 0 else base + src].append((lo, hi, target))
         if nfa.num_states > self.budget.max_nfa_states:
             self.budget.check_nfa_states(nfa.num_states, node.pos)
-        return entry, base + 1
+        return entry
 
-    def guarded(self, look: Lookahead, rest: Node) -> tuple[int, int]:
+    def guarded(self, look: Lookahead, rest: Node, then: int) -> int:
         """``(?=guard)rest`` as the DFA of ``guard & rest`` copied into this NFA.
 
         Raises
@@ -177,12 +177,9 @@ class _Builder:
         """
 
         def sides() -> tuple[ByteNFA, ByteNFA]:
-            out = []
-            for part in (look.guard, rest):
-                builder = _Builder(self.budget, self.chain_min_copies)
-                builder.nfa.start, builder.nfa.final = builder.build(part, look.pos)
-                out.append(builder.nfa)
-            return out[0], out[1]
+            guard = _Builder(self.budget, self.chain_min_copies).standalone(look.guard, look.pos)
+            body = _Builder(self.budget, self.chain_min_copies).standalone(rest, look.pos)
+            return guard, body
 
         dfa, is_prefix_free = intersect_memoized(look.guard, rest, sides, self.budget, look.pos)
         if not is_prefix_free:
@@ -193,23 +190,28 @@ class _Builder:
                 position=look.pos,
             )
         if dfa is None:  # empty intersection: an entry that leads nowhere
-            return self.new_state(look.pos), self.new_state(look.pos)
+            return self.new_state(look.pos)
         return self.embed(
             dfa.transitions,
             np.flatnonzero(dfa.is_accepting).tolist(),
             dfa.byte_to_class,
             look.pos,
+            then,
         )
 
     def embed(
-        self, rows: np.ndarray, accepting: list[int], byte_to_class: np.ndarray, pos: int
-    ) -> tuple[int, int]:
-        """Copy a DFA (``rows[s, c]`` over byte classes, start state 0) into this NFA: a new
-        entry with an epsilon edge to its start, its accepting states epsilon to a new exit."""
-        entry = self.new_state(pos)
+        self,
+        rows: np.ndarray,
+        accepting: list[int],
+        byte_to_class: np.ndarray,
+        pos: int,
+        then: int,
+    ) -> int:
+        """Copy a DFA (``rows[s, c]`` over byte classes, start state 0) into this NFA, its
+        accepting states with an epsilon edge to ``then``; return the copy of its start."""
         base = self.nfa.num_states
         num_states, num_classes = rows.shape
-        self.budget.check_nfa_states(base + num_states + 1, pos)
+        self.budget.check_nfa_states(base + num_states, pos)
         # maximal byte runs of each class: run k is bytes run_lo[k]..run_hi[k] of run_cls[k]
         starts = np.flatnonzero(np.diff(byte_to_class.astype(np.int64), prepend=-1) != 0)
         run_lo, run_hi = starts, np.append(starts[1:], 256) - 1
@@ -227,15 +229,13 @@ class _Builder:
         bounds = np.searchsorted(np.repeat(src, counts), np.arange(num_states + 1)).tolist()
         nfa = self.nfa
         nfa.byte_edges.extend(triples[bounds[s] : bounds[s + 1]] for s in range(num_states))
-        nfa.epsilon_edges.extend([] for _ in range(num_states))
+        is_accepting = np.zeros(num_states, dtype=bool)
+        is_accepting[accepting] = True
+        nfa.epsilon_edges.extend([[then] if flag else [] for flag in is_accepting.tolist()])
         nfa.positions.extend([pos] * num_states)
-        exit_ = self.new_state(pos)
-        for s in accepting:
-            nfa.epsilon_edges[base + s].append(exit_)
-        nfa.epsilon_edges[entry].append(base)
-        return entry, exit_
+        return base
 
-    def counted_chain(self, node: Repeat) -> tuple[int, int] | None:
+    def counted_chain(self, node: Repeat, then: int) -> int | None:
         """``X{m,n}`` / ``X{m,}`` as a chain of copies of the minimal DFA of ``X``, when ``X``
         is a prefix code without the empty string (e.g. one JSON string character).
 
@@ -249,46 +249,44 @@ class _Builder:
         if item is None:
             return None
         rows, accepting_ids = _chain_rows(item, node, self.budget, self.nfa.num_states)
-        return self.embed(rows, accepting_ids, item.byte_to_class, node.pos)
+        return self.embed(rows, accepting_ids, item.byte_to_class, node.pos, then)
 
-    def repeat(self, node: Repeat) -> tuple[int, int]:
+    def repeat(self, node: Repeat, then: int) -> int:
         num_copies = max(node.min_count, node.max_count or 0)
         if num_copies >= self.chain_min_copies:
-            chain = self.counted_chain(node)
+            chain = self.counted_chain(node, then)
             if chain is not None:
                 return chain
         self.budget.check_nfa_states(self.nfa.num_states + num_copies, node.pos)
-        entry = exit_ = self.new_state(node.pos)
-        first = last = entry
-        for _ in range(node.min_count):
-            first, last = self.build(node.item, node.pos)
-            self.nfa.epsilon_edges[exit_].append(first)
-            exit_ = last
-            self.budget.check_nfa_states(self.nfa.num_states, node.pos)
-            self.budget.check_time("expanding a counted repetition", node.pos)
-        if node.max_count is None and node.min_count > 0:
-            # X{m,} : the last mandatory copy loops back to its own entry
-            self.nfa.epsilon_edges[last].append(first)
-            return entry, exit_
-        if node.max_count is None:
-            # X* : loop through one copy
-            first, last = self.build(node.item, node.pos)
+        epsilon_edges = self.nfa.epsilon_edges
+        lo, hi = node.min_count, node.max_count
+        if hi is None:
+            # X* : a loop state that leaves to ``then`` or reads one more X and comes back
             loop = self.new_state(node.pos)
-            self.nfa.epsilon_edges[exit_].append(loop)
-            self.nfa.epsilon_edges[loop].append(first)
-            self.nfa.epsilon_edges[last].append(loop)
-            return entry, loop
-        if node.max_count == node.min_count:
-            return entry, exit_
-        final = self.new_state(node.pos)
-        for _ in range(node.max_count - node.min_count):
-            first, last = self.build(node.item, node.pos)
-            self.nfa.epsilon_edges[exit_].extend((first, final))
-            exit_ = last
-            self.budget.check_nfa_states(self.nfa.num_states, node.pos)
-            self.budget.check_time("expanding a counted repetition", node.pos)
-        self.nfa.epsilon_edges[exit_].append(final)
-        return entry, final
+            entry = self.build(node.item, loop, node.pos)
+            epsilon_edges[loop].extend((then, entry))
+            # X{m,} = X{m-1} X+, and X+ starts at the entry of the X that loops
+            rest = loop if lo == 0 else entry
+            num_before = max(lo - 1, 0)
+        else:
+            # X{0,n-m}: copy i may stop (straight to ``then``, so closures stay O(1) per copy)
+            # or read one more X and go on to copy i + 1
+            rest = then
+            for _ in range(hi - lo):
+                skip = self.new_state(node.pos)
+                entry = self.build(node.item, rest, node.pos)
+                epsilon_edges[skip].extend((then, entry))
+                rest = skip
+                self._check_copies(node.pos)
+            num_before = lo
+        for _ in range(num_before):  # the mandatory copies, right to left
+            rest = self.build(node.item, rest, node.pos)
+            self._check_copies(node.pos)
+        return rest
+
+    def _check_copies(self, position: int) -> None:
+        self.budget.check_nfa_states(self.nfa.num_states, position)
+        self.budget.check_time("expanding a counted repetition", position)
 
 
 def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
@@ -365,11 +363,10 @@ def _item_dfa(item: Node, budget: CompileBudget, position: int) -> ByteDFA | Non
     key = item
     if key in _ITEM_MEMO:
         return _ITEM_MEMO[key]
-    builder = _Builder(budget)
-    builder.nfa.start, builder.nfa.final = builder.build(item, position)
+    nfa = _Builder(budget).standalone(item, position)
     found = None
     try:
-        dfa = minimize(determinize(builder.nfa, budget), budget, position)
+        dfa = minimize(determinize(nfa, budget), budget, position)
     except GrammarError:  # empty item language: leave it to the plain expansion
         dfa = None
     if dfa is not None and dfa.num_states <= 64 and not dfa.is_accepting[0]:
