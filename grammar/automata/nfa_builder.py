@@ -46,6 +46,11 @@ from formcast.grammar.regex.syntax_tree import (
 # counted repetitions with at least this many copies of a prefix-code item are chained DFA
 # copies (``_Builder.counted_chain``) instead of NFA copies
 CHAIN_MIN_COPIES = 4
+# an item whose NFA has more states is expanded as NFA copies without trying a chain: its
+# minimal DFA would have to be 16x smaller than its NFA to fit the chain's 64-state limit,
+# and finding out costs a subset construction of the item (0.3 s for an array item holding
+# two 256-character strings)
+CHAIN_MAX_ITEM_NFA_STATES = 1024
 _ITEM_MEMO: dict[Node, ByteDFA | None] = {}  # item tree -> minimal item DFA or None
 _ITEM_MEMO_SIZE = 256
 
@@ -58,7 +63,72 @@ def build_nfa(
     Counted repetitions of a prefix code with at least ``chain_min_copies`` copies are built
     as chained DFA copies (pass a huge value for plain NFA copies throughout).
     """
+    # refuse before building what cannot fit: the states the builder makes when it shares
+    # nothing (an upper bound; a cheap walk over the distinct nodes). Building 2M states in
+    # Python to find out took seconds (a 256-character string 64 times in an array).
+    budget.check_nfa_states(unshared_states(node, budget, chain_min_copies), None)
     return _Builder(budget, chain_min_copies).standalone(node, 0)
+
+
+def unshared_states(
+    node: Node, budget: CompileBudget, chain_min_copies: int = CHAIN_MIN_COPIES
+) -> int:
+    """The number of NFA states :func:`build_nfa` adds for ``node`` when no ``(node, next
+    state)`` pair is shared: an upper bound on what it adds, except that a lookahead counts
+    as its guard and its group unguarded (the builder embeds their intersection's DFA). Each
+    distinct node is counted once (memo by identity), so the walk costs O(distinct nodes)
+    however often a tree names a subtree.
+
+    Raises
+    ------
+    CompileBudgetError
+        At the first repetition whose copies alone exceed ``budget.max_nfa_states`` (the
+        error carries its position).
+    """
+    counts: dict[int, tuple[Node, int]] = {}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return _unshared(node, budget, chain_min_copies, counts)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _unshared(
+    node: Node, budget: CompileBudget, chain_min_copies: int, counts: dict[int, tuple[Node, int]]
+) -> int:
+    found = counts.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1]
+    if isinstance(node, CharSet):
+        ranges = node.ranges
+        num = 1 if ranges and ranges[-1][1] < 0x80 else fragment(ranges)[0] - 1
+    elif isinstance(node, Concat):
+        num = sum(_unshared(item, budget, chain_min_copies, counts) for item in node.items)
+    elif isinstance(node, Alternation):
+        num = 1 + sum(_unshared(o, budget, chain_min_copies, counts) for o in node.options)
+    elif isinstance(node, Repeat):
+        lo, hi = node.min_count, node.max_count
+        item = _unshared(node.item, budget, chain_min_copies, counts)
+        chain = None
+        if max(lo, hi or 0) >= chain_min_copies and item <= CHAIN_MAX_ITEM_NFA_STATES:
+            chain = _item_dfa(node.item, budget, node.pos)
+        if chain is not None:  # copies of all the item's states but its final one
+            num = (hi if hi is not None else lo + 1) * (chain.num_states - 1) + (hi is not None)
+        else:
+            if hi is None:
+                num = 1 + item * max(lo, 1)
+            else:
+                num = (hi - lo) * (1 + item) + lo * item
+        budget.check_nfa_states(num, node.pos)  # the error names the repetition
+    elif isinstance(node, Lookahead):
+        num = _unshared(node.guard, budget, chain_min_copies, counts)
+    elif isinstance(node, Automaton):
+        num = int(node.transitions().shape[0])
+    else:  # anchors and references: the build raises
+        num = 0
+    counts[id(node)] = (node, num)  # the node is kept, so its id is not reused meanwhile
+    return num
 
 
 class _Builder:
@@ -78,6 +148,7 @@ class _Builder:
         self.budget = budget
         self.chain_min_copies = chain_min_copies
         self._entries: dict[tuple[Node, int], int] = {}
+        self._counts: dict[int, tuple[Node, int]] = {}  # unshared_states memo, by identity
 
     def standalone(self, node: Node, position: int) -> ByteNFA:
         """The NFA of ``node`` alone: a new final state, and ``node`` built before it."""
@@ -253,7 +324,11 @@ class _Builder:
 
     def repeat(self, node: Repeat, then: int) -> int:
         num_copies = max(node.min_count, node.max_count or 0)
-        if num_copies >= self.chain_min_copies:
+        if (
+            num_copies >= self.chain_min_copies
+            and _unshared(node.item, self.budget, self.chain_min_copies, self._counts)
+            <= CHAIN_MAX_ITEM_NFA_STATES
+        ):
             chain = self.counted_chain(node, then)
             if chain is not None:
                 return chain

@@ -14,12 +14,14 @@ import random
 import re
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from formcast.errors import CompileBudgetError
 from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.byte_dfa import determinize
-from formcast.grammar.automata.nfa_builder import build_nfa
+from formcast.grammar.automata.nfa_builder import build_nfa, unshared_states
 from formcast.grammar.regex.combinators import alt, char_range, literal, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
     Alternation,
@@ -138,3 +140,33 @@ def test_shared_subtrees_keep_the_language(node: Node, seed: int):
                 to_python_regex(node),
                 candidate,
             )
+
+
+@settings(max_examples=100, deadline=None)
+@given(_shared_trees())
+def test_the_unshared_count_bounds_the_built_states(node: Node):
+    budget = CompileBudget(max_states=10**6, timeout_s=60.0)
+    num_built = build_nfa(node, budget).num_states - 1  # the final state is not the tree's
+    assert num_built <= unshared_states(node, budget)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_LEAVES), min_size=1, max_size=4), st.integers(0, 3))
+def test_the_unshared_count_is_exact_when_nothing_repeats(leaves: list[Node], num_opt: int):
+    # distinct subtrees throughout (each leaf wrapped in its own literal): nothing to share
+    parts = [seq(literal(str(k)), leaf) for k, leaf in enumerate(leaves)]
+    node = seq(alt([seq(*parts), literal("z")]), repeat(literal("q"), 1, 1 + num_opt))
+    budget = CompileBudget(max_states=10**6, timeout_s=60.0)
+    assert build_nfa(node, budget).num_states - 1 == unshared_states(node, budget)
+
+
+def test_an_expansion_over_the_budget_is_refused_before_it_is_built():
+    # 64 copies of an item that holds two 256-character strings: the old builder made 2M
+    # states in Python before the budget stopped it
+    string = seq(literal('"'), repeat(char_range("a", "z"), 0, 256), literal('"'))
+    item = seq(literal("{"), string, literal(","), string, literal("}"))
+    node = repeat(item, 0, 64 * 64)
+    budget = CompileBudget(max_states=10**6, timeout_s=60.0)
+    assert unshared_states(item, budget) * 64 * 64 > budget.max_nfa_states
+    with pytest.raises(CompileBudgetError, match="automaton states"):
+        build_nfa(node, budget)
