@@ -492,3 +492,66 @@ def is_acyclic(transitions):  # pragma: no cover - jitted
                     ready[num_ready] = t
                     num_ready += 1
     return num_done == num_states
+
+
+@numba.njit(cache=True, nogil=True)
+def product_rows(tables, offsets, max_states):  # pragma: no cover - jitted
+    """Breadth-first product of ``k`` complete DFAs over the same classes, from the tuple of
+    start states ``(0, ..., 0)``.
+
+    DFA ``i``'s table is rows ``offsets[i]:offsets[i + 1]`` of ``tables`` ``(sum n_i, C)``
+    (local state ids). Returns ``(status, rows (M, C) int32, tuples (M, k) int32)``: tuple
+    ``m``'s successor under class ``c`` is tuple ``rows[m, c]``, tuples numbered in order of
+    discovery; ``status`` 1 (and nothing built) when more than ``max_states`` tuples are
+    reachable. Tuples are found through an open-addressing table of their FNV-1a hashes
+    (load <= 1/2).
+    """
+    k = len(offsets) - 1
+    num_classes = tables.shape[1]
+    size = 1
+    while size < 2 * max_states + 2:
+        size *= 2
+    slots = np.full(size, -1, np.int64)
+    tuples = np.empty((max_states, k), np.int32)
+    rows = np.empty((max_states, num_classes), np.int32)
+    cand = np.empty(k, np.int32)
+    prime = np.uint64(1099511628211)
+    for j in range(k):
+        tuples[0, j] = 0
+    h = np.uint64(14695981039346656037)
+    for _ in range(k):
+        h = (h ^ np.uint64(0)) * prime
+    slots[np.int64(h & np.uint64(size - 1))] = 0
+    num = 1
+    m = 0
+    while m < num:
+        for c in range(num_classes):
+            h = np.uint64(14695981039346656037)
+            for j in range(k):
+                cand[j] = tables[offsets[j] + tuples[m, j], c]
+                h = (h ^ np.uint64(cand[j])) * prime
+            slot = np.int64(h & np.uint64(size - 1))
+            found = -1
+            while True:
+                t = slots[slot]
+                if t < 0:
+                    break
+                same = True
+                for j in range(k):
+                    if tuples[t, j] != cand[j]:
+                        same = False
+                        break
+                if same:
+                    found = t
+                    break
+                slot = (slot + 1) & (size - 1)
+            if found < 0:
+                if num == max_states:
+                    return 1, rows[:0], tuples[:0]
+                found = num
+                tuples[num, :] = cand
+                slots[slot] = num
+                num += 1
+            rows[m, c] = found
+        m += 1
+    return 0, rows[:num], tuples[:num]

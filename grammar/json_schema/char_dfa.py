@@ -9,7 +9,7 @@ of alphabet classes. Patterns are Thompson NFAs of their character-level syntax 
 (:mod:`~formcast.grammar.json_schema.ecma_pattern` branches, ``Σ*``-padded), determinised by
 subset construction. :func:`product` explores tuples of states reachable together and marks
 the tuples an arbitrary predicate accepts (intersection, difference and complement are all
-predicates on the tuple); :func:`minimize` is Moore's partition refinement.
+predicates on the tuple); :func:`minimize` is Hopcroft's partition refinement (the automata kernel).
 :mod:`~formcast.grammar.json_schema.dfa_to_tree` turns a small result back into a syntax tree.
 Sizes are bounded (``MAX_NFA_STATES``, ``MAX_DFA_STATES``): over them
 :class:`KeyLanguageTooLarge` is raised.
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formcast.grammar.automata import kernels
 from formcast.grammar.json_schema import charset, ecma_pattern
 from formcast.grammar.regex.syntax_tree import Alternation, CharSet, Concat, Node, Repeat
 
@@ -316,28 +317,19 @@ def product(dfas: list[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> 
     KeyLanguageTooLarge
         Over ``MAX_DFA_STATES`` reachable tuples.
     """
-    rows_of = [d.table.tolist() for d in dfas]
-    finals = [d.is_accepting.tolist() for d in dfas]
-    num_classes = dfas[0].table.shape[1]
-    start = (0,) * len(dfas)
-    ids = {start: 0}
-    states = [start]
-    rows: list[list[int]] = []
-    k = 0
-    while k < len(states):
-        current = states[k]
-        k += 1
-        row = []
-        for c in range(num_classes):
-            nxt = tuple(rows_of[i][s][c] for i, s in enumerate(current))
-            row.append(_intern(nxt, ids, states, "key-class automaton"))
-        rows.append(row)
-    accepting = [accept(tuple(finals[i][s] for i, s in enumerate(t))) for t in states]
-    return CharDFA(np.array(rows, dtype=np.int32), np.array(accepting, dtype=bool))
+    tables = np.ascontiguousarray(np.concatenate([d.table for d in dfas]), dtype=np.int32)
+    offsets = np.cumsum([0] + [len(d.table) for d in dfas]).astype(np.int64)  # (k + 1,)
+    status, rows, tuples = kernels.product_rows(tables, offsets, MAX_DFA_STATES)
+    if status:
+        raise KeyLanguageTooLarge(f"key-class automaton over {MAX_DFA_STATES} states")
+    # (M, k): each tuple's acceptance in each DFA
+    finals = np.stack([d.is_accepting[tuples[:, i]] for i, d in enumerate(dfas)], axis=1)
+    accepting = [accept(tuple(flags)) for flags in finals.tolist()]
+    return CharDFA(rows, np.array(accepting, dtype=bool))
 
 
 def minimize(dfa: CharDFA) -> CharDFA:
-    """The minimal complete DFA (Moore refinement; states unreachable from 0 dropped).
+    """The minimal complete DFA (Hopcroft refinement; states unreachable from 0 dropped).
 
     Parameters
     ----------
@@ -361,17 +353,12 @@ def minimize(dfa: CharDFA) -> CharDFA:
     renumber = np.full(len(dfa.table), -1, dtype=np.int64)
     renumber[keep] = np.arange(len(keep))
     table = renumber[dfa.table[keep]]
-    block = dfa.is_accepting[keep].astype(np.int64)
-    num_blocks = len(np.unique(block))
-    while True:
-        signature = np.column_stack([block, block[table]])  # (n, 1 + C)
-        _, new_block = np.unique(signature, axis=0, return_inverse=True)
-        new_block = new_block.reshape(-1)
-        count = int(new_block.max()) + 1
-        block = new_block
-        if count == num_blocks:
-            break
-        num_blocks = count
+    # coarsest stable partition (Hopcroft; the table is complete, so no -1 entries)
+    block, num_blocks = kernels.hopcroft(
+        np.ascontiguousarray(table, dtype=np.int32),
+        np.ascontiguousarray(dfa.is_accepting[keep], dtype=bool),
+    )
+    num_blocks = int(num_blocks)
     # renumber blocks so that the start state's block is 0, in order of first appearance
     order: dict[int, int] = {}
     for b in block.tolist():
