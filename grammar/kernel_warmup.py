@@ -42,6 +42,10 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     warm_kernels(vocab)
     # a DFA table's cycle check (the lexer's set-walk eligibility of wide terminals)
     automata_kernels.is_acyclic(np.array([[1, -1], [-1, -1]], dtype=np.int32))
+    # key-language products (patternProperties classes, `format` with `pattern`)
+    automata_kernels.product_rows(
+        np.array([[1, 0], [1, 1], [0, 0]], dtype=np.int32), np.array([0, 2, 3]), 16
+    )
     compile_regex(r"[a-z]{1,4}(,[0-9]+)?", vocab, cache=False)
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     for text, prefix in (
