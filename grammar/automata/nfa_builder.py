@@ -66,12 +66,18 @@ def build_nfa(
     # refuse before building what cannot fit: the states the builder makes when it shares
     # nothing (an upper bound; a cheap walk over the distinct nodes). Building 2M states in
     # Python to find out took seconds (a 256-character string 64 times in an array).
-    budget.check_nfa_states(unshared_states(node, budget, chain_min_copies), None)
-    return _Builder(budget, chain_min_copies).standalone(node, 0)
+    builder = _Builder(budget, chain_min_copies)
+    # (into the builder's memo: its repetitions read the same counts again)
+    num_unshared = unshared_states(node, budget, chain_min_copies, builder._counts)
+    budget.check_nfa_states(num_unshared, None)
+    return builder.standalone(node, 0)
 
 
 def unshared_states(
-    node: Node, budget: CompileBudget, chain_min_copies: int = CHAIN_MIN_COPIES
+    node: Node,
+    budget: CompileBudget,
+    chain_min_copies: int = CHAIN_MIN_COPIES,
+    counts: dict[int, tuple[Node, int]] | None = None,
 ) -> int:
     """The number of NFA states :func:`build_nfa` adds for ``node`` when no ``(node, next
     state)`` pair is shared: an upper bound on what it adds, except that a lookahead counts
@@ -85,7 +91,8 @@ def unshared_states(
         At the first repetition whose copies alone exceed ``budget.max_nfa_states`` (the
         error carries its position).
     """
-    counts: dict[int, tuple[Node, int]] = {}
+    if counts is None:  # memo of counts by node identity (the node kept beside its count)
+        counts = {}
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20_000))
     try:

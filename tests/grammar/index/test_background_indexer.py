@@ -177,13 +177,19 @@ def test_jobs_run_newest_first_and_dropped_ones_are_skipped():
     assert log == ["blocker", "last", "job2", "job1", "job0"]
 
 
-def test_a_forked_child_restarts_the_thread_for_the_jobs_it_inherited():
+def _held_indexer() -> tuple[BackgroundIndexer, list[str], threading.Event]:
+    """An indexer whose thread is busy with a job ("blocker") until the returned gate is set."""
     indexer = BackgroundIndexer()
     log: list[str] = []
     gate = threading.Event()
     blocker = _Job("blocker", log, gate)
     indexer.submit(blocker)
     assert blocker.started.wait(30)
+    return indexer, log, gate
+
+
+def test_a_forked_child_restarts_the_thread_for_the_jobs_it_inherited():
+    indexer, log, gate = _held_indexer()
     waiting = _Job("waiting", log)
     indexer.submit(waiting)
     old_thread = indexer._thread
@@ -199,12 +205,7 @@ def test_a_forked_child_restarts_the_thread_for_the_jobs_it_inherited():
 
 
 def test_the_thread_ends_when_the_stack_is_empty_and_a_new_job_starts_another():
-    indexer = BackgroundIndexer()
-    log: list[str] = []
-    gate = threading.Event()
-    blocker = _Job("blocker", log, gate)
-    indexer.submit(blocker)
-    assert blocker.started.wait(30)
+    indexer, log, gate = _held_indexer()
     first_thread = indexer._thread
     assert not indexer.wait_idle(timeout=0.05)  # the blocker still runs
     gate.set()
