@@ -12,16 +12,20 @@ Sections (each reports ``passed``: true, false, or ``"skipped"`` with a reason):
 - ``kernels``: every Triton kernel against its torch reference, fp32 and bf16 caches (store,
   paged decode, ragged prefill, tree attention, mask+scale, race argmax, bitmask apply);
 - ``parity``: greedy tokens of our engine equal transformers' in fp32 (a divergence counts
-  only if transformers' top-2 logit gap there exceeds ``TIE_GAP``); top-1 agreement of
-  transformers in bf16 on our bf16 outputs (teacher forcing);
+  only if transformers' top-2 logit gap there exceeds ``TIE_GAP``); in bf16, teacher-forced on
+  our bf16 outputs, our tokens agree with transformers' fp32 argmax about as often as
+  transformers' own bf16 argmax does (within ``BF16_SLACK``);
 - ``kv_budget``: the engine's default KV sizing (the CUDA memory profile) and how it was derived;
 - ``throughput``: output tokens/s at batch 1 / 32 / 256, bf16, both shapes;
 - ``constrained``: 32 JSON-schema requests against the same 32 unconstrained (tokens/s ratio;
   every complete output validates with ``jsonschema``);
 - ``speculative``: n-gram (with and without a grammar), self-draft and Medusa in fp32: tokens
   per forward, wall speedup, greedy tokens identical to plain decoding;
-- ``step_costs``: host-device syncs per decode step (``torch.cuda.set_sync_debug_mode``) and
-  kernel launches per decode step (``torch.profiler``); on CPU, aten ops per step;
+- ``step_costs``: host-device syncs per decode step (``torch.cuda.set_sync_debug_mode``, with
+  the frames that asked for them), device kernels and host launch calls per decode step
+  (``torch.profiler``; a CUDA graph replay is one launch call); on CPU, aten ops per step;
+- ``host_profile``: host milliseconds per decode step at the largest batch, plain and under
+  a JSON schema, with the functions that take them (cProfile);
 - ``breakages``: the device breakages of issue 22 on this device (seeded tree verification
   with a device generator, the transformers adapter with device scores, an explicit device
   index, the ``block_size`` refusals).
@@ -45,6 +49,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -63,8 +68,9 @@ import torch  # noqa: E402
 
 # transformers' greedy token equals ours unless its top-2 logits are closer than this (fp32)
 TIE_GAP = 1e-4
-# minimum share of positions where transformers' bf16 argmax equals our bf16 token
-BF16_AGREEMENT = 0.8
+# our bf16 tokens may agree with transformers' fp32 argmax this much less often than
+# transformers' own bf16 argmax does (teacher-forced on our tokens)
+BF16_SLACK = 0.05
 # attention kernels: max abs error vs the torch reference (bf16 rounds P before P V)
 ATTENTION_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
 TOKENIZER_FILES = (
@@ -394,22 +400,36 @@ def check_parity(plan: Plan, smol: tuple[Path, Any]) -> dict[str, Any]:
     ]
     del llm
     free_device()
-    hf_bf16 = hf.to(torch.bfloat16)
-    agree = total = 0
+    # teacher-forced on our bf16 tokens: transformers' fp32 argmax is the reference; our bf16
+    # tokens must agree with it about as often as transformers' own bf16 argmax does (random
+    # weights put many near-ties within bf16's rounding, where any two bf16 stacks differ)
+    sequences = [
+        torch.tensor([p + m], device=plan.device) for p, m in zip(prompts, ours_bf16, strict=True)
+    ]
     with torch.inference_mode():
-        for prompt, mine in zip(prompts, ours_bf16, strict=True):
-            ids = torch.tensor([prompt + mine], device=plan.device)
-            logits = hf_bf16(ids).logits[0, len(prompt) - 1 : -1]
-            agree += int((logits.argmax(-1).cpu() == torch.tensor(mine)).sum())
-            total += len(mine)
-    agreement = agree / total
+        fp32_argmax = [
+            hf(ids).logits[0, len(p) - 1 : -1].argmax(-1).cpu()
+            for ids, p in zip(sequences, prompts, strict=True)
+        ]
+        hf_bf16 = hf.to(torch.bfloat16)
+        bf16_argmax = [
+            hf_bf16(ids).logits[0, len(p) - 1 : -1].argmax(-1).cpu()
+            for ids, p in zip(sequences, prompts, strict=True)
+        ]
+    mine = torch.cat([torch.tensor(m) for m in ours_bf16])
+    fp32_top1, bf16_top1 = torch.cat(fp32_argmax), torch.cat(bf16_argmax)
+    agreement = float((bf16_top1 == mine).double().mean())
+    ours_vs_fp32 = float((fp32_top1 == mine).double().mean())
+    hf_bf16_vs_fp32 = float((fp32_top1 == bf16_top1).double().mean())
     return {
-        "passed": fp32_ok and agreement >= BF16_AGREEMENT,
+        "passed": fp32_ok and ours_vs_fp32 >= hf_bf16_vs_fp32 - BF16_SLACK,
         "fp32_identical": f"{identical}/{len(prompts)}",
         "fp32_divergences_at_ties": ties,
         "fp32_divergences": divergences,
-        "bf16_top1_agreement": round(agreement, 4),
-        "bf16_threshold": BF16_AGREEMENT,
+        "bf16_top1_agreement_with_hf_bf16": round(agreement, 4),
+        "bf16_ours_vs_hf_fp32": round(ours_vs_fp32, 4),
+        "bf16_hf_vs_hf_fp32": round(hf_bf16_vs_fp32, 4),
+        "bf16_slack": BF16_SLACK,
     }
 
 
@@ -480,10 +500,19 @@ def check_constrained(plan: Plan, folder: Path) -> dict[str, Any]:
     llm.generate(prompts[:1], greedy(2), grammar=grammar)  # compile outside the timed run
     llm.generate(prompts[:1], greedy(2, ignore_eos=True))
     params = greedy(plan.constrained_tokens)
+    # one untimed pass first: every mask the timed runs need is then computed (first visits
+    # are bench_first_visits.py's subject), so the three runs compare the steps alone
+    llm.generate(prompts, params, grammar=grammar, jump_forward=True)
+    llm.generate(prompts, params, grammar=grammar, jump_forward=False)
     constrained, outputs = _tokens_per_second(llm, prompts, params, grammar=grammar)
     unconstrained, _ = _tokens_per_second(
         llm, prompts, greedy(plan.constrained_tokens, ignore_eos=True)
     )
+    # jump-forward appends forced text as multi-token spans, which run the eager forward; the
+    # default above is the engine's choice (off where decode steps replay CUDA graphs)
+    jump, _ = _tokens_per_second(llm, prompts, params, grammar=grammar, jump_forward=True)
+    no_jump, _ = _tokens_per_second(llm, prompts, params, grammar=grammar, jump_forward=False)
+    jump_forward_default = llm.jump_forward_default
     complete = invalid = 0
     for output in outputs:
         if not output.outputs[0].is_grammar_complete:
@@ -500,6 +529,11 @@ def check_constrained(plan: Plan, folder: Path) -> dict[str, Any]:
         "constrained_tok_s": round(constrained, 1),
         "unconstrained_tok_s": round(unconstrained, 1),
         "ratio": round(constrained / unconstrained, 3),
+        "jump_forward_default": jump_forward_default,
+        "constrained_jump_forward_tok_s": round(jump, 1),
+        "ratio_jump_forward": round(jump / unconstrained, 3),
+        "constrained_no_jump_forward_tok_s": round(no_jump, 1),
+        "ratio_no_jump_forward": round(no_jump / unconstrained, 3),
         "complete": f"{complete}/{len(outputs)}",
         "invalid": invalid,
     }
@@ -598,17 +632,35 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
     report: dict[str, Any] = {"batch": batch, "steps": num_steps}
     if torch.cuda.is_available():
         synchronize()
-        with warnings.catch_warnings(record=True) as caught:
+        stacks: list[str] = []
+        shown = warnings.showwarning
+
+        in_step = [False]  # set_sync_debug_mode's own warning is not a step's sync
+
+        def record(message, category, filename, lineno, file=None, line=None):
+            if in_step[0] and "synchroniz" in str(message).lower():  # where the sync came from
+                frames = traceback.extract_stack()[:-1]
+                ours = [f for f in frames if "formcast" in f.filename or "triton" in f.filename]
+                shown_frames = (ours or frames)[-4:][::-1]
+                stacks.append(
+                    f"[{threading.current_thread().name}] "
+                    + " <- ".join(f"{f.filename}:{f.lineno}:{f.name}" for f in shown_frames)
+                )
+
+        with warnings.catch_warnings():
             warnings.simplefilter("always")
+            warnings.showwarning = record
             torch.cuda.set_sync_debug_mode("warn")
             try:
                 for _ in range(num_steps):
+                    in_step[0] = True
                     llm.step()
+                    in_step[0] = False
             finally:
                 torch.cuda.set_sync_debug_mode("default")
-        syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
-        report["syncs_per_step"] = len(syncs) / num_steps
-        report["sync_sites"] = sorted({f"{w.filename}:{w.lineno}" for w in syncs})[:20]
+                warnings.showwarning = shown
+        report["syncs_per_step"] = len(stacks) / num_steps
+        report["sync_sites"] = sorted(set(stacks))[:20]
         activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     else:
         report["syncs_per_step"] = "skipped: no CUDA device (set_sync_debug_mode needs one)"
@@ -620,8 +672,15 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
     events = profiler.events()
     if torch.cuda.is_available():
         device_type = torch.autograd.DeviceType.CUDA
-        launches = sum(1 for e in events if e.device_type == device_type)
-        report["kernel_launches_per_step"] = launches / num_steps
+        kernels = sum(1 for e in events if e.device_type == device_type)
+        # host-side launch calls: one cudaGraphLaunch replays a whole captured forward
+        launch_calls: dict[str, int] = {}
+        for event in events:
+            if event.device_type != device_type and "Launch" in event.name:
+                launch_calls[event.name] = launch_calls.get(event.name, 0) + 1
+        report["device_kernels_per_step"] = kernels / num_steps
+        report["host_launch_calls_per_step"] = sum(launch_calls.values()) / num_steps
+        report["host_launch_calls"] = {k: v / num_steps for k, v in launch_calls.items()}
         report["passed"] = report["syncs_per_step"] <= 1
         report["target"] = "syncs_per_step <= 1"
     else:
@@ -632,6 +691,58 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
         llm.abort(request_id)
     del llm
     free_device()
+    return report
+
+
+# -- host profile --------------------------------------------------------------------------
+
+
+def _profile_steps(llm, num_steps: int) -> dict[str, Any]:
+    """cProfile over ``num_steps`` engine steps: wall per step and the top functions by own
+    time (where the host spends a step once the device work is a graph replay)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    synchronize()
+    started = time.perf_counter()
+    profiler.enable()
+    for _ in range(num_steps):
+        llm.step()
+    synchronize()
+    profiler.disable()
+    wall = time.perf_counter() - started
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:15]
+    top = [
+        f"{Path(file).name}:{line}({name}) own {own / num_steps * 1e3:.3f} ms, "
+        f"cum {cum / num_steps * 1e3:.3f} ms, {calls / num_steps:.0f} calls"
+        for (file, line, name), (_, calls, own, cum, _) in rows
+    ]
+    return {"ms_per_step": round(wall / num_steps * 1e3, 3), "top_own_time_per_step": top}
+
+
+def check_host_profile(plan: Plan, folder: Path) -> dict[str, Any]:
+    """Host time per decode step at the largest batch, unconstrained and with a JSON schema
+    (CPU ms per step under cProfile, which inflates Python-heavy code about 1.5-2x)."""
+    batch = max(plan.batch_sizes)
+    report: dict[str, Any] = {"batch": batch}
+    for name, grammar in (("plain", None), ("json_schema", {"json_schema": SCHEMA})):
+        llm = build_llm(folder, plan, dtype=plan.fast_dtype, max_num_seqs=batch)
+        for prompt in random_prompts(batch, plan.prompt_len, seed=9):
+            llm.add_request(prompt, greedy(10_000, ignore_eos=grammar is None), grammar=grammar)
+        while llm.scheduler.waiting or any(
+            seq.num_output_tokens == 0 for seq in llm.scheduler.running
+        ):
+            llm.step()
+        for _ in range(3):
+            llm.step()
+        report[name] = _profile_steps(llm, 8)
+        for request_id in list(llm.requests):
+            llm.abort(request_id)
+        del llm
+        free_device()
+    report["passed"] = True
     return report
 
 
@@ -704,7 +815,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="JSON report path")
     parser.add_argument(
         "--sections",
-        default="kernels,parity,kv_budget,throughput,constrained,speculative,step_costs,breakages",
+        default=(
+            "kernels,parity,kv_budget,throughput,constrained,speculative,step_costs,"
+            "host_profile,breakages"
+        ),
     )
     args = parser.parse_args(argv)
     if args.export_model_dir is not None:
@@ -719,6 +833,15 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = args.model_dir or export_model_dir(scratch / "smollm2-config")
     sections: dict[str, Any] = {}
     try:
+        # numba's grammar kernels compile on first use (``make kernels`` does it at install
+        # here): once, before anything is timed
+        warm_started = time.perf_counter()
+        from formcast.engine.models.loader import load_tokenizer
+        from formcast.grammar import Vocabulary
+        from formcast.grammar.kernel_warmup import warm_all_kernels
+
+        warm_all_kernels(Vocabulary.from_tokenizer(load_tokenizer(model_dir)))
+        print(f"[numba warm-up] {time.perf_counter() - warm_started:.1f} s", flush=True)
         if "kernels" in wanted:
             sections["kernels"] = run_section("kernels", lambda: check_kernels(plan))
         smol_overrides = TINY if plan.dry_run else {}
@@ -756,6 +879,10 @@ def main(argv: list[str] | None = None) -> int:
         if "step_costs" in wanted:
             sections["step_costs"] = run_section(
                 "step_costs", lambda: check_step_costs(plan, smol_folder)
+            )
+        if "host_profile" in wanted:
+            sections["host_profile"] = run_section(
+                "host_profile", lambda: check_host_profile(plan, smol_folder)
             )
         if "breakages" in wanted:
             sections["breakages"] = run_section(

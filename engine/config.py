@@ -143,9 +143,12 @@ class EngineConfig:
         available. Kept as the device's string; a CUDA device that does not exist is refused.
     attention_backend : str or None
         ``"torch"`` or ``"triton"``; ``None`` chooses by device (CUDA -> Triton).
-    jump_forward : bool
+    jump_forward : bool or None
         Default for grammar requests: append text the grammar forces without sampling it
-        (per-request override: ``add_request(..., jump_forward=...)``).
+        (per-request override: ``add_request(..., jump_forward=...)``). ``None`` (default):
+        on, except where decode steps replay CUDA graphs: a forced span is a multi-token step
+        that runs the eager forward, which costs 10-40 replayed steps there (H200, RESULTS.md
+        "First GPU run"), while jump-forward saves one step per forced token at most.
     overlap_masks : bool
         Fill grammar bitmasks in a worker thread while the forward pass runs (False: inline
         after the forward, for measurements).
@@ -178,7 +181,7 @@ class EngineConfig:
     adaptive_threads: bool = True
     device: str | torch.device | None = None
     attention_backend: str | None = None
-    jump_forward: bool = True
+    jump_forward: bool | None = None
     overlap_masks: bool = True
     num_grammar_threads: int = 2
     num_grammar_workers: int = 0
@@ -219,11 +222,15 @@ class EngineConfig:
             raise EngineConfigError(
                 f"EngineConfig.num_threads={self.num_threads!r} must be None or an int >= 1"
             )
-        for name in ("jump_forward", "overlap_masks", "adaptive_threads"):
+        for name in ("overlap_masks", "adaptive_threads"):
             if not isinstance(getattr(self, name), bool):
                 raise EngineConfigError(
                     f"EngineConfig.{name}={getattr(self, name)!r} must be a bool"
                 )
+        if self.jump_forward is not None and not isinstance(self.jump_forward, bool):
+            raise EngineConfigError(
+                f"EngineConfig.jump_forward={self.jump_forward!r} must be None or a bool"
+            )
         utilization = self.gpu_memory_utilization
         if (
             isinstance(utilization, bool)

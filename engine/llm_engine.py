@@ -137,6 +137,13 @@ class LLM:
             else None
         )
         self.runner = ModelRunner(folder, self.model_config, self.config)
+        graphs = self.runner.decode_graphs
+        # see EngineConfig.jump_forward: off by default where decode steps are graph replays
+        self.jump_forward_default = (
+            not (graphs is not None and graphs.is_cuda_graph)
+            if self.config.jump_forward is None
+            else self.config.jump_forward
+        )
         self.block_manager = BlockManager(
             self.runner.num_kv_blocks,
             self.config.block_size,
@@ -246,7 +253,8 @@ class LLM:
             shorthand ``{"json_schema": ...}`` / ``{"regex": ...}`` / ``{"choice": [...]}``
             / ``{"lark": ...}``. One matcher per sequence (forked for ``n > 1``).
         jump_forward : bool, optional
-            Append grammar-forced text without sampling; default ``EngineConfig.jump_forward``.
+            Append grammar-forced text without sampling; default: ``EngineConfig.jump_forward``
+            (on unless decode steps replay CUDA graphs).
         beam_search : BeamSearchParams, optional
             Run beam search instead of sampling (see `formcast.engine.beam_group`); the
             output holds ``num_return_sequences`` completions, best first, with their
@@ -307,7 +315,7 @@ class LLM:
         seq.num_pending_forks = params.n - 1
         if grammar is not None:
             request.grammar_name = grammar_name
-            seq.jump_forward = self.config.jump_forward if jump_forward is None else jump_forward
+            seq.jump_forward = self.jump_forward_default if jump_forward is None else jump_forward
         if beam_search is not None:
             self.beams.add(request, seq, beam_search)
         self._attach(request, seq)

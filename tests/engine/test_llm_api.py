@@ -147,6 +147,7 @@ def test_bad_input_raises_clear_errors(llm, tiny_folders):
         ({"device": "cuda:1"} if not torch.cuda.is_available() else {"device": "cuda:99"}, "CUDA"),
         ({"device": "meta"}, "use 'cpu' or 'cuda"),
         ({"device": "not a device"}, "is not a device"),
+        ({"jump_forward": "yes"}, "jump_forward='yes' must be None or a bool"),
     ],
 )
 def test_config_refuses_what_would_fail_later(options, message):
@@ -161,6 +162,19 @@ def test_config_takes_a_torch_device_and_small_blocks_on_the_torch_backend():
 
     config = EngineConfig(device=torch.device("cpu"), block_size=4, attention_backend="torch")
     assert config.device == "cpu" and config.attention_backend == "torch"
+
+
+def test_jump_forward_defaults_on_unless_decode_steps_replay_cuda_graphs(llm, tiny_folders):
+    # CPU: no CUDA graphs, so grammar requests jump forward unless the config says otherwise
+    assert llm.config.jump_forward is None and llm.jump_forward_default is True
+    off = LLM(tiny_folders["llama"], num_kv_blocks=8, max_model_len=64, jump_forward=False)
+    assert off.jump_forward_default is False
+    seq_id = off.add_request("hi", SamplingParams(max_tokens=2), grammar={"regex": "ab"})
+    assert off.requests[seq_id].seqs[0].jump_forward is False
+    off.abort(seq_id)
+    if torch.cuda.is_available():  # graphs replayed on CUDA: off by default
+        cuda = LLM(tiny_folders["llama"], device="cuda", num_kv_blocks=8, compile_decode=True)
+        assert cuda.runner.decode_graphs.is_cuda_graph and cuda.jump_forward_default is False
 
 
 def test_more_sequences_than_max_num_seqs_are_refused_when_added(llm):
