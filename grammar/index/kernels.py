@@ -34,6 +34,32 @@ def _finish_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids):  # 
             row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _chain_reach(bits, covered, uniform, state, most):  # pragma: no cover - jitted
+    """``L`` if every byte string over ``bits`` of at most ``L`` bytes stays alive from
+    ``state`` (``bits`` within ``covered[L, state]``, the largest such ``L < most``, ``L >= 1``)
+    and none of those bytes is alive in ``u^L(state)``, where such strings lead; else ``-1``.
+    Levels ``1..most`` of ``covered`` shrink as they rise, so ``L`` is found by bisection."""
+    if not _is_within(bits, covered[1, state]):
+        return -1
+    lo, hi = 1, most  # bits within level lo, not within level hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _is_within(bits, covered[mid, state]):
+            lo = mid
+        else:
+            hi = mid
+    q = state
+    for _ in range(lo):
+        q = uniform[q]
+        if q < 0:
+            return -1
+    live = covered[0, q]
+    if (bits[0] & live[0]) | (bits[1] & live[1]) | (bits[2] & live[2]) | (bits[3] & live[3]):
+        return -1
+    return lo
+
+
 @numba.njit(cache=True, nogil=True)
 def index_rows(
     transitions,
@@ -50,6 +76,8 @@ def index_rows(
     height,
     below,
     covered,
+    uniform,
+    row_lengths,
     dense_of,
     dense,
     text_row,
@@ -64,9 +92,21 @@ def index_rows(
     of node ``n``'s whole subtree (``dense_of[n] = -1``: none); ``text_row``: the packed row of
     every text token. Rows of ``out`` must be zero.
 
+    ``uniform``: ``(S,)`` the uniform successors of :func:`chain_coverage`; ``row_lengths``:
+    ``(R,)`` the byte length of each trie row's token.
+
     The walk splits the trie into finished pieces: subtrees that die at their first byte,
-    subtrees that stay alive throughout (on the state's uniform chain), and tokens ending at a
-    node walked through alive. The allowed set is the union of the alive pieces, and also
+    subtrees that stay alive throughout (on the state's uniform chain), subtrees cut by length
+    (below), and tokens ending at a node walked through alive. A subtree is cut by length at
+    the end of a counted chain (a bounded string's remaining characters): if every byte below
+    node ``n`` (reached in state ``q`` at depth ``d``) lies in ``covered[L, q]`` for the largest
+    such ``L``, every token of the subtree of at most ``d + L`` bytes is alive (those bytes
+    follow the chain), and if none of those bytes can be read in ``u^L(q)``, where the chain
+    has led after ``L`` of them, every longer token dies at its byte ``d + L + 1``. Without
+    the cut, such a state walked every trie node on the way to a token longer than the
+    chain (about half the trie: 52k nodes, ~3 ms for a string of at most 8 characters). The
+    CFG lexer's trie walk makes the same cut (``cfg.walks.kernels._chain_jump``), where it
+    must also stop at states that complete a terminal. The allowed set is the union of the alive pieces, and also
     ``text - (union of the dead subtrees)``: each piece is recorded with its finishing cost
     (``W`` words for a subtree with a dense row, else one bit per token), and the cheaper side
     is written. A state inside a JSON string allows nearly every token (tens of thousands of
@@ -76,8 +116,11 @@ def index_rows(
     num_words = out.shape[1]
     stack_node = np.empty(len(child_start), np.int64)
     stack_state = np.empty(len(child_start), np.int64)
+    stack_depth = np.empty(len(child_start), np.int64)  # bytes of the node's prefix
     piece_node = np.empty(len(child_start), np.int64)
-    piece_kind = np.empty(len(child_start), np.int8)  # 0 alive subtree, 1 ending tokens, 2 dead
+    # 0 alive subtree, 1 ending tokens, 2 dead subtree, 3 subtree cut by length at piece_cut
+    piece_kind = np.empty(len(child_start), np.int8)
+    piece_cut = np.empty(len(child_start), np.int64)
     for i in range(len(states)):
         row = out[i]
         num_pieces = 0
@@ -85,11 +128,13 @@ def index_rows(
         cost_dead = num_words  # the final complement
         stack_node[0] = 0
         stack_state[0] = states[i]
+        stack_depth[0] = 0
         depth = 1
         while depth:
             depth -= 1
             node = stack_node[depth]
             cur = stack_state[depth]
+            child_depth = stack_depth[depth] + 1
             for child in range(child_start[node], child_end[node]):
                 nxt = transitions[cur, byte_to_class[node_byte[child]]]
                 if nxt < 0:
@@ -110,6 +155,19 @@ def index_rows(
                             num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
                         )
                         continue
+                    reach = _chain_reach(below[child], covered, uniform, nxt, min(h, max_height))
+                    if reach >= 0:  # cut by length: rows of at most `cut` bytes are alive
+                        cut = child_depth + reach
+                        num_alive = 0
+                        for r in range(row_lo[child], row_hi[child]):
+                            num_alive += row_lengths[r] <= cut
+                        piece_node[num_pieces] = child
+                        piece_kind[num_pieces] = 3
+                        piece_cut[num_pieces] = cut
+                        num_pieces += 1
+                        cost_alive += num_alive
+                        cost_dead += row_hi[child] - row_lo[child] - num_alive
+                        continue
                 num_ending = token_start[child + 1] - token_start[child]
                 if num_ending:
                     piece_node[num_pieces] = child
@@ -119,11 +177,19 @@ def index_rows(
                 if h > 0:
                     stack_node[depth] = child
                     stack_state[depth] = nxt
+                    stack_depth[depth] = child_depth
                     depth += 1
         is_complement = cost_dead < cost_alive
         for k in range(num_pieces):
             child = piece_node[k]
             kind = piece_kind[k]
+            if kind == 3:  # the alive rows, or in the complement the dead ones
+                cut = piece_cut[k]
+                for r in range(row_lo[child], row_hi[child]):
+                    if (row_lengths[r] > cut) == is_complement:
+                        t = token_ids[r]
+                        row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                continue
             if is_complement != (kind == 2):
                 continue
             if kind == 1:

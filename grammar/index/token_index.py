@@ -444,7 +444,8 @@ def index_packed_rows(
         dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
         trie.child_end,
         trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
-        trie.height, trie.bytes_below, tokens.covered, dense_of, dense, table.text_row(), out,
+        trie.height, trie.bytes_below, tokens.covered, tokens.uniform, table.lengths, dense_of,
+        dense, table.text_row(), out,
     )  # fmt: skip
     if len(table.eos_token_ids):
         accepting = dfa.is_accepting[states]

@@ -136,6 +136,13 @@ TRIE_PATTERNS = [
     r"(?:é|[α-ω]+)[^a]*|\d{3,5}",
     r"(?s:.)*",
     r'"[^"\\]{0,20}"(?:,"[a-z]{2,5}")?',
+    # bounded JSON strings: the walk cuts subtrees by length at the chain's end (the end state
+    # reads only the quote or an escape), and must not where the end state reads more
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,8}"(?:,"k":[0-9]|\})',
+    r'\{"a":"[^"\\\x00-\x1f]{2,5}","b":"[^"\\\x00-\x1f]{0,3}"\}',
+    r"[a-z]{0,3}[a-z0-9]|[ -~]{1,6}\.",
+    # the chain's end reads `e` off the chain (to a state of its own): "the" lives past it
+    r"[a-z]{2}(?:[0-9]+|e)",
 ]
 
 
