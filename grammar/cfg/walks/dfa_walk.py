@@ -181,14 +181,20 @@ class DfaWalker:
         self._set_walkable: dict[int, bool] = {}
         # the stacked tables of set walks, filled one terminal at a time (see _stack_terminal)
         # and allocated at once for every terminal that may join: the OS maps a page on its
-        # first write, and a first use never copies the rows stacked before it
+        # first write, and a first use never copies the rows stacked before it. Rows stay in
+        # each terminal's byte-class space (a key literal's state is a few classes wide, not
+        # 256 bytes: a first use writes tens of bytes per state, not a fresh kilobyte)
         self._stack_lock = threading.Lock()
         self._offsets = np.full(len(self.dfas), -1, dtype=np.int64)
         self._num_stacked = 0
-        capacity = sum(dfa.num_states for dfa in self.dfas if dfa.num_states <= SET_MAX_STATES)
-        self._stacked_table = np.empty((capacity, 256), dtype=np.int32)
+        self._num_cells = 0
+        small = [dfa for dfa in self.dfas if dfa.num_states <= SET_MAX_STATES]
+        capacity = sum(dfa.num_states for dfa in small)
+        self._stacked_cells = np.empty(sum(dfa.transitions.size for dfa in small), np.int32)
+        self._stacked_row_start = np.empty(capacity, dtype=np.int64)
         self._stacked_term_of = np.empty(capacity, dtype=np.int64)
         self._stacked_accepting = np.empty(capacity, dtype=bool)
+        self._classes = np.empty((len(self.dfas), 256), dtype=np.uint8)  # by terminal
         self._stacked_follow: np.ndarray | None = None
 
     def can_walk_in_set(self, t: int) -> bool:
@@ -207,16 +213,20 @@ class DfaWalker:
         return found
 
     def _stack(self) -> tuple[np.ndarray, ...]:
-        """The terminal DFAs stacked so far, side by side: ``(table, term_of, is_accepting,
-        follow)``, ``table`` ``(S, 256)`` int32 over global states (terminal ``t``'s state
-        ``q`` is ``offsets[t] + q``), ``follow`` ``(T, 257)``. Views of the first ``S`` rows:
-        later growth only writes rows past them, so a walk on this snapshot stays valid."""
+        """The terminal DFAs stacked so far, side by side: ``(cells, row_start, classes,
+        term_of, is_accepting, follow)`` over global states (terminal ``t``'s state ``q`` is
+        ``offsets[t] + q``): the successor of global state ``g`` on byte ``b`` is
+        ``cells[row_start[g] + classes[term_of[g], b]]`` (a global state, ``-1`` dead);
+        ``follow`` ``(T, 257)``. Views of the first ``S`` states: later growth only writes
+        past them, so a walk on this snapshot stays valid."""
         with self._stack_lock:
             if self._stacked_follow is None:
                 self._stacked_follow = np.ascontiguousarray(np.stack(self.follow))
             num = self._num_stacked
             return (
-                self._stacked_table[:num],
+                self._stacked_cells[: self._num_cells],
+                self._stacked_row_start[:num],
+                self._classes,
                 self._stacked_term_of[:num],
                 self._stacked_accepting[:num],
                 self._stacked_follow,
@@ -238,20 +248,26 @@ class DfaWalker:
 
     def _stack_terminal(self, t: int) -> int:
         """Append terminal ``t``'s DFA to the stacked tables (allocated for every terminal
-        of at most ``SET_MAX_STATES`` states, so this costs ``t``'s own rows); its offset."""
+        of at most ``SET_MAX_STATES`` states, so this costs ``t``'s own ``(S, classes)``
+        cells); its offset."""
         dfa = self.dfas[t]
         with self._stack_lock:
             if self._offsets[t] >= 0:  # another thread stacked it meanwhile
                 return int(self._offsets[t])
             lo = self._num_stacked
             hi = lo + dfa.num_states
-            assert hi <= len(self._stacked_table), "a set-walk terminal over SET_MAX_STATES"
-            # shift the (S, classes) table, then spread its columns over the 256 bytes: one
-            # pass over the stacked rows
-            shifted = np.where(dfa.transitions >= 0, dfa.transitions + lo, -1).astype(np.int32)
-            np.take(shifted, dfa.byte_to_class, axis=1, out=self._stacked_table[lo:hi])
+            assert hi <= len(self._stacked_term_of), "a set-walk terminal over SET_MAX_STATES"
+            transitions = dfa.transitions  # (S, K)
+            first_cell = self._num_cells
+            cells = self._stacked_cells[first_cell : first_cell + transitions.size]
+            np.add(transitions.ravel(), lo, out=cells, casting="unsafe")  # global states
+            cells[transitions.ravel() < 0] = -1
+            width = transitions.shape[1]
+            self._stacked_row_start[lo:hi] = np.arange(first_cell, first_cell + cells.size, width)
+            self._classes[t] = dfa.byte_to_class
             self._stacked_term_of[lo:hi] = t
             self._stacked_accepting[lo:hi] = dfa.is_accepting
+            self._num_cells = first_cell + cells.size
             self._num_stacked = hi
             self._offsets[t] = lo
         return lo
@@ -261,7 +277,7 @@ class DfaWalker:
         :meth:`set_start` states) at once: one trie walk with the set of live states per node.
         Returns ``(within_row, split_rows, split_steps, split_terminals)``: what the pairs' own
         walks give together (records of tokens within some pair dropped)."""
-        return walk_trie_set(*self._stack(), starts, self.table)
+        return walk_trie_set(self._stack(), starts, self.table)
 
     def set_walk_records(
         self,
@@ -271,7 +287,7 @@ class DfaWalker:
         steps: np.ndarray,
     ) -> tuple[np.ndarray, ...]:
         """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
-        return walk_suffixes_set(*self._stack(), starts, rows, steps, first_byte_bounds, self.table)
+        return walk_suffixes_set(self._stack(), starts, rows, steps, first_byte_bounds, self.table)
 
     def _table(self, t: int) -> np.ndarray:
         """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""

@@ -321,12 +321,16 @@ def _record_walk(
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _advance_set(table, states, lo, n, b, out, used):  # pragma: no cover - jitted
-    """Write the distinct live successors on byte ``b`` of ``states[lo:lo + n]`` to
-    ``out[used:]``; return how many."""
+def _advance_set(
+    cells, row_start, classes, term_of, states, lo, n, b, out, used
+):  # pragma: no cover
+    """Write the distinct live successors on byte ``b`` of ``states[lo:lo + n]`` (global
+    states of a stacked table, see :func:`_trie_set_walk`) to ``out[used:]``; return how
+    many."""
     m = 0
     for i in range(lo, lo + n):
-        q = table[states[i], b]
+        g = states[i]
+        q = cells[row_start[g] + classes[term_of[g], b]]
         if q < 0:
             continue
         is_new = True
@@ -356,11 +360,23 @@ def _add_set_splits(
 
 @numba.njit(cache=True, nogil=True)
 def _trie_set_walk(
-    table, term_of, is_accepting, follow, starts, nodes, token_rows, token_ids, num_words
+    cells,
+    row_start,
+    classes,
+    term_of,
+    is_accepting,
+    follow,
+    starts,
+    nodes,
+    token_rows,
+    token_ids,
+    num_words,
 ):  # pragma: no cover - jitted
-    """Every token read from a *set* of states of a stacked table (``(S, 256)`` int32, the
-    DFAs of several terminals side by side; ``term_of`` ``(S,)``: the terminal of a state;
-    ``follow`` ``(T, 257)`` bool per terminal) at once: one DFS over the vocabulary trie with
+    """Every token read from a *set* of states of a stacked table (the DFAs of several
+    terminals side by side, each in its byte-class space: the successor of global state ``g``
+    on byte ``b`` is ``cells[row_start[g] + classes[term_of[g], b]]``; ``term_of`` ``(S,)``:
+    the terminal of a state; ``follow`` ``(T, 257)`` bool per terminal) at once: one DFS over
+    the vocabulary trie with
     the set of live states per node. A token is within if some state is alive after it; a
     split is recorded per terminal that accepts before a byte it may be followed by. Returns
     ``(within_row, split_rows, split_steps, split_terminals)``."""
@@ -389,7 +405,7 @@ def _trie_set_walk(
                 bigger = np.empty(2 * (used + n), np.int64)
                 bigger[:used] = states[:used]
                 states = bigger
-            m = _advance_set(table, states, lo, n, b, states, used)
+            m = _advance_set(cells, row_start, classes, term_of, states, lo, n, b, states, used)
             if m == 0:
                 continue
             for k in range(nodes[c, _TOKEN_LO], nodes[c, _TOKEN_HI]):
@@ -408,7 +424,9 @@ def _trie_set_walk(
 
 @numba.njit(cache=True, nogil=True)
 def _record_set_walk(
-    table,
+    cells,
+    row_start,
+    classes,
     term_of,
     is_accepting,
     follow,
@@ -434,7 +452,9 @@ def _record_set_walk(
         lo, hi = first_byte_bounds[b], first_byte_bounds[b + 1]
         if lo == hi:
             continue
-        num_first = _advance_set(table, starts, 0, k_starts, b, first, 0)
+        num_first = _advance_set(
+            cells, row_start, classes, term_of, starts, 0, k_starts, b, first, 0
+        )
         if num_first == 0:
             continue
         for k in range(lo, hi):
@@ -449,7 +469,9 @@ def _record_set_walk(
                     live, cur, n, is_accepting, term_of, follow, byte, row, pos, splits, num_splits
                 )
                 other = k_starts if cur == 0 else 0
-                n = _advance_set(table, live, cur, n, byte, live, other)
+                n = _advance_set(
+                    cells, row_start, classes, term_of, live, cur, n, byte, live, other
+                )
                 cur = other
                 if n == 0:
                     break
@@ -584,28 +606,18 @@ def walk_suffixes(
 
 
 def walk_trie_set(
-    table: np.ndarray,
-    term_of: np.ndarray,
-    is_accepting: np.ndarray,
-    follow: np.ndarray,
-    starts: np.ndarray,
-    vt: VocabTable,
+    stacked: tuple[np.ndarray, ...], starts: np.ndarray, vt: VocabTable
 ) -> tuple[np.ndarray, ...]:
-    """Every token of ``vt`` read from the set ``starts`` of a stacked table (see
+    """Every token of ``vt`` read from the set ``starts`` of a stacked table (``stacked``:
+    ``(cells, row_start, classes, term_of, is_accepting, follow)``, see
     :func:`_trie_set_walk`); returns ``(within_row, split_rows, split_steps,
     split_terminals)``: a split's terminal completes before the offset."""
     nodes = trie_nodes(vt)[0]
-    return _trie_set_walk(
-        table, term_of, is_accepting, follow, starts, nodes, vt.trie.token_rows, vt.token_ids,
-        vt.num_words,
-    )  # fmt: skip
+    return _trie_set_walk(*stacked, starts, nodes, vt.trie.token_rows, vt.token_ids, vt.num_words)
 
 
 def walk_suffixes_set(
-    table: np.ndarray,
-    term_of: np.ndarray,
-    is_accepting: np.ndarray,
-    follow: np.ndarray,
+    stacked: tuple[np.ndarray, ...],
     starts: np.ndarray,
     rows: np.ndarray,
     steps: np.ndarray,
@@ -615,8 +627,8 @@ def walk_suffixes_set(
     """Records read from the set ``starts`` of a stacked table; arguments and result as for
     :func:`walk_trie_set` and :func:`walk_suffixes`."""
     return _record_set_walk(
-        table, term_of, is_accepting, follow, starts, rows, steps, first_byte_bounds, vt.matrix,
-        vt.lengths, vt.token_ids, vt.num_words, trie_nodes(vt)[0],
+        *stacked, starts, rows, steps, first_byte_bounds, vt.matrix, vt.lengths, vt.token_ids,
+        vt.num_words, trie_nodes(vt)[0],
     )  # fmt: skip
 
 
