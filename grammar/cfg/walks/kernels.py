@@ -376,10 +376,9 @@ def _trie_set_walk(
     terminals side by side, each in its byte-class space: the successor of global state ``g``
     on byte ``b`` is ``cells[row_start[g] + classes[term_of[g], b]]``; ``term_of`` ``(S,)``:
     the terminal of a state; ``follow`` ``(T, 257)`` bool per terminal) at once: one DFS over
-    the vocabulary trie with
-    the set of live states per node. A token is within if some state is alive after it; a
-    split is recorded per terminal that accepts before a byte it may be followed by. Returns
-    ``(within_row, split_rows, split_steps, split_terminals)``."""
+    the vocabulary trie with the set of live states per node. A token is within if some state
+    is alive after it; a split is recorded per terminal that accepts before a byte it may be
+    followed by. Returns ``(within_row, split_rows, split_steps, split_terminals)``."""
     words = np.zeros(num_words, np.uint32)
     states = np.empty(max(1024, 4 * len(starts)), np.int64)  # the live sets, back to back
     states[: len(starts)] = starts
