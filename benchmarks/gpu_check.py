@@ -504,15 +504,18 @@ def check_constrained(plan: Plan, folder: Path) -> dict[str, Any]:
     # are bench_first_visits.py's subject), so the three runs compare the steps alone
     llm.generate(prompts, params, grammar=grammar, jump_forward=True)
     llm.generate(prompts, params, grammar=grammar, jump_forward=False)
-    constrained, outputs = _tokens_per_second(llm, prompts, params, grammar=grammar)
     unconstrained, _ = _tokens_per_second(
         llm, prompts, greedy(plan.constrained_tokens, ignore_eos=True)
     )
     # jump-forward appends forced text as multi-token spans, which run the eager forward; the
-    # default above is the engine's choice (off where decode steps replay CUDA graphs)
-    jump, _ = _tokens_per_second(llm, prompts, params, grammar=grammar, jump_forward=True)
-    no_jump, _ = _tokens_per_second(llm, prompts, params, grammar=grammar, jump_forward=False)
+    # engine's default (off where decode steps replay CUDA graphs) is one of the two runs
+    runs = {
+        is_on: _tokens_per_second(llm, prompts, params, grammar=grammar, jump_forward=is_on)
+        for is_on in (True, False)
+    }
     jump_forward_default = llm.jump_forward_default
+    constrained, outputs = runs[jump_forward_default]
+    jump, no_jump = runs[True][0], runs[False][0]
     complete = invalid = 0
     for output in outputs:
         if not output.outputs[0].is_grammar_complete:
@@ -633,8 +636,6 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
     if torch.cuda.is_available():
         synchronize()
         stacks: list[str] = []
-        shown = warnings.showwarning
-
         in_step = [False]  # set_sync_debug_mode's own warning is not a step's sync
 
         def record(message, category, filename, lineno, file=None, line=None):
@@ -647,7 +648,7 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
                     + " <- ".join(f"{f.filename}:{f.lineno}:{f.name}" for f in shown_frames)
                 )
 
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # restores showwarning on exit
             warnings.simplefilter("always")
             warnings.showwarning = record
             torch.cuda.set_sync_debug_mode("warn")
@@ -658,7 +659,6 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
                     in_step[0] = False
             finally:
                 torch.cuda.set_sync_debug_mode("default")
-                warnings.showwarning = shown
         report["syncs_per_step"] = len(stacks) / num_steps
         report["sync_sites"] = sorted(set(stacks))[:20]
         activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
