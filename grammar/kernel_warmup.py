@@ -33,6 +33,7 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     import numpy as np
 
     from formcast.bitmask import allocate_token_bitmask
+    from formcast.grammar.automata import byte_dfa
     from formcast.grammar.automata import kernels as automata_kernels
     from formcast.grammar.cfg.lark_frontend import compile_lark
     from formcast.grammar.index.compile import compile_regex, warm_kernels
@@ -45,6 +46,11 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     # key-language products (patternProperties classes, `format` with `pattern`)
     automata_kernels.product_rows(
         np.array([[1, 0], [1, 1], [0, 0]], dtype=np.int32), np.array([0, 2, 3]), 16
+    )
+    # trimming called from Python (the minimiser's quotient): `determinize` reaches the same
+    # kernels only from inside numba, which does not load their Python-level dispatch
+    byte_dfa.trim(
+        np.array([[1], [-1]], dtype=np.int32), np.zeros(256, dtype=np.uint8), np.array([0, 1]) > 0
     )
     compile_regex(r"[a-z]{1,4}(,[0-9]+)?", vocab, cache=False)
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
