@@ -36,7 +36,7 @@ from formcast.decoding.beam_search import BeamSearchParams
 from formcast.engine.beam_group import BeamSearchManager, beam_sampling_params
 from formcast.engine.block_manager import BlockManager
 from formcast.engine.config import EngineConfig
-from formcast.engine.detokenizer import IncrementalDetokenizer
+from formcast.engine.detokenizer import IncrementalDetokenizer, token_texts
 from formcast.engine.engine_stats import EngineStats
 from formcast.engine.model_runner import ModelRunner
 from formcast.engine.models.config import ModelConfig
@@ -130,6 +130,7 @@ class LLM:
 
             tokenizer = AutoTokenizer.from_pretrained(folder)
         self.tokenizer = tokenizer
+        token_texts(tokenizer)  # the detokenizers' byte table: built here, not in a request
         # CPU: the forward's thread pool follows the cores other work leaves free
         self.threads = (
             ThreadGovernor(self.config.num_threads, self.config.adaptive_threads)

@@ -272,7 +272,7 @@ class Postprocessor:
         return StreamDelta(
             seq.request_id,
             seq.index,
-            seq.output_token_ids[start:],
+            seq.token_ids[seq.num_prompt_tokens + start :],  # no copy of the whole output
             text,
             seq.finish_reason,
             seq.logprobs[start:] if want_logprobs else None,
