@@ -476,10 +476,12 @@ def check_throughput(plan: Plan, models: dict[str, Path]) -> dict[str, Any]:
     for name, folder in models.items():
         biggest = max(plan.batch_sizes)
         llm = build_llm(folder, plan, dtype=plan.fast_dtype, max_num_seqs=biggest)
-        llm.generate([[1, 2, 3]], greedy(4, ignore_eos=True))  # warm-up (kernels compile)
         rates = {}
         for batch in plan.batch_sizes:
             prompts = random_prompts(batch, plan.prompt_len, seed=batch)
+            # untimed, the same shapes: Triton specialises kernels on lengths (a first 64-token
+            # prefill compiles anew), and each batch size has its own graph bucket
+            llm.generate(prompts, greedy(4, ignore_eos=True))
             rate, _ = _tokens_per_second(llm, prompts, greedy(plan.max_tokens, ignore_eos=True))
             rates[f"batch_{batch}"] = round(rate, 1)
         report[name] = rates
