@@ -25,8 +25,9 @@ Sections (each reports ``passed``: true, false, or ``"skipped"`` with a reason):
 - ``step_costs``: host-device syncs per decode step (``torch.cuda.set_sync_debug_mode``, with
   the frames that asked for them), device kernels and host launch calls per decode step
   (``torch.profiler``; a CUDA graph replay is one launch call); on CPU, aten ops per step;
-- ``host_profile``: host milliseconds per decode step at the largest batch, plain and under
-  a JSON schema, with the functions that take them (cProfile);
+- ``host_profile``: host milliseconds per decode step at the largest batch (plain, JSON
+  schema) and at the constrained section's batch (plain, JSON schema, reasoning + JSON), with
+  and without cProfile, the mask thread's fill and wait, and the functions that take them;
 - ``breakages``: the device breakages of issue 22 on this device (seeded tree verification
   with a device generator, the transformers adapter with device scores, an explicit device
   index, the ``block_size`` refusals).
@@ -732,13 +733,22 @@ def check_step_costs(plan: Plan, folder: Path) -> dict[str, Any]:
 
 
 def _profile_steps(llm, num_steps: int) -> dict[str, Any]:
-    """cProfile over ``num_steps`` engine steps: wall per step and the top functions by own
-    time (where the host spends a step once the device work is a graph replay)."""
+    """Wall per step over ``num_steps`` engine steps without a profiler, the mask thread's
+    fill and wait per step, then ``num_steps`` more under cProfile: the top functions by own
+    time and formcast's by cumulative time (where the host spends a step once the device work
+    is a graph replay)."""
     import cProfile
     import pstats
 
-    profiler = cProfile.Profile()
+    stats_before = llm.stats
     synchronize()
+    started = time.perf_counter()
+    for _ in range(num_steps):
+        llm.step()
+    synchronize()
+    plain_wall = time.perf_counter() - started
+    stats_after = llm.stats
+    profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
     for _ in range(num_steps):
@@ -747,21 +757,49 @@ def _profile_steps(llm, num_steps: int) -> dict[str, Any]:
     profiler.disable()
     wall = time.perf_counter() - started
     stats = pstats.Stats(profiler)
-    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:15]
-    top = [
-        f"{Path(file).name}:{line}({name}) own {own / num_steps * 1e3:.3f} ms, "
-        f"cum {cum / num_steps * 1e3:.3f} ms, {calls / num_steps:.0f} calls"
-        for (file, line, name), (_, calls, own, cum, _) in rows
-    ]
-    return {"ms_per_step": round(wall / num_steps * 1e3, 3), "top_own_time_per_step": top}
+
+    def shown(rows) -> list[str]:
+        return [
+            f"{Path(file).name}:{line}({name}) own {own / num_steps * 1e3:.3f} ms, "
+            f"cum {cum / num_steps * 1e3:.3f} ms, {calls / num_steps:.0f} calls"
+            for (file, line, name), (_, calls, own, cum, _) in rows
+        ]
+
+    by_own = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:15]
+    ours = [kv for kv in stats.stats.items() if "formcast" in kv[0][0]]
+    by_cum = sorted(ours, key=lambda kv: kv[1][3], reverse=True)[:20]
+    fill = stats_after.mask_fill_seconds - stats_before.mask_fill_seconds
+    wait = stats_after.mask_wait_seconds - stats_before.mask_wait_seconds
+    return {
+        "ms_per_step_unprofiled": round(plain_wall / num_steps * 1e3, 3),
+        "mask_fill_ms_per_step": round(fill / num_steps * 1e3, 3),
+        "mask_wait_ms_per_step": round(wall and wait / num_steps * 1e3, 3),
+        "ms_per_step": round(wall / num_steps * 1e3, 3),
+        "top_own_time_per_step": shown(by_own),
+        "top_formcast_cumulative_per_step": shown(by_cum),
+    }
 
 
 def check_host_profile(plan: Plan, folder: Path) -> dict[str, Any]:
-    """Host time per decode step at the largest batch, unconstrained and with a JSON schema
-    (CPU ms per step under cProfile, which inflates Python-heavy code about 1.5-2x)."""
-    batch = max(plan.batch_sizes)
-    report: dict[str, Any] = {"batch": batch}
-    for name, grammar in (("plain", None), ("json_schema", {"json_schema": SCHEMA})):
+    """Host time per decode step, unconstrained and with a JSON schema at the largest batch,
+    and at the constrained section's batch also with reasoning then the JSON schema (the
+    constrained ratios' steps); cProfile inflates Python-heavy code about 1.5-2x, so each
+    case also reports its steps unprofiled."""
+    from formcast.grammar import GrammarSpec
+    from formcast.grammar.reasoning import ReasoningConfig
+
+    json_spec = GrammarSpec.json_schema(SCHEMA)
+    reasoning_spec = GrammarSpec.reasoning(json_spec, ReasoningConfig(max_tokens=32))
+    largest, constrained = max(plan.batch_sizes), plan.constrained_requests
+    cases = [
+        (largest, "plain", None),
+        (largest, "json_schema", json_spec),
+        (constrained, "plain", None),
+        (constrained, "json_schema", json_spec),
+        (constrained, "reasoning_json", reasoning_spec),
+    ]
+    report: dict[str, Any] = {}
+    for batch, name, grammar in cases:
         llm = build_llm(folder, plan, dtype=plan.fast_dtype, max_num_seqs=batch)
         for prompt in random_prompts(batch, plan.prompt_len, seed=9):
             llm.add_request(prompt, greedy(10_000, ignore_eos=grammar is None), grammar=grammar)
@@ -771,7 +809,7 @@ def check_host_profile(plan: Plan, folder: Path) -> dict[str, Any]:
             llm.step()
         for _ in range(3):
             llm.step()
-        report[name] = _profile_steps(llm, 8)
+        report[f"batch_{batch}_{name}"] = _profile_steps(llm, 8)
         for request_id in list(llm.requests):
             llm.abort(request_id)
         del llm

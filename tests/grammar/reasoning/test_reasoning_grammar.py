@@ -10,9 +10,11 @@ import random
 import jsonschema
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from formcast.bitmask import allocate_token_bitmask
 from formcast.errors import GrammarError
 from formcast.grammar import GrammarSpec, compile_json_schema, compile_lark, compile_regex
 from formcast.grammar.reasoning import ReasoningConfig, ReasoningGrammar
@@ -310,3 +312,39 @@ def test_spec_wraps_any_answer_and_round_trips_its_recipe(smollm2_vocab):
     assert isinstance(grammar, ReasoningGrammar)
     matcher = grammar.matcher()
     assert matcher.accept_bytes(b"<think>x</think>42") and matcher.is_accepting()
+
+
+def test_fill_bitmask_writes_the_allowed_ids_on_both_paths(smollm2_vocab, json_answer):
+    """A CPU bitmask of rows of exactly ``ceil(V/32)`` words takes a numpy row copy, any
+    other (a wider bitmask, one 1-D row) the torch copy; both write the allowed ids, in the
+    thoughts, in a forced end tag and in the answer, and leave the other rows alone."""
+    grammar = ReasoningGrammar(json_answer, ReasoningConfig(max_tokens=2))
+    vocab_size = smollm2_vocab.vocab_size
+    num_words = (vocab_size + 31) // 32
+    token_of = {data: i for i, data in enumerate(smollm2_vocab.token_bytes) if data}
+    # thoughts are tokens (the budget counts them); the tags and the answer are bytes
+    walks = [
+        (),
+        (b"<think>", b"so"),
+        (b"<think>", b"so", b" far"),
+        (b"<think>", b"so", b" far", b"</think>{"),
+    ]
+    for walk in walks:
+        matcher = grammar.matcher()
+        for k, data in enumerate(walk):
+            assert (
+                matcher.accept_token(token_of[data]) if k in (1, 2) else matcher.accept_bytes(data)
+            )
+        assert matcher.is_in_answer == (len(walk) == 4)
+        expected = matcher.allowed_token_ids().tolist()
+        prefix = b"".join(walk)
+        prepared = allocate_token_bitmask(4, vocab_size)
+        prepared.fill_(-1)
+        wider = torch.full((2, num_words + 3), -1, dtype=torch.int32)
+        one_row = torch.zeros(num_words, dtype=torch.int32)
+        for bitmask, row in ((prepared, 2), (wider, 1), (one_row, 0)):
+            matcher.fill_bitmask(bitmask, row)
+            target = bitmask if bitmask.dim() == 1 else bitmask[row]
+            bits = np.unpackbits(target.numpy().view(np.uint8), bitorder="little")
+            assert np.flatnonzero(bits).tolist() == expected, (prefix, bitmask.shape)
+        assert (prepared[[0, 1, 3]] == -1).all()  # other rows untouched
