@@ -64,6 +64,21 @@ from formcast.samplers import Sampler, SamplingBatch, SamplingParams
 from formcast.samplers.batch import to_device
 
 
+class _OutputTokenIds(SequenceABC):
+    """The generated ids of ``seqs`` for `SamplingBatch.build`: row ``i`` is copied out of
+    ``seqs[i]`` only when read (penalty rows, rows under ``min_tokens``), not every row every
+    step (a copy per row grows with the output: quadratic over a long generation)."""
+
+    def __init__(self, seqs: list[Sequence]) -> None:
+        self._seqs = seqs
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __getitem__(self, row: int) -> list[int]:  # type: ignore[override]  # rows only
+        return self._seqs[row].output_token_ids
+
+
 def _build_speculator(llm: LLM, config: Any) -> Speculator | None:
     """The chain speculator, or the tree speculator for ``method="medusa"``."""
     if config is None:
@@ -710,7 +725,7 @@ class LLM:
         batch = SamplingBatch.build(
             params,
             [seq.prompt_token_ids for seq in seqs],
-            [seq.output_token_ids for seq in seqs],
+            _OutputTokenIds(seqs),  # copied out only for rows with penalties or min_tokens
             self.vocab_size,
             self.eos_token_ids,
             [seq.generator for seq in seqs],

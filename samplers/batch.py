@@ -471,7 +471,7 @@ def _bias_edit(params, vocab_size) -> HostEdit | None:
 def _banned_ids(params, output_token_ids, eos, vocab_size) -> HostEdit | None:
     flat = []
     for row, p in enumerate(params):
-        if len(output_token_ids[row]) >= p.min_tokens:
+        if p.min_tokens <= 0 or len(output_token_ids[row]) >= p.min_tokens:
             continue
         banned = set(p.stop_token_ids) | (set() if p.ignore_eos else set(eos))
         flat.extend(row * vocab_size + t for t in sorted(banned) if 0 <= t < vocab_size)

@@ -225,3 +225,11 @@ def test_first_follow_equal_their_definition_on_random_grammars(seed):
 def test_first_follow_equal_their_definition_on_the_test_grammars(name):
     prepared = _prepared(name)
     assert _first_follow_sets(prepared) == _first_follow_by_definition(prepared)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(0, 2000), max_size=60))
+def test_bit_set_lists_the_members_of_an_int_bit_set(members):
+    from formcast.grammar.cfg.first_follow import bit_set
+
+    assert bit_set(sum(1 << k for k in members)) == members
