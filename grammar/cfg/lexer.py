@@ -311,11 +311,11 @@ class CfgLexer:
         if found is None:
             pair = self._single_pair(sid)
             if pair is not None:
-                is_live = self._dfa_walker.first_bytes(*pair)  # (256,) bool
+                found = self._dfa_walker.first_bytes(*pair)
             else:
                 is_live = np.asarray(self.row(sid)) >= 0
-            # bit b of the int = byte b (little-endian bits of little-endian bytes)
-            found = int.from_bytes(np.packbits(is_live, bitorder="little").tobytes(), "little")
+                # bit b of the int = byte b (little-endian bits of little-endian bytes)
+                found = int.from_bytes(np.packbits(is_live, bitorder="little").tobytes(), "little")
             self._first_bytes[sid] = found
         return found
 

@@ -46,13 +46,15 @@ from collections import OrderedDict
 import numpy as np
 
 from formcast.grammar import caches
-from formcast.grammar.automata import kernels as automata_kernels
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.automata.chain_keys import canonical_chain, chain_acceptance
 from formcast.grammar.cfg.first_follow import bit_set, first_follow
 from formcast.grammar.cfg.rules import PreparedGrammar
 from formcast.grammar.cfg.walks.kernels import (
     chain_coverage,
+    first_byte_words,
+    is_set_walkable,
+    stack_terminal,
     walk_suffixes,
     walk_suffixes_set,
     walk_trie,
@@ -98,12 +100,6 @@ def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
             row[:256] |= starts_with[is_follower].any(axis=0)
         out.append(row)
     return out
-
-
-def is_acyclic(transitions: np.ndarray) -> bool:
-    """True if the DFA table ``(S, K)`` (``-1`` = dead) has no cycle (Kahn's algorithm, jitted:
-    it runs for every small terminal on a grammar's first set walk)."""
-    return bool(automata_kernels.is_acyclic(np.ascontiguousarray(transitions)))
 
 
 _SHARED_MAX_BYTES = 256 * 2**20
@@ -203,13 +199,11 @@ class DfaWalker:
         found = self._set_walkable.get(t)
         if found is None:
             dfa = self.dfas[t]
-            # live bytes of a state: the sizes of the byte classes it moves on
-            class_sizes = np.bincount(dfa.byte_to_class, minlength=dfa.transitions.shape[1])
-            found = dfa.num_states <= SET_MAX_STATES and (
-                int(((dfa.transitions >= 0) @ class_sizes).max()) <= SET_MAX_LOOP_BYTES
-                or is_acyclic(dfa.transitions)
+            found = self._set_walkable[t] = bool(
+                is_set_walkable(
+                    dfa.transitions, dfa.byte_to_class, SET_MAX_STATES, SET_MAX_LOOP_BYTES
+                )
             )
-            self._set_walkable[t] = found
         return found
 
     def _stack(self) -> tuple[np.ndarray, ...]:
@@ -257,17 +251,13 @@ class DfaWalker:
             lo = self._num_stacked
             hi = lo + dfa.num_states
             assert hi <= len(self._stacked_term_of), "a set-walk terminal over SET_MAX_STATES"
-            transitions = dfa.transitions  # (S, K)
             first_cell = self._num_cells
-            cells = self._stacked_cells[first_cell : first_cell + transitions.size]
-            np.add(transitions.ravel(), lo, out=cells, casting="unsafe")  # global states
-            cells[transitions.ravel() < 0] = -1
-            width = transitions.shape[1]
-            self._stacked_row_start[lo:hi] = np.arange(first_cell, first_cell + cells.size, width)
-            self._classes[t] = dfa.byte_to_class
-            self._stacked_term_of[lo:hi] = t
-            self._stacked_accepting[lo:hi] = dfa.is_accepting
-            self._num_cells = first_cell + cells.size
+            stack_terminal(
+                dfa.transitions, dfa.byte_to_class, dfa.is_accepting, t, lo, first_cell,
+                self._stacked_cells, self._stacked_row_start, self._classes,
+                self._stacked_term_of, self._stacked_accepting,
+            )  # fmt: skip
+            self._num_cells = first_cell + dfa.transitions.size
             self._num_stacked = hi
             self._offsets[t] = lo
         return lo
@@ -293,10 +283,12 @@ class DfaWalker:
         """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
         return full_table(self.dfas[t])
 
-    def first_bytes(self, t: int, state: int) -> np.ndarray:
-        """``(256,)`` bool: the bytes state ``state`` of terminal ``t`` can read."""
+    def first_bytes(self, t: int, state: int) -> int:
+        """Bit set (an int, bit ``b`` = byte ``b``) of the bytes state ``state`` of terminal
+        ``t`` can read."""
         dfa = self.dfas[t]
-        return dfa.transitions[state][dfa.byte_to_class] >= 0
+        words = first_byte_words(dfa.transitions, dfa.byte_to_class, state)
+        return int.from_bytes(words.tobytes(), "little")
 
     def site(self, t: int, state: int) -> tuple:
         """What a walk from ``state`` of terminal ``t`` is keyed by: the DFA and the state, or

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from formcast.grammar import caches
+from formcast.grammar.automata import kernels as automata_kernels
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.index import kernels as index_kernels
 from formcast.grammar.index.token_index import VocabTable
@@ -629,6 +630,62 @@ def walk_suffixes_set(
         *stacked, starts, rows, steps, first_byte_bounds, vt.matrix, vt.lengths, vt.token_ids,
         vt.num_words, trie_nodes(vt)[0],
     )  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True)
+def is_set_walkable(
+    transitions, byte_to_class, max_states, max_loop_bytes
+):  # pragma: no cover - jitted
+    """True if a terminal DFA (``(S, K)`` class table, ``(256,)`` byte -> class) may join set
+    walks: at most ``max_states`` states, and every state reads at most ``max_loop_bytes``
+    bytes or the table has no cycle (one pass; the test that a first set walk runs per key)."""
+    num_states, num_classes = transitions.shape
+    if num_states > max_states:
+        return False
+    class_size = np.zeros(num_classes, np.int64)
+    for b in range(256):
+        class_size[byte_to_class[b]] += 1
+    for s in range(num_states):
+        num_live = 0
+        for c in range(num_classes):
+            if transitions[s, c] >= 0:
+                num_live += class_size[c]
+        if num_live > max_loop_bytes:
+            return automata_kernels.is_acyclic(transitions)
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def stack_terminal(
+    transitions, byte_to_class, is_accepting, terminal, lo, first_cell,
+    cells, row_start, classes, term_of, accepting,
+):  # pragma: no cover - jitted  # fmt: skip
+    """Write one terminal DFA into the stacked set-walk tables as global states ``lo ..``:
+    its ``(S, K)`` cells from ``first_cell`` (successors shifted by ``lo``, ``-1`` dead),
+    each state's first cell, owner and acceptance, and its byte classes (one pass instead of
+    a numpy call per table)."""
+    num_states, width = transitions.shape
+    for s in range(num_states):
+        base = first_cell + s * width
+        row_start[lo + s] = base
+        term_of[lo + s] = terminal
+        accepting[lo + s] = is_accepting[s]
+        for c in range(width):
+            q = transitions[s, c]
+            cells[base + c] = q + lo if q >= 0 else -1
+    for b in range(256):
+        classes[terminal, b] = byte_to_class[b]
+
+
+@numba.njit(cache=True, nogil=True)
+def first_byte_words(transitions, byte_to_class, state):  # pragma: no cover - jitted
+    """``(4,)`` uint64 bit set (bit ``b & 63`` of word ``b >> 6`` = byte ``b``) of the bytes
+    ``state`` of a class table can read."""
+    words = np.zeros(4, np.uint64)
+    for b in range(256):
+        if transitions[state, byte_to_class[b]] >= 0:
+            words[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return words
 
 
 def sort_records(rows: np.ndarray, steps: np.ndarray, vt: VocabTable) -> tuple:
