@@ -14,8 +14,11 @@ terminal DFA directly.
   the lexeme (a within token is allowed anyway, and split records of within tokens are
   dropped).
 - Record walks (a split group's suffixes, :meth:`DfaWalker.walk_records`) read each record
-  byte by byte in the DFA's own ``(S, 256)`` table (:func:`~formcast.grammar.
+  byte by byte in the DFA's own table (:func:`~formcast.grammar.
   cfg_walk_kernels.walk_suffixes`).
+- Both read the DFA in its byte-class space (``transitions[s, byte_to_class[b]]``): a first
+  walk of a terminal never materialises a ``(S, 256)`` table (a 571-state string terminal's
+  was 0.6 MB, written on first touch).
 - *Follow filter*: a split at offset ``j`` matters only if byte ``j`` of the token can start a
   lexeme that may follow ``t`` in some sentence (the first bytes of the terminals in
   ``FOLLOW(t)``, and of the ignored terminals): otherwise the suffix dies on its first byte in
@@ -279,10 +282,6 @@ class DfaWalker:
         """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
         return walk_suffixes_set(self._stack(), starts, rows, steps, first_byte_bounds, self.table)
 
-    def _table(self, t: int) -> np.ndarray:
-        """``(S, 256)`` int32 successors of terminal ``t``'s DFA (shared)."""
-        return full_table(self.dfas[t])
-
     def first_bytes(self, t: int, state: int) -> int:
         """Bit set (an int, bit ``b`` = byte ``b``) of the bytes state ``state`` of terminal
         ``t`` can read."""
@@ -334,8 +333,8 @@ class DfaWalker:
         if found is None:
             dfa, at, is_accepting = self._walked(t, state, site)
             within_row, rows, steps, _ = walk_trie(
-                full_table(dfa), at, is_accepting, self.follow[t], self._coverage(dfa),
-                self.table,
+                dfa.transitions, at, is_accepting, self.follow[t], self._coverage(dfa),
+                self.table, classes=dfa.byte_to_class,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found
@@ -364,20 +363,11 @@ class DfaWalker:
         if found is None:
             dfa, at, is_accepting = self._walked(t, state, site)
             within_row, rows, steps, _ = walk_suffixes(
-                full_table(dfa), at, rows, steps, first_byte_bounds,
-                is_accepting, self.follow[t], self.table,
+                dfa.transitions, at, rows, steps, first_byte_bounds,
+                is_accepting, self.follow[t], self.table, classes=dfa.byte_to_class,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found
-
-
-def full_table(dfa: ByteDFA) -> np.ndarray:
-    """``(S, 256)`` int32 successors of ``dfa`` (built once, kept in :data:`SHARED_WALKS`)."""
-    found = SHARED_WALKS.get(("table", dfa))
-    if found is None:
-        full = dfa.transitions[:, dfa.byte_to_class].astype(np.int32)
-        found = SHARED_WALKS.put(("table", dfa), (np.ascontiguousarray(full),))
-    return found[0]
 
 
 caches.register(

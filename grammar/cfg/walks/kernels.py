@@ -176,6 +176,7 @@ def _walk_output(words, splits, num_splits, nodes, token_ids, by_node):  # pragm
 @numba.njit(cache=True, nogil=True)
 def _trie_walk(
     table,
+    classes,
     start,
     first_bytes,
     is_split,
@@ -226,7 +227,7 @@ def _trie_walk(
                 continue
             if splits_here and follow[b]:
                 splits, num_splits = _push_split(splits, num_splits, c, depth, s)
-            q = table[s, b]
+            q = table[s, classes[b]]
             if q < 0:
                 continue
             h = height_byte & 0xFFFFFFFF
@@ -277,6 +278,7 @@ def _trie_walk(
 @numba.njit(cache=True, nogil=True)
 def _record_walk(
     table,
+    classes,
     start,
     rows,
     steps,
@@ -300,7 +302,7 @@ def _record_walk(
         lo, hi = first_byte_bounds[b], first_byte_bounds[b + 1]
         if lo == hi:
             continue
-        first = table[start, b]
+        first = table[start, classes[b]]
         if first < 0:
             continue
         for k in range(lo, hi):
@@ -312,7 +314,7 @@ def _record_walk(
                 byte = matrix[row, pos]
                 if is_split[s] and follow[byte]:
                     splits, num_splits = _push_split(splits, num_splits, row, pos, s)
-                s = table[s, byte]
+                s = table[s, classes[byte]]
                 if s < 0:
                     break
                 pos += 1
@@ -515,6 +517,8 @@ def _unpack_keys(keys):  # pragma: no cover - jitted
 # -- Python entry points ------------------------------------------------------------------------
 
 _ALL_BYTES = np.ones(256, dtype=bool)
+# the identity byte -> class map: walks of a table with one column per byte
+BYTE_CLASSES = np.arange(256, dtype=np.uint8)
 # a coverage that covers nothing
 NO_COVERAGE = (np.zeros((1, 0, 4), dtype=np.uint64), np.zeros(0, dtype=np.int64))
 _TRIE_NODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -574,16 +578,19 @@ def walk_trie(
     coverage: tuple[np.ndarray, np.ndarray],
     vt: VocabTable,
     first_bytes: np.ndarray = _ALL_BYTES,
+    classes: np.ndarray = BYTE_CLASSES,
 ) -> tuple[np.ndarray, ...]:
     """Every token of ``vt`` (whose first byte ``first_bytes`` marks) read from ``start`` of
-    ``table`` (``(S, 256)`` int32); ``is_split`` ``(S,)`` bool, ``follow`` ``(257,)`` bool,
-    ``coverage`` from :func:`chain_coverage` (or :data:`NO_COVERAGE`). Returns ``(within_row,
-    split_rows, split_steps, split_states)`` (module docstring)."""
+    ``table`` (int32, ``(S, K)`` over ``classes``: the successor of ``s`` on byte ``b`` is
+    ``table[s, classes[b]]``; by default ``(S, 256)`` over the bytes themselves);
+    ``is_split`` ``(S,)`` bool, ``follow`` ``(257,)`` bool, ``coverage`` from
+    :func:`chain_coverage` (or :data:`NO_COVERAGE`). Returns ``(within_row, split_rows,
+    split_steps, split_states)`` (module docstring)."""
     nodes, below, dense, level_start, row_lo = trie_nodes(vt)
     covered, uniform = coverage
     return _trie_walk(
-        table, start, first_bytes, is_split, follow, covered, uniform, nodes, below, dense,
-        level_start, row_lo, vt.lengths, vt.trie.token_rows, vt.token_ids, vt.num_words,
+        table, classes, start, first_bytes, is_split, follow, covered, uniform, nodes, below,
+        dense, level_start, row_lo, vt.lengths, vt.trie.token_rows, vt.token_ids, vt.num_words,
     )  # fmt: skip
 
 
@@ -596,12 +603,13 @@ def walk_suffixes(
     is_split: np.ndarray,
     follow: np.ndarray,
     vt: VocabTable,
+    classes: np.ndarray = BYTE_CLASSES,
 ) -> tuple[np.ndarray, ...]:
     """Records ``(rows[k], steps[k])`` (int32, sorted by first byte: ``first_byte_bounds``)
     read from ``start`` of ``table``; arguments and result as for :func:`walk_trie`."""
     return _record_walk(
-        table, start, rows, steps, first_byte_bounds, is_split, follow, vt.matrix, vt.lengths,
-        vt.token_ids, vt.num_words, trie_nodes(vt)[0],
+        table, classes, start, rows, steps, first_byte_bounds, is_split, follow, vt.matrix,
+        vt.lengths, vt.token_ids, vt.num_words, trie_nodes(vt)[0],
     )  # fmt: skip
 
 

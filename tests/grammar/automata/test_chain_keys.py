@@ -22,7 +22,7 @@ from formcast.grammar.automata.byte_dfa import determinize
 from formcast.grammar.automata.chain_keys import ChainKeys, canonical_chain, chain_acceptance
 from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.automata.nfa_builder import build_nfa
-from formcast.grammar.cfg.walks.dfa_walk import DfaWalker, full_table
+from formcast.grammar.cfg.walks.dfa_walk import DfaWalker
 from formcast.grammar.cfg.walks.kernels import chain_coverage, walk_suffixes, walk_trie
 from formcast.grammar.index.compile import regex_to_dfa, strip_anchors
 from formcast.grammar.index.token_index import vocab_table
@@ -122,7 +122,8 @@ def test_keyed_walks_equal_walks_on_the_own_dfa(smollm2_vocab):
         width = dfa.walk_keys.width
         ends = range(max(0, dfa.num_states - 4 * width), dfa.num_states)  # the last words
         states = sorted(set(range(0, min(dfa.num_states, 3 * width))) | set(ends))
-        own = (full_table(dfa), dfa.is_accepting, walker.follow[t])
+        full = np.ascontiguousarray(dfa.transitions[:, dfa.byte_to_class], dtype=np.int32)
+        own = (full, dfa.is_accepting, walker.follow[t])  # the (S, 256) table: a reference
         coverage = chain_coverage(dfa, table)
         for q in states:
             keyed = walker.vocabulary_walk(t, q)

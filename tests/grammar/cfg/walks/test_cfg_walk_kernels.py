@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from formcast.grammar.cfg.walks.kernels import (
+    BYTE_CLASSES,
     NO_COVERAGE,
     chain_coverage,
     sort_records,
@@ -109,6 +110,13 @@ def test_trie_walk_equals_byte_walk(pattern, table):
             found = walk_trie(full, state, dfa.is_accepting, follow, cov, table, first_bytes)
             assert _ids(found[0]) == want[0], (pattern, state)
             assert _split_set(found) == want[1], (pattern, state)
+        # the DFA's own (S, K) class table, as terminal walks read it
+        found = walk_trie(
+            dfa.transitions, state, dfa.is_accepting, follow, coverage, table, first_bytes,
+            classes=dfa.byte_to_class,
+        )  # fmt: skip
+        assert _ids(found[0]) == want[0], (pattern, state, "classes")
+        assert _split_set(found) == want[1], (pattern, state, "classes")
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -127,10 +135,14 @@ def test_record_walk_equals_byte_walk(pattern, table):
     follow = np.ones(257, dtype=bool)
     follow[256] = False
     for state in _states(dfa, 6):
-        found = walk_suffixes(full, state, rows, steps, bounds, dfa.is_accepting, follow, table)
         want = _reference(full, state, dfa.is_accepting, follow, table, rows, steps)
-        assert _ids(found[0]) == want[0], (pattern, state)
-        assert _split_set(found) == want[1], (pattern, state)
+        for walked, classes in ((full, BYTE_CLASSES), (dfa.transitions, dfa.byte_to_class)):
+            found = walk_suffixes(
+                walked, state, rows, steps, bounds, dfa.is_accepting, follow, table,
+                classes=classes,
+            )  # fmt: skip
+            assert _ids(found[0]) == want[0], (pattern, state, walked.shape)
+            assert _split_set(found) == want[1], (pattern, state, walked.shape)
 
 
 def test_sort_records_is_canonical(table):
