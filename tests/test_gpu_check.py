@@ -66,7 +66,11 @@ def test_sections_report_their_measurements(report):
     assert parity["bf16_ours_vs_hf_fp32"] >= parity["bf16_hf_vs_hf_fp32"] - parity["bf16_slack"]
     assert sections["kv_budget"]["source"] == "cpu_default"
     assert set(sections["throughput"]["smollm2_135m_shape"]) == {"batch_1", "batch_4", "batch_8"}
-    assert sections["constrained"]["invalid"] == 0 and sections["constrained"]["ratio"] > 0
+    constrained = sections["constrained"]
+    assert constrained["ratio"] > 0
+    for workload in ("json_jump_forward", "json", "reasoning_json"):  # each vs same lengths
+        assert constrained[workload]["invalid"] == 0 and constrained[workload]["ratio"] > 0
+        assert constrained[workload]["complete"] != "0/4", workload
     speculative = sections["speculative"]
     for method in ("ngram", "self_draft", "ngram+grammar"):
         assert speculative[method]["identical"] is True, method
@@ -75,7 +79,10 @@ def test_sections_report_their_measurements(report):
     assert sections["step_costs"]["syncs_per_step"].startswith("skipped: no CUDA")
     assert sections["step_costs"]["aten_ops_per_step"] > 0
     profile = sections["host_profile"]
-    for name in ("plain", "json_schema"):
+    for name in ("batch_8_plain", "batch_8_json_schema", "batch_4_plain", "batch_4_json_schema",
+                 "batch_4_reasoning_json"):  # fmt: skip
         assert profile[name]["ms_per_step"] > 0 and profile[name]["top_own_time_per_step"]
+        assert profile[name]["ms_per_step_unprofiled"] > 0
+        assert profile[name]["top_formcast_cumulative_per_step"]
     breakages = sections["breakages"]
     assert "2 passed" in breakages["tests"] and breakages["block_size_refusals"] == 2

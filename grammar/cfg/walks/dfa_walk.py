@@ -114,6 +114,17 @@ SET_MAX_STATES = 256
 SET_MAX_LOOP_BYTES = 16
 
 
+def class_table(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``dfa``'s ``(S, K)`` int32 table, ``(256,)`` uint8 byte classes and ``(S,)`` bool
+    acceptance, C-contiguous: the one signature the walk kernels are compiled for (no copy
+    when the DFA already has it, as every automaton builder makes it)."""
+    return (
+        np.ascontiguousarray(dfa.transitions, dtype=np.int32),
+        np.ascontiguousarray(dfa.byte_to_class, dtype=np.uint8),
+        np.ascontiguousarray(dfa.is_accepting, dtype=np.bool_),
+    )
+
+
 class SharedWalks:
     """Process-wide LRU of walk results of terminal DFAs (see module docstring).
 
@@ -201,11 +212,9 @@ class DfaWalker:
         or narrow (at most ``SET_MAX_LOOP_BYTES`` live bytes per state)."""
         found = self._set_walkable.get(t)
         if found is None:
-            dfa = self.dfas[t]
+            table, classes, _ = class_table(self.dfas[t])
             found = self._set_walkable[t] = bool(
-                is_set_walkable(
-                    dfa.transitions, dfa.byte_to_class, SET_MAX_STATES, SET_MAX_LOOP_BYTES
-                )
+                is_set_walkable(table, classes, SET_MAX_STATES, SET_MAX_LOOP_BYTES)
             )
         return found
 
@@ -256,7 +265,7 @@ class DfaWalker:
             assert hi <= len(self._stacked_term_of), "a set-walk terminal over SET_MAX_STATES"
             first_cell = self._num_cells
             stack_terminal(
-                dfa.transitions, dfa.byte_to_class, dfa.is_accepting, t, lo, first_cell,
+                *class_table(dfa), t, lo, first_cell,
                 self._stacked_cells, self._stacked_row_start, self._classes,
                 self._stacked_term_of, self._stacked_accepting,
             )  # fmt: skip
@@ -285,8 +294,8 @@ class DfaWalker:
     def first_bytes(self, t: int, state: int) -> int:
         """Bit set (an int, bit ``b`` = byte ``b``) of the bytes state ``state`` of terminal
         ``t`` can read."""
-        dfa = self.dfas[t]
-        words = first_byte_words(dfa.transitions, dfa.byte_to_class, state)
+        table, classes, _ = class_table(self.dfas[t])
+        words = first_byte_words(table, classes, state)
         return int.from_bytes(words.tobytes(), "little")
 
     def site(self, t: int, state: int) -> tuple:
@@ -332,9 +341,10 @@ class DfaWalker:
         found = SHARED_WALKS.get(key)
         if found is None:
             dfa, at, is_accepting = self._walked(t, state, site)
+            table, classes, _ = class_table(dfa)
             within_row, rows, steps, _ = walk_trie(
-                dfa.transitions, at, is_accepting, self.follow[t], self._coverage(dfa),
-                self.table, classes=dfa.byte_to_class,
+                table, at, is_accepting, self.follow[t], self._coverage(dfa), self.table,
+                classes=classes,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found
@@ -362,9 +372,10 @@ class DfaWalker:
         found = SHARED_WALKS.get(key)
         if found is None:
             dfa, at, is_accepting = self._walked(t, state, site)
+            table, classes, _ = class_table(dfa)
             within_row, rows, steps, _ = walk_suffixes(
-                dfa.transitions, at, rows, steps, first_byte_bounds,
-                is_accepting, self.follow[t], self.table, classes=dfa.byte_to_class,
+                table, at, rows, steps, first_byte_bounds,
+                is_accepting, self.follow[t], self.table, classes=classes,
             )  # fmt: skip
             found = SHARED_WALKS.put(key, (within_row, rows, steps))
         return found

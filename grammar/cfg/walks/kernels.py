@@ -1,10 +1,12 @@
 """Vocabulary walks of a byte transition table over the token trie and over token suffixes.
 
 Numba kernels shared by both lexer paths (:mod:`formcast.grammar.cfg.walks.dfa_walk`, one terminal's
-DFA; :mod:`formcast.grammar.cfg.lexer`, interned lexer states). Both walk an ``(S, 256)`` int32
-table (``-1`` = dead) and record a *split* where the state read so far is marked ``is_split``
-(a terminal completes) and the next byte ``b`` has ``follow[b]`` (a following lexeme may start
-with it). A walk returns
+DFA; :mod:`formcast.grammar.cfg.lexer`, interned lexer states). Both walk an int32 table
+(``-1`` = dead) over byte classes (the successor of ``s`` on byte ``b`` is
+``table[s, classes[b]]``: a terminal DFA's own ``(S, K)`` table, or a lexer's ``(S, 256)``
+rows with the identity classes) and record a *split* where the state read so far is marked
+``is_split`` (a terminal completes) and the next byte ``b`` has ``follow[b]`` (a following
+lexeme may start with it). A walk returns
 
 - ``within_row``: ``(num_words,)`` int32 packed mask of the tokens whose every byte stays alive;
 - split records ``(row, offset, state)`` (int64 arrays): the token of table row ``row`` splits
