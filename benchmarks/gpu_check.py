@@ -537,16 +537,16 @@ def check_constrained(plan: Plan, folder: Path) -> dict[str, Any]:
     thinking = ReasoningConfig(max_tokens=32)
     reasoning_spec = GrammarSpec.reasoning(json_spec, thinking)
     params = greedy(plan.constrained_tokens)
-    llm.generate(prompts[:1], greedy(2, ignore_eos=True))
-    # one untimed pass of each workload first: every mask the timed runs need is then
-    # computed (first visits are bench_first_visits.py's subject), so the runs compare steps
     # the reasoning workload's budget: 32 thoughts and the end tag come before the answer
     reasoning_params = greedy(plan.constrained_tokens + 48)
+    llm.generate(prompts[:1], greedy(2, ignore_eos=True))
     workloads = {
         "json_jump_forward": (params, dict(grammar=json_spec, jump_forward=True)),
         "json": (params, dict(grammar=json_spec, jump_forward=False)),
         "reasoning_json": (reasoning_params, dict(grammar=reasoning_spec, jump_forward=False)),
     }
+    # one untimed pass of each workload first: every mask the timed runs need is then
+    # computed (first visits are bench_first_visits.py's subject), so the runs compare steps
     for run_params, kwargs in workloads.values():
         llm.generate(prompts, run_params, **kwargs)
     report: dict[str, Any] = {"jump_forward_default": llm.jump_forward_default}
@@ -773,7 +773,7 @@ def _profile_steps(llm, num_steps: int) -> dict[str, Any]:
     return {
         "ms_per_step_unprofiled": round(plain_wall / num_steps * 1e3, 3),
         "mask_fill_ms_per_step": round(fill / num_steps * 1e3, 3),
-        "mask_wait_ms_per_step": round(wall and wait / num_steps * 1e3, 3),
+        "mask_wait_ms_per_step": round(wait / num_steps * 1e3, 3),
         "ms_per_step": round(wall / num_steps * 1e3, 3),
         "top_own_time_per_step": shown(by_own),
         "top_formcast_cumulative_per_step": shown(by_cum),
