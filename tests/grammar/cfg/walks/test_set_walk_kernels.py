@@ -13,20 +13,15 @@ from formcast.grammar.cfg.walks.kernels import (
     is_set_walkable,
     stack_terminal,
 )
+from tests.grammar.automata.test_acyclic import tables
 
 
 @st.composite
 def class_tables(draw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A random ``(S, K)`` class table (``-1`` dead), its ``(256,)`` byte -> class map (every
-    class used) and acceptance."""
-    num_states = draw(st.integers(1, 10))
-    num_classes = draw(st.integers(1, 5))
-    cells = st.one_of(st.just(-1), st.integers(0, num_states - 1))
-    values = draw(st.lists(cells, min_size=num_states * num_classes,
-                           max_size=num_states * num_classes))  # fmt: skip
-    table = np.array(values, dtype=np.int32).reshape(num_states, num_classes)
-    if draw(st.booleans()):  # forward edges only: acyclic
-        table = np.where(table > np.arange(num_states)[:, None], table, -1).astype(np.int32)
+    """A random ``(S, K)`` class table (``-1`` dead; the cycle-check tests' tables), its
+    ``(256,)`` byte -> class map (every class used) and acceptance."""
+    table = draw(tables())
+    num_states, num_classes = table.shape
     extra = draw(st.lists(st.integers(0, num_classes - 1), min_size=256 - num_classes,
                           max_size=256 - num_classes))  # fmt: skip
     byte_to_class = np.array(list(range(num_classes)) + extra, dtype=np.uint8)
