@@ -124,7 +124,7 @@ class CfgLexer:
         self._fresh: dict[tuple[frozenset[int], bool], tuple[int, ...]] = {}
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
-        self._dfa_walker = DfaWalker(grammar, table)
+        self._dfa_walker = DfaWalker(grammar, table, is_set_walking=min_set_parts is not None)
         self._set_parts: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}  # see set_parts
         self._part_facts: dict[int, tuple[int, int]] = {}  # see _part_fact
         self._site_walks: dict[tuple[int, tuple], TokenWalk] = {}  # see _pair_walk

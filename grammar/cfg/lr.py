@@ -307,7 +307,9 @@ class LRParser:
         table = self.table
         saved = self.floor
         self.floor = node.height
-        viable = set(table.shifts[node.state])
+        # the shifts (a frozenset per state) are shared, not copied: only terminals beyond
+        # them (end, reductions' lookaheads) are collected
+        viable: set[int] = set()
         if node.state == table.accept:
             viable.add(table.end)
         for k, lookaheads in table.reduce_groups[node.state]:
@@ -320,7 +322,8 @@ class LRParser:
             if after._viable_floor < self.floor:
                 self.floor = after._viable_floor
             viable |= lookaheads & found
-        node._viable = frozenset(viable)
+        shifts = table.shifts[node.state]
+        node._viable = shifts | viable if viable else shifts
         node._viable_floor = self.floor
         if saved < self.floor:
             self.floor = saved

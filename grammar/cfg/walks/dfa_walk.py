@@ -56,8 +56,7 @@ from formcast.grammar.cfg.rules import PreparedGrammar
 from formcast.grammar.cfg.walks.kernels import (
     chain_coverage,
     first_byte_words,
-    is_set_walkable,
-    stack_terminal,
+    stack_terminals,
     walk_suffixes,
     walk_suffixes_set,
     walk_trie,
@@ -182,97 +181,76 @@ class DfaWalker:
     a following lexeme may start with. Results are shared across grammars (:data:`SHARED_WALKS`).
     """
 
-    def __init__(self, grammar: PreparedGrammar, table: VocabTable) -> None:
+    def __init__(
+        self, grammar: PreparedGrammar, table: VocabTable, *, is_set_walking: bool = False
+    ) -> None:
         self.table = table
         self.dfas = grammar.terminal_dfas
         self.follow = follow_first_bytes(grammar)
         self._follow_keys = [follow.tobytes() for follow in self.follow]
         self.horizon = table.matrix.shape[1] + 1  # longest token + 1 (chain_keys)
-        self._set_walkable: dict[int, bool] = {}
-        # the stacked tables of set walks, filled one terminal at a time (see _stack_terminal)
-        # and allocated at once for every terminal that may join: the OS maps a page on its
-        # first write, and a first use never copies the rows stacked before it. Rows stay in
-        # each terminal's byte-class space (a key literal's state is a few classes wide, not
-        # 256 bytes: a first use writes tens of bytes per state, not a fresh kilobyte)
-        self._stack_lock = threading.Lock()
-        self._offsets = np.full(len(self.dfas), -1, dtype=np.int64)
-        self._num_stacked = 0
-        self._num_cells = 0
-        small = [dfa for dfa in self.dfas if dfa.num_states <= SET_MAX_STATES]
-        capacity = sum(dfa.num_states for dfa in small)
-        self._stacked_cells = np.empty(sum(dfa.transitions.size for dfa in small), np.int32)
-        self._stacked_row_start = np.empty(capacity, dtype=np.int64)
-        self._stacked_term_of = np.empty(capacity, dtype=np.int64)
-        self._stacked_accepting = np.empty(capacity, dtype=bool)
-        self._classes = np.empty((len(self.dfas), 256), dtype=np.uint8)  # by terminal
-        self._stacked_follow: np.ndarray | None = None
+        # with set walks: every terminal of at most SET_MAX_STATES states stacked now
+        self._stacked: tuple[np.ndarray, ...] | None = None
+        self._offsets = np.full(len(self.dfas), -1, dtype=np.int64)  # per terminal
+        self._is_walkable = np.zeros(len(self.dfas), dtype=bool)  # per terminal
+        self._first_words = np.zeros((0, 4), dtype=np.uint64)  # per stacked state
+        if is_set_walking:
+            self._stack_small()
+
+    def _stack_small(self) -> None:
+        """Stack every terminal DFA of at most ``SET_MAX_STATES`` states side by side, in one
+        kernel pass over their concatenated class tables (:func:`stack_terminals`): a set walk
+        then reads ``(terminal, state)`` pairs as global states, and an object's first set walk
+        over 100+ key terminals pays no per-terminal bookkeeping (it paid ~20 us a key,
+        stacking and testing each terminal on first use). Rows stay in each terminal's
+        byte-class space (a key literal's state is a few classes wide, not 256 bytes)."""
+        small = [t for t, dfa in enumerate(self.dfas) if dfa.num_states <= SET_MAX_STATES]
+        dfas = [self.dfas[t] for t in small]
+        num_states = np.array([dfa.num_states for dfa in dfas], dtype=np.int64)
+        num_cells = np.array([dfa.transitions.size for dfa in dfas], dtype=np.int64)
+        state_lo = np.zeros(len(dfas) + 1, dtype=np.int64)
+        cell_lo = np.zeros(len(dfas) + 1, dtype=np.int64)
+        np.cumsum(num_states, out=state_lo[1:])
+        np.cumsum(num_cells, out=cell_lo[1:])
+        cells = np.concatenate(
+            [dfa.transitions.ravel() for dfa in dfas] or [np.zeros(0)], dtype=np.int32
+        )
+        class_rows = np.array([dfa.byte_to_class for dfa in dfas], dtype=np.uint8).reshape(-1, 256)
+        total = int(state_lo[-1])
+        row_start = np.empty(total, dtype=np.int64)
+        term_of = np.empty(total, dtype=np.int64)
+        classes = np.zeros((len(self.dfas), 256), dtype=np.uint8)  # by terminal id
+        first_words = np.zeros((total, 4), dtype=np.uint64)
+        stack_terminals(
+            cells, class_rows, np.array(small, dtype=np.int64), state_lo, cell_lo,
+            SET_MAX_STATES, SET_MAX_LOOP_BYTES, row_start, classes, term_of, self._is_walkable,
+            first_words,
+        )  # fmt: skip
+        accepting = np.concatenate([dfa.is_accepting for dfa in dfas] or [np.zeros(0)], dtype=bool)
+        self._offsets[small] = state_lo[:-1]
+        self._first_words = first_words
+        follow = np.ascontiguousarray(np.stack(self.follow))  # (T, 257)
+        self._stacked = (cells, row_start, classes, term_of, accepting, follow)
+        for array in self._stacked:
+            array.setflags(write=False)
 
     def can_walk_in_set(self, t: int) -> bool:
-        """True if terminal ``t``'s DFA has at most ``SET_MAX_STATES`` states and is acyclic
-        or narrow (at most ``SET_MAX_LOOP_BYTES`` live bytes per state)."""
-        found = self._set_walkable.get(t)
-        if found is None:
-            table, classes, _ = class_table(self.dfas[t])
-            found = self._set_walkable[t] = bool(
-                is_set_walkable(table, classes, SET_MAX_STATES, SET_MAX_LOOP_BYTES)
-            )
-        return found
+        """True if set walks are on and terminal ``t``'s DFA has at most ``SET_MAX_STATES``
+        states and is acyclic or narrow (at most ``SET_MAX_LOOP_BYTES`` live bytes per state)."""
+        return bool(self._is_walkable[t])
 
     def _stack(self) -> tuple[np.ndarray, ...]:
-        """The terminal DFAs stacked so far, side by side: ``(cells, row_start, classes,
+        """The small terminal DFAs stacked side by side: ``(cells, row_start, classes,
         term_of, is_accepting, follow)`` over global states (terminal ``t``'s state ``q`` is
         ``offsets[t] + q``): the successor of global state ``g`` on byte ``b`` is
         ``cells[row_start[g] + classes[term_of[g], b]]`` (a global state, ``-1`` dead);
-        ``follow`` ``(T, 257)``. Views of the first ``S`` states: later growth only writes
-        past them, so a walk on this snapshot stays valid."""
-        with self._stack_lock:
-            if self._stacked_follow is None:
-                self._stacked_follow = np.ascontiguousarray(np.stack(self.follow))
-            num = self._num_stacked
-            return (
-                self._stacked_cells[: self._num_cells],
-                self._stacked_row_start[:num],
-                self._classes,
-                self._stacked_term_of[:num],
-                self._stacked_accepting[:num],
-                self._stacked_follow,
-            )
+        ``follow`` ``(T, 257)``."""
+        assert self._stacked is not None, "set walks need is_set_walking=True"
+        return self._stacked
 
     def set_start(self, t: int, state: int) -> int:
-        """The stacked state of ``(t, state)`` (``t`` must :meth:`can_walk_in_set`).
-
-        A terminal joins the stack on its first use, so a grammar's first set walk costs the
-        terminals it reads, not all of the grammar's (a Kubernetes schema has 1,000+ small
-        terminals; stacking them all at once was a 30-60 ms first mask). States only lead
-        inside their own terminal's block, so appending blocks never changes a walk from
-        states already stacked.
-        """
-        offset = int(self._offsets[t])
-        if offset < 0:
-            offset = self._stack_terminal(t)
-        return offset + state
-
-    def _stack_terminal(self, t: int) -> int:
-        """Append terminal ``t``'s DFA to the stacked tables (allocated for every terminal
-        of at most ``SET_MAX_STATES`` states, so this costs ``t``'s own ``(S, classes)``
-        cells); its offset."""
-        dfa = self.dfas[t]
-        with self._stack_lock:
-            if self._offsets[t] >= 0:  # another thread stacked it meanwhile
-                return int(self._offsets[t])
-            lo = self._num_stacked
-            hi = lo + dfa.num_states
-            assert hi <= len(self._stacked_term_of), "a set-walk terminal over SET_MAX_STATES"
-            first_cell = self._num_cells
-            stack_terminal(
-                *class_table(dfa), t, lo, first_cell,
-                self._stacked_cells, self._stacked_row_start, self._classes,
-                self._stacked_term_of, self._stacked_accepting,
-            )  # fmt: skip
-            self._num_cells = first_cell + dfa.transitions.size
-            self._num_stacked = hi
-            self._offsets[t] = lo
-        return lo
+        """The stacked state of ``(t, state)`` (``t`` must :meth:`can_walk_in_set`)."""
+        return int(self._offsets[t]) + state
 
     def set_walk(self, starts: np.ndarray) -> tuple[np.ndarray, ...]:
         """Every token from a set of ``(terminal, state)`` pairs (small terminals, by their
@@ -294,8 +272,12 @@ class DfaWalker:
     def first_bytes(self, t: int, state: int) -> int:
         """Bit set (an int, bit ``b`` = byte ``b``) of the bytes state ``state`` of terminal
         ``t`` can read."""
-        table, classes, _ = class_table(self.dfas[t])
-        words = first_byte_words(table, classes, state)
+        offset = int(self._offsets[t])
+        if offset >= 0:
+            words = self._first_words[offset + state]
+        else:
+            table, classes, _ = class_table(self.dfas[t])
+            words = first_byte_words(table, classes, state)
         return int.from_bytes(words.tobytes(), "little")
 
     def site(self, t: int, state: int) -> tuple:

@@ -666,25 +666,40 @@ def is_set_walkable(
 
 
 @numba.njit(cache=True, nogil=True)
-def stack_terminal(
-    transitions, byte_to_class, is_accepting, terminal, lo, first_cell,
-    cells, row_start, classes, term_of, accepting,
+def stack_terminals(
+    cells, class_rows, terminal_ids, state_lo, cell_lo, max_states, max_loop_bytes,
+    row_start, classes, term_of, is_walkable, first_words,
 ):  # pragma: no cover - jitted  # fmt: skip
-    """Write one terminal DFA into the stacked set-walk tables as global states ``lo ..``:
-    its ``(S, K)`` cells from ``first_cell`` (successors shifted by ``lo``, ``-1`` dead),
-    each state's first cell, owner and acceptance, and its byte classes (one pass instead of
-    a numpy call per table)."""
-    num_states, width = transitions.shape
-    for s in range(num_states):
-        base = first_cell + s * width
-        row_start[lo + s] = base
-        term_of[lo + s] = terminal
-        accepting[lo + s] = is_accepting[s]
-        for c in range(width):
-            q = transitions[s, c]
-            cells[base + c] = q + lo if q >= 0 else -1
-    for b in range(256):
-        classes[terminal, b] = byte_to_class[b]
+    """Stack terminal DFAs side by side for set walks, in one pass.
+
+    Input: terminal ``terminal_ids[i]``'s ``(S_i, K_i)`` class table is
+    ``cells[cell_lo[i]:cell_lo[i + 1]]`` (row-major, local successors, ``-1`` dead) with byte
+    classes ``class_rows[i]``; its states become the global states
+    ``state_lo[i] .. state_lo[i + 1] - 1``. In place, ``cells`` becomes the stacked table
+    (successors shifted to global ids). Output per global state ``g``: ``row_start[g]`` (its
+    first cell), ``term_of[g]`` (its terminal id) and ``first_words[g]`` (``(4,)`` uint64 bit set
+    of the bytes it reads, as :func:`first_byte_words`); per terminal id: ``classes[t]`` (its
+    byte classes) and ``is_walkable[t]`` (:func:`is_set_walkable`)."""
+    for i in range(terminal_ids.shape[0]):
+        terminal = terminal_ids[i]
+        lo = state_lo[i]
+        num_states = state_lo[i + 1] - lo
+        width = (cell_lo[i + 1] - cell_lo[i]) // num_states
+        table = cells[cell_lo[i] : cell_lo[i + 1]].reshape((num_states, width))
+        row_classes = class_rows[i]
+        is_walkable[terminal] = is_set_walkable(table, row_classes, max_states, max_loop_bytes)
+        for b in range(256):
+            classes[terminal, b] = row_classes[b]
+        for s in range(num_states):
+            g = lo + s
+            row_start[g] = cell_lo[i] + s * width
+            term_of[g] = terminal
+            for b in range(256):
+                if table[s, row_classes[b]] >= 0:
+                    first_words[g, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        for k in range(cell_lo[i], cell_lo[i + 1]):
+            if cells[k] >= 0:
+                cells[k] += lo
 
 
 @numba.njit(cache=True, nogil=True)
