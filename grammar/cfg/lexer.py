@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -63,9 +63,11 @@ _MAX_SET_PARTS_MEMO = 65536
 _FULL_ROWS_MAX_STATES = 1024  # terminal DFAs up to this size get an (S, 256) successor table
 _EVERY_BYTE = np.ones(257, dtype=bool)  # walks over interned states split before any byte
 _NO_STARTS = np.zeros(0, dtype=np.int64)
+# the expected set of parts (no terminal expected): one object, not one per interned state
+_NO_TERMINALS: frozenset[int] = frozenset()
 
 
-@dataclass
+@dataclass(slots=True)
 class TokenWalk:
     """Parser-independent token facts for one lexer state.
 
@@ -80,6 +82,7 @@ class TokenWalk:
 
     within_row: np.ndarray
     splits: list[SplitGroup]
+    has_within: bool = field(init=False)  # within_row has a token (no per-instance dict)
 
     def __post_init__(self) -> None:
         self.within_row.setflags(write=False)
@@ -124,6 +127,7 @@ class CfgLexer:
         self._fresh: dict[tuple[frozenset[int], bool], tuple[int, ...]] = {}
         self._first_bytes: dict[int, int] = {}
         self._groups: dict[tuple, SplitGroup] = {}
+        self._sets: dict[frozenset[int], frozenset[int]] = {}  # see shared_set
         self._dfa_walker = DfaWalker(grammar, table, is_set_walking=min_set_parts is not None)
         self._set_parts: dict[tuple, tuple[np.ndarray, tuple[int, ...]]] = {}  # see set_parts
         self._part_facts: dict[int, tuple[int, int]] = {}  # see _part_fact
@@ -157,7 +161,7 @@ class CfgLexer:
         if not any(c >= self.num_terminals for c, _ in pairs):
             # no ignore component is live, so the lexeme cannot restart: the expected set no
             # longer matters (states inside e.g. a string are shared by every context)
-            expected = frozenset()
+            expected = _NO_TERMINALS
         key = (expected, frozenset(pairs), boundary)
         found = self._keys.get(key)
         if found is not None:
@@ -166,13 +170,21 @@ class CfgLexer:
         self._keys[key] = sid
         self.expected_of.append(expected)
         self.pairs_of.append(tuple(sorted(pairs)))
-        accepts = frozenset(
-            c for c, s in pairs if c < self.num_terminals and self.dfas[c].is_accepting[s]
+        accepts = self.shared_set(
+            frozenset(
+                c for c, s in pairs if c < self.num_terminals and self.dfas[c].is_accepting[s]
+            )
         )
         self.accepts.append(accepts)
         self.is_boundary.append(boundary)
         self.rows.append(None)
         return sid
+
+    def shared_set(self, terminals: frozenset[int]) -> frozenset[int]:
+        """``terminals`` as the one object kept for that set (acceptance sets of interned
+        states and split groups repeat a few small sets thousands of times: each object is
+        work for every garbage collection that scans it)."""
+        return self._sets.setdefault(terminals, terminals)
 
     def initial(self, expected: frozenset[int]) -> int:
         """The state at the start of a lexeme when the parser expects ``expected``."""
@@ -257,7 +269,7 @@ class CfgLexer:
             else:
                 found = tuple(self._pair_part(c, s) for c, s in pairs if c < self.num_terminals)
                 if ignore:
-                    found += (self._intern(frozenset(), ignore, self.is_boundary[sid]),)
+                    found += (self._intern(_NO_TERMINALS, ignore, self.is_boundary[sid]),)
             self._parts[sid] = found
         return found
 
@@ -265,7 +277,7 @@ class CfgLexer:
         """The part of the single pair ``(terminal, state)`` (memoised :meth:`_intern`)."""
         found = self._pair_parts.get((terminal, state))
         if found is None:
-            found = self._intern(frozenset(), {(terminal, state)}, False)
+            found = self._intern(_NO_TERMINALS, {(terminal, state)}, False)
             self._pair_parts[(terminal, state)] = found
         return found
 
@@ -292,9 +304,11 @@ class CfgLexer:
         CPU time are spent; return how many parts are walked. Masks do not depend on it (a
         part not walked here is walked on first use), only first visits get cheaper."""
         start = time.thread_time()
-        queue = deque(self._intern(frozenset(), {(t, 0)}, False) for t in range(self.num_terminals))
+        queue = deque(
+            self._intern(_NO_TERMINALS, {(t, 0)}, False) for t in range(self.num_terminals)
+        )
         if self.num_terminals < len(self.dfas):
-            queue.append(self.initial(frozenset()))
+            queue.append(self.initial(_NO_TERMINALS))
         seen = set(queue)
         while queue and time.thread_time() - start < budget_s:
             sid = queue.popleft()
@@ -333,7 +347,9 @@ class CfgLexer:
         """A :class:`TokenWalk` from :class:`DfaWalker` output (splits complete ``terminal``)."""
         splits = []
         if len(split_rows):
-            splits.append(self._group(frozenset((terminal,)), split_rows, split_steps))
+            splits.append(
+                self._group(self.shared_set(frozenset((terminal,))), split_rows, split_steps)
+            )
         return TokenWalk(within_row=within_row, splits=splits)
 
     def step(self, sid: int, byte: int) -> int:
@@ -500,7 +516,7 @@ class CfgLexer:
         splits = []
         for t in np.unique(terminals).tolist():
             is_t = terminals == t
-            splits.append(self._group(frozenset((t,)), rows[is_t], steps[is_t]))
+            splits.append(self._group(self.shared_set(frozenset((t,))), rows[is_t], steps[is_t]))
         return TokenWalk(within_row=within_row, splits=splits)
 
     def walk_records_set(

@@ -206,7 +206,8 @@ class LRNode:
     @property
     def expected(self) -> frozenset[int]:
         """Terminals the stack can take next (exact)."""
-        return self._viable_set() - self._parser.end_set
+        viable = self._viable_set()
+        return viable - self._parser.end_set if self._parser.table.end in viable else viable
 
     @property
     def is_accepting(self) -> bool:

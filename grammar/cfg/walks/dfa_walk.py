@@ -213,7 +213,7 @@ class DfaWalker:
         np.cumsum(num_states, out=state_lo[1:])
         np.cumsum(num_cells, out=cell_lo[1:])
         cells = np.concatenate(
-            [dfa.transitions.ravel() for dfa in dfas] or [np.zeros(0)], dtype=np.int32
+            [dfa.transitions.ravel() for dfa in dfas] or [np.zeros(0, np.int32)], dtype=np.int32
         )
         class_rows = np.array([dfa.byte_to_class for dfa in dfas], dtype=np.uint8).reshape(-1, 256)
         total = int(state_lo[-1])
@@ -226,7 +226,9 @@ class DfaWalker:
             SET_MAX_STATES, SET_MAX_LOOP_BYTES, row_start, classes, term_of, self._is_walkable,
             first_words,
         )  # fmt: skip
-        accepting = np.concatenate([dfa.is_accepting for dfa in dfas] or [np.zeros(0)], dtype=bool)
+        accepting = np.concatenate(
+            [dfa.is_accepting for dfa in dfas] or [np.zeros(0, bool)], dtype=bool
+        )
         self._offsets[small] = state_lo[:-1]
         self._first_words = first_words
         follow = np.ascontiguousarray(np.stack(self.follow))  # (T, 257)
