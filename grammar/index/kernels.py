@@ -384,3 +384,28 @@ def trie_ends(
                 stack_node[depth] = child
                 stack_state[depth] = nxt
                 depth += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def set_bit_ids(words):  # pragma: no cover - jitted
+    """Ascending int64 ids of the set bits of packed ``uint32`` ``words`` (bit ``i % 32`` of
+    word ``i // 32`` = id ``i``): a popcount pass, then the bits of each nonzero word (no
+    ``(32 W,)`` unpacked byte array as ``np.unpackbits`` + ``np.nonzero`` need)."""
+    count = 0
+    for w in range(words.shape[0]):
+        x = np.uint32(words[w])  # (int32 rows too: their sign bit is bit 31)
+        while x:
+            x &= x - np.uint32(1)
+            count += 1
+    out = np.empty(count, np.int64)
+    k = 0
+    for w in range(words.shape[0]):
+        x = np.int64(np.uint32(words[w]))
+        if x == 0:
+            continue
+        base = w * 32
+        for bit in range(32):
+            if (x >> bit) & 1:
+                out[k] = base + bit
+                k += 1
+    return out

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from formcast.bitmask import pack_row
+from formcast.grammar.index.kernels import set_bit_ids
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
 from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
 from formcast.grammar.json_schema.unique_plan import (
@@ -612,12 +613,9 @@ class UniqueItemsMatcher:
         candidates = self.grammar.candidate_words(kind)
         num_words = min(len(candidates), len(inner_words))
         hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
-        word_ids = np.flatnonzero(hits)
-        if word_ids.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        bits = np.unpackbits(hits[word_ids].view(np.uint8), bitorder="little").reshape(-1, 32)
-        rows, cols = np.nonzero(bits)
-        token_ids = word_ids[rows] * 32 + cols
+        token_ids = set_bit_ids(hits)
+        if token_ids.size == 0:
+            return token_ids
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
         tables = self.grammar.tables
         top = cursor.stack[-1] if cursor.stack else None

@@ -1,0 +1,23 @@
+"""``set_bit_ids`` (the ids of a packed row's set bits) against numpy's unpacking."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from formcast.grammar.index.kernels import set_bit_ids
+
+words_lists = st.lists(
+    st.one_of(st.integers(0, 2**32 - 1), st.sampled_from([0, 1, 2**31, 2**32 - 1])), max_size=64
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(words_lists, st.sampled_from([np.uint32, np.int32]))
+def test_set_bit_ids_match_unpacking(words, dtype):
+    row = np.array(words, dtype=np.uint32).view(dtype)  # int32 rows: bit 31 is the sign bit
+    expected = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
+    found = set_bit_ids(row)
+    assert found.dtype == np.int64
+    assert found.tolist() == expected.tolist()
