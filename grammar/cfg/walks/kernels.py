@@ -688,15 +688,18 @@ def stack_terminals(
         table = cells[cell_lo[i] : cell_lo[i + 1]].reshape((num_states, width))
         row_classes = class_rows[i]
         is_walkable[terminal] = is_set_walkable(table, row_classes, max_states, max_loop_bytes)
+        class_words = np.zeros((width, 4), np.uint64)  # the bytes of each class
         for b in range(256):
             classes[terminal, b] = row_classes[b]
+            class_words[row_classes[b], b >> 6] |= np.uint64(1) << np.uint64(b & 63)
         for s in range(num_states):
             g = lo + s
             row_start[g] = cell_lo[i] + s * width
             term_of[g] = terminal
-            for b in range(256):
-                if table[s, row_classes[b]] >= 0:
-                    first_words[g, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for c in range(width):
+                if table[s, c] >= 0:
+                    for k in range(4):
+                        first_words[g, k] |= class_words[c, k]
         for k in range(cell_lo[i], cell_lo[i + 1]):
             if cells[k] >= 0:
                 cells[k] += lo
