@@ -37,9 +37,11 @@ product automaton's mask, without its states.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 import torch
 
@@ -717,10 +719,10 @@ class UniqueItemsMatcher:
             and automaton.is_alive_fast(np.array([automaton.start]), len(seen) + 1)[0]
         ):
             return self._forbidden_string_items(cursor, seen, prefix, token_ids)
-        lengths = self.grammar.tables.lengths
-        token_ids = token_ids[token_ids < len(lengths)]
         # tokens shorter than the way to a value-finite or accepting state are never refused
-        token_ids = token_ids[lengths[token_ids] >= automaton.safe_horizon[state]]
+        token_ids = long_enough(
+            token_ids, self.grammar.tables.lengths, int(automaton.safe_horizon[state])
+        )
         if token_ids.size <= _FEW_WALKED:  # (e.g. the long tokens, far from the item's end)
             bad = [
                 t
@@ -728,13 +730,16 @@ class UniqueItemsMatcher:
                 if t not in eos_ids and cursor.feed(token_bytes[t]) is None
             ]
             return np.asarray(bad, dtype=np.int64)
-        ends = automaton.token_ends(state, self.grammar.vocab)[token_ids]  # (k,)
-        inside = ends >= 0
-        inside_ends = ends[inside]
-        is_alive = automaton.is_alive_fast(inside_ends, len(seen))
-        undecided = zip(
-            token_ids[inside][~is_alive].tolist(), inside_ends[~is_alive].tolist(), strict=True
+        num_seen = len(seen)
+        undecided_ids, undecided_ends, outside_ids = split_by_end(
+            token_ids,
+            automaton.token_ends(state, self.grammar.vocab),
+            automaton.is_value_infinite,
+            automaton.log2_values,
+            math.log2(num_seen) if num_seen else 0.0,
+            num_seen > 0,
         )
+        undecided = zip(undecided_ids.tolist(), undecided_ends.tolist(), strict=True)
         if automaton.is_string_only:
             # an item's text is its key: only a token that continues the pending text along
             # an earlier item's text can lead to nothing but repeats
@@ -747,7 +752,7 @@ class UniqueItemsMatcher:
         ]
         bad += [
             t
-            for t in token_ids[~inside].tolist()
+            for t in outside_ids.tolist()
             if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
         ]
         return np.asarray(sorted(bad), dtype=np.int64)
@@ -884,3 +889,43 @@ class UniqueItemsMatcher:
 
     def __repr__(self) -> str:
         return f"UniqueItemsMatcher(accepted={self.num_accepted}, inner={self._inner!r})"
+
+
+@numba.njit(cache=True, nogil=True)
+def long_enough(token_ids, lengths, min_length):  # pragma: no cover - jitted
+    """The ``token_ids`` (ascending int64) with an entry in ``lengths`` of at least
+    ``min_length`` bytes, in order (one pass)."""
+    out = np.empty(token_ids.shape[0], np.int64)
+    k = 0
+    for t in token_ids:
+        if t < lengths.shape[0] and lengths[t] >= min_length:
+            out[k] = t
+            k += 1
+    return out[:k]
+
+
+@numba.njit(cache=True, nogil=True)
+def split_by_end(
+    token_ids, ends, is_value_infinite, log2_values, log2_seen, has_seen
+):  # pragma: no cover - jitted
+    """Split ``token_ids`` by their end state in an item automaton (``ends``, ``(V,)``, ``-1``
+    where a token leaves the item): ``(undecided ids, their end states, outside ids)``, in
+    order. A token inside the item is decided alive (dropped) where
+    `ItemAutomaton.is_alive_fast` says so: always without earlier items (``has_seen`` False),
+    else where its end state's completions hold infinitely many values or more than
+    ``2 ** log2_seen``."""
+    num = token_ids.shape[0]
+    undecided = np.empty(num, np.int64)
+    undecided_ends = np.empty(num, np.int64)
+    outside = np.empty(num, np.int64)
+    k = m = 0
+    for t in token_ids:
+        end = ends[t]
+        if end < 0:
+            outside[m] = t
+            m += 1
+        elif has_seen and not is_value_infinite[end] and not log2_values[end] > log2_seen:
+            undecided[k] = t
+            undecided_ends[k] = end
+            k += 1
+    return undecided[:k], undecided_ends[:k], outside[:m]
