@@ -37,7 +37,6 @@ product automaton's mask, without its states.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -730,14 +729,10 @@ class UniqueItemsMatcher:
                 if t not in eos_ids and cursor.feed(token_bytes[t]) is None
             ]
             return np.asarray(bad, dtype=np.int64)
-        num_seen = len(seen)
+        # (S,) the states whose completions surely hold a value not seen yet
+        is_alive = automaton.is_alive_fast(np.arange(automaton.dfa.num_states), len(seen))
         undecided_ids, undecided_ends, outside_ids = split_by_end(
-            token_ids,
-            automaton.token_ends(state, self.grammar.vocab),
-            automaton.is_value_infinite,
-            automaton.log2_values,
-            math.log2(num_seen) if num_seen else 0.0,
-            num_seen > 0,
+            token_ids, automaton.token_ends(state, self.grammar.vocab), is_alive
         )
         undecided = zip(undecided_ids.tolist(), undecided_ends.tolist(), strict=True)
         if automaton.is_string_only:
@@ -905,15 +900,11 @@ def long_enough(token_ids, lengths, min_length):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True, nogil=True)
-def split_by_end(
-    token_ids, ends, is_value_infinite, log2_values, log2_seen, has_seen
-):  # pragma: no cover - jitted
+def split_by_end(token_ids, ends, is_alive):  # pragma: no cover - jitted
     """Split ``token_ids`` by their end state in an item automaton (``ends``, ``(V,)``, ``-1``
     where a token leaves the item): ``(undecided ids, their end states, outside ids)``, in
-    order. A token inside the item is decided alive (dropped) where
-    `ItemAutomaton.is_alive_fast` says so: always without earlier items (``has_seen`` False),
-    else where its end state's completions hold infinitely many values or more than
-    ``2 ** log2_seen``."""
+    order; a token inside the item whose end state ``is_alive`` (``(S,)``, from
+    `ItemAutomaton.is_alive_fast`) is dropped."""
     num = token_ids.shape[0]
     undecided = np.empty(num, np.int64)
     undecided_ends = np.empty(num, np.int64)
@@ -924,7 +915,7 @@ def split_by_end(
         if end < 0:
             outside[m] = t
             m += 1
-        elif has_seen and not is_value_infinite[end] and not log2_values[end] > log2_seen:
+        elif not is_alive[end]:
             undecided[k] = t
             undecided_ends[k] = end
             k += 1

@@ -1,9 +1,7 @@
 """The uniqueItems check's candidate filters (``long_enough``, ``split_by_end``) against the
-numpy expressions they replace (``ItemAutomaton.is_alive_fast`` for the alive test)."""
+numpy expressions they replace."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from hypothesis import given, settings
@@ -31,22 +29,15 @@ def test_split_by_end_matches_numpy(data):
     vocab_size = data.draw(st.integers(1, 40))
     ends = np.array(data.draw(st.lists(st.integers(-1, num_states - 1), min_size=vocab_size,
                                        max_size=vocab_size)), dtype=np.int64)  # fmt: skip
-    is_infinite = np.array(data.draw(st.lists(st.booleans(), min_size=num_states,
-                                              max_size=num_states)), dtype=bool)  # fmt: skip
-    log2_values = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.5, np.nan]),
-                                              min_size=num_states, max_size=num_states)))  # fmt: skip
+    is_alive = np.array(data.draw(st.lists(st.booleans(), min_size=num_states,
+                                           max_size=num_states)), dtype=bool)  # fmt: skip
     token_ids = np.array(sorted(data.draw(st.sets(st.integers(0, vocab_size - 1)))), np.int64)
-    num_seen = data.draw(st.integers(0, 12))
-    # the expressions _forbidden_items used before
+    # the expressions _forbidden_items used before (is_alive: ItemAutomaton.is_alive_fast's)
     token_ends = ends[token_ids]
     inside = token_ends >= 0
     inside_ends = token_ends[inside]
-    if num_seen == 0:
-        is_alive = np.ones(len(inside_ends), dtype=bool)
-    else:
-        is_alive = is_infinite[inside_ends] | (log2_values[inside_ends] > math.log2(num_seen))
-    found = split_by_end(token_ids, ends, is_infinite, log2_values,
-                         math.log2(num_seen) if num_seen else 0.0, num_seen > 0)  # fmt: skip
-    assert found[0].tolist() == token_ids[inside][~is_alive].tolist()
-    assert found[1].tolist() == inside_ends[~is_alive].tolist()
+    is_undecided = ~is_alive[inside_ends]
+    found = split_by_end(token_ids, ends, is_alive)
+    assert found[0].tolist() == token_ids[inside][is_undecided].tolist()
+    assert found[1].tolist() == inside_ends[is_undecided].tolist()
     assert found[2].tolist() == token_ids[~inside].tolist()
