@@ -4,7 +4,9 @@
 allowed token bits straight into packed ``uint32`` rows (bit ``i % 32`` of word ``i // 32`` =
 token ``i``): a (state, node) pair whose subtree stays on the state's uniform chain
 (:func:`chain_coverage`, shared with the CFG lexer walks) is finished at once as its row range,
-OR-ing a precomputed dense row when the subtree is large. The plain per-token walk
+OR-ing a precomputed dense row when the subtree is large. A state that moves like its
+uniform successor on all but a few first bytes takes that state's row and walks only the
+subtrees of those bytes (:func:`difference_refs`). The plain per-token walk
 (:func:`~formcast.grammar.index.token_index.walk_tokens`) is the reference it is tested against.
 """
 
@@ -82,6 +84,9 @@ def index_rows(
     dense,
     text_row,
     out,
+    ref_rows,
+    ref_of,
+    diff_bits,
 ):  # pragma: no cover - jitted
     """Set ``out[i]`` (``(W,)`` uint32) to the tokens allowed from DFA state ``states[i]``.
 
@@ -112,95 +117,236 @@ def index_rows(
     is written. A state inside a JSON string allows nearly every token (tens of thousands of
     bits, as alive pieces) and kills a few hundred: it is written as the complement.
     """
-    max_height = covered.shape[0] - 1
-    num_words = out.shape[1]
-    stack_node = np.empty(len(child_start), np.int64)
-    stack_state = np.empty(len(child_start), np.int64)
-    stack_depth = np.empty(len(child_start), np.int64)  # bytes of the node's prefix
-    piece_node = np.empty(len(child_start), np.int64)
+    n = len(child_start)
+    stack_node = np.empty(n, np.int64)
+    stack_state = np.empty(n, np.int64)
+    stack_depth = np.empty(n, np.int64)  # bytes of the node's prefix
+    piece_node = np.empty(n, np.int64)
     # 0 alive subtree, 1 ending tokens, 2 dead subtree, 3 subtree cut by length at piece_cut
-    piece_kind = np.empty(len(child_start), np.int8)
-    piece_cut = np.empty(len(child_start), np.int64)
+    piece_kind = np.empty(n, np.int8)
+    piece_cut = np.empty(n, np.int64)
+    every_byte = np.full(4, ~np.uint64(0), np.uint64)
+    num_words = out.shape[1]
     for i in range(len(states)):
         row = out[i]
-        num_pieces = 0
-        cost_alive = 0
-        cost_dead = num_words  # the final complement
-        stack_node[0] = 0
-        stack_state[0] = states[i]
-        stack_depth[0] = 0
-        depth = 1
-        while depth:
-            depth -= 1
-            node = stack_node[depth]
-            cur = stack_state[depth]
-            child_depth = stack_depth[depth] + 1
-            for child in range(child_start[node], child_end[node]):
-                nxt = transitions[cur, byte_to_class[node_byte[child]]]
-                if nxt < 0:
+        if ref_of[i] < 0:
+            root_bits = every_byte
+        else:
+            ref = ref_rows[ref_of[i]]
+            for w in range(num_words):
+                row[w] = ref[w] & text_row[w]
+            root_bits = diff_bits[i]
+            for child in range(child_start[0], child_end[0]):
+                b = node_byte[child]
+                if root_bits[b >> 6] & (np.uint64(1) << np.uint64(b & 63)):
+                    _clear_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids)
+        _walk_state(
+            row, states[i], root_bits, ref_of[i] < 0, transitions, byte_to_class, node_byte,
+            child_start, child_end, token_start, token_rows, token_ids, row_lo, row_hi, height,
+            below, covered, uniform, row_lengths, dense_of, dense, text_row, stack_node,
+            stack_state, stack_depth, piece_node, piece_kind, piece_cut,
+        )  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _clear_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids):  # pragma: no cover
+    """Clear every token of trie node ``child``'s subtree from ``row``."""
+    d = dense_of[child]
+    if d >= 0:
+        dense_row = dense[d]
+        for w in range(len(row)):
+            row[w] &= ~dense_row[w]
+    else:
+        for r in range(row_lo[child], row_hi[child]):
+            t = token_ids[r]
+            row[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_state(
+    row,
+    state,
+    root_bits,
+    may_complement,
+    transitions,
+    byte_to_class,
+    node_byte,
+    child_start,
+    child_end,
+    token_start,
+    token_rows,
+    token_ids,
+    row_lo,
+    row_hi,
+    height,
+    below,
+    covered,
+    uniform,
+    row_lengths,
+    dense_of,
+    dense,
+    text_row,
+    stack_node,
+    stack_state,
+    stack_depth,
+    piece_node,
+    piece_kind,
+    piece_cut,
+):  # pragma: no cover - jitted
+    """OR into ``row`` the tokens allowed from ``state`` whose first byte is in ``root_bits``
+    (one state of :func:`index_rows`; with ``may_complement`` and every byte, ``row`` must be
+    zero: it may be written as the complement of the dead pieces)."""
+    max_height = covered.shape[0] - 1
+    num_words = len(row)
+    num_pieces = 0
+    cost_alive = 0
+    cost_dead = num_words  # the final complement
+    stack_node[0] = 0
+    stack_state[0] = state
+    stack_depth[0] = 0
+    depth = 1
+    while depth:
+        depth -= 1
+        node = stack_node[depth]
+        cur = stack_state[depth]
+        child_depth = stack_depth[depth] + 1
+        for child in range(child_start[node], child_end[node]):
+            if node == 0:
+                b = node_byte[child]
+                if not root_bits[b >> 6] & (np.uint64(1) << np.uint64(b & 63)):
+                    continue
+            nxt = transitions[cur, byte_to_class[node_byte[child]]]
+            if nxt < 0:
+                piece_node[num_pieces] = child
+                piece_kind[num_pieces] = 2
+                num_pieces += 1
+                cost_dead += num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
+                continue
+            h = height[child]
+            if h > 0:
+                if _is_within(below[child], covered[min(h, max_height), nxt]):
                     piece_node[num_pieces] = child
-                    piece_kind[num_pieces] = 2
+                    piece_kind[num_pieces] = 0
                     num_pieces += 1
-                    cost_dead += (
+                    cost_alive += (
                         num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
                     )
                     continue
-                h = height[child]
-                if h > 0:
-                    if _is_within(below[child], covered[min(h, max_height), nxt]):
-                        piece_node[num_pieces] = child
-                        piece_kind[num_pieces] = 0
-                        num_pieces += 1
-                        cost_alive += (
-                            num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
-                        )
-                        continue
-                    reach = _chain_reach(below[child], covered, uniform, nxt, min(h, max_height))
-                    if reach >= 0:  # cut by length: rows of at most `cut` bytes are alive
-                        cut = child_depth + reach
-                        num_alive = 0
-                        for r in range(row_lo[child], row_hi[child]):
-                            num_alive += row_lengths[r] <= cut
-                        piece_node[num_pieces] = child
-                        piece_kind[num_pieces] = 3
-                        piece_cut[num_pieces] = cut
-                        num_pieces += 1
-                        cost_alive += num_alive
-                        cost_dead += row_hi[child] - row_lo[child] - num_alive
-                        continue
-                num_ending = token_start[child + 1] - token_start[child]
-                if num_ending:
+                reach = _chain_reach(below[child], covered, uniform, nxt, min(h, max_height))
+                if reach >= 0:  # cut by length: rows of at most `cut` bytes are alive
+                    cut = child_depth + reach
+                    num_alive = 0
+                    for r in range(row_lo[child], row_hi[child]):
+                        num_alive += row_lengths[r] <= cut
                     piece_node[num_pieces] = child
-                    piece_kind[num_pieces] = 1
+                    piece_kind[num_pieces] = 3
+                    piece_cut[num_pieces] = cut
                     num_pieces += 1
-                    cost_alive += num_ending
-                if h > 0:
-                    stack_node[depth] = child
-                    stack_state[depth] = nxt
-                    stack_depth[depth] = child_depth
-                    depth += 1
-        is_complement = cost_dead < cost_alive
-        for k in range(num_pieces):
-            child = piece_node[k]
-            kind = piece_kind[k]
-            if kind == 3:  # the alive rows, or in the complement the dead ones
-                cut = piece_cut[k]
-                for r in range(row_lo[child], row_hi[child]):
-                    if (row_lengths[r] > cut) == is_complement:
-                        t = token_ids[r]
-                        row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                continue
-            if is_complement != (kind == 2):
-                continue
-            if kind == 1:
-                for q in range(token_start[child], token_start[child + 1]):
-                    t = token_ids[token_rows[q]]
+                    cost_alive += num_alive
+                    cost_dead += row_hi[child] - row_lo[child] - num_alive
+                    continue
+            num_ending = token_start[child + 1] - token_start[child]
+            if num_ending:
+                piece_node[num_pieces] = child
+                piece_kind[num_pieces] = 1
+                num_pieces += 1
+                cost_alive += num_ending
+            if h > 0:
+                stack_node[depth] = child
+                stack_state[depth] = nxt
+                stack_depth[depth] = child_depth
+                depth += 1
+    is_complement = may_complement and cost_dead < cost_alive
+    for k in range(num_pieces):
+        child = piece_node[k]
+        kind = piece_kind[k]
+        if kind == 3:  # the alive rows, or in the complement the dead ones
+            cut = piece_cut[k]
+            for r in range(row_lo[child], row_hi[child]):
+                if (row_lengths[r] > cut) == is_complement:
+                    t = token_ids[r]
                     row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            else:
-                _finish_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids)
-        if is_complement:  # row holds the dead tokens
-            for w in range(num_words):
-                row[w] = text_row[w] & ~row[w]
+            continue
+        if is_complement != (kind == 2):
+            continue
+        if kind == 1:
+            for q in range(token_start[child], token_start[child + 1]):
+                t = token_ids[token_rows[q]]
+                row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        else:
+            _finish_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids)
+    if is_complement:  # row holds the dead tokens
+        for w in range(num_words):
+            row[w] = text_row[w] & ~row[w]
+
+
+@numba.njit(cache=True, nogil=True)
+def difference_refs(transitions, byte_to_class, uniform, first_bits, min_ratio):  # pragma: no cover
+    """For each state ``s`` of a DFA (``(S, K)`` class table, ``(256,)`` byte -> class), the
+    state its row is derived from by :func:`index_rows`: ``(ref (S,) int64, diff (S, 4)
+    uint64, level (S,) int64)``.
+
+    ``ref[s]`` is ``s``'s uniform successor ``u = uniform[s]`` when the first bytes of tokens
+    (``first_bits``, a ``(4,)`` uint64 byte set) on which ``s`` and ``u`` move differently
+    (``diff[s]``) are at most ``1 / min_ratio`` of those ``s`` can read: then the row of ``s``
+    is ``u``'s with those bytes' subtrees walked again, instead of a walk of every subtree
+    (states inside a JSON string that differ from the string loop on one or two bytes: a key
+    complement's prefixes). Else ``ref[s] = -1`` (walked in full). Chains of references end in
+    a walked state: ``level[s]`` is 0 for those and ``1 + level[ref[s]]`` otherwise; a cycle of
+    references is cut at its smallest state, which is walked.
+    """
+    num_states, num_classes = transitions.shape
+    ref = np.full(num_states, -1, np.int64)
+    diff = np.zeros((num_states, 4), np.uint64)
+    for s in range(num_states):
+        u = uniform[s]
+        if u < 0 or u == s:
+            continue
+        num_alive = 0
+        num_diff = 0
+        for b in range(256):
+            bit = np.uint64(1) << np.uint64(b & 63)
+            if not first_bits[b >> 6] & bit:
+                continue
+            k = byte_to_class[b]
+            if transitions[s, k] >= 0:
+                num_alive += 1
+            if transitions[s, k] != transitions[u, k]:
+                num_diff += 1
+                diff[s, b >> 6] |= bit
+        if num_diff * min_ratio <= num_alive:
+            ref[s] = u
+    # levels along the reference chains; 0: walked. level -1 unknown, -2 on the current path
+    level = np.full(num_states, -1, np.int64)
+    path = np.empty(num_states, np.int64)
+    for s in range(num_states):
+        while level[s] < 0:
+            num_path = 0
+            q = s
+            while q >= 0 and level[q] == -1:
+                level[q] = -2
+                path[num_path] = q
+                num_path += 1
+                q = ref[q]
+            if q >= 0 and level[q] == -2:  # a cycle through q: walk its smallest state
+                smallest = q
+                r = ref[q]
+                while r != q:
+                    smallest = min(smallest, r)
+                    r = ref[r]
+                ref[smallest] = -1
+                for k in range(num_path):
+                    level[path[k]] = -1
+                continue
+            # path ends at a walked state (q < 0) or refers to a resolved one (q)
+            base = 0 if q < 0 else level[q] + 1
+            for k in range(num_path - 1, -1, -1):
+                level[path[k]] = base
+                base += 1
+    for s in range(num_states):
+        if ref[s] < 0:
+            diff[s, :] = 0
+    return ref, diff, level
 
 
 @numba.njit(cache=True, nogil=True)
@@ -267,7 +413,7 @@ def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover 
 
 @numba.njit(cache=True, nogil=True)
 def unique_rows(rows, row_of):  # pragma: no cover - jitted
-    """Group equal rows of ``rows`` (``(N, W)`` uint32): write ``row_of[i]`` (``(N,)`` int32) =
+    """Group equal rows of ``rows`` (``(N, W)`` unsigned integers): write ``row_of[i]`` (``(N,)`` int32) =
     the group of row ``i`` (groups numbered by first occurrence) and return ``(distinct (U, W)
     uint32, hashes (U,) uint64)``: each group's row (a copy) and its hash (four FNV-1a lanes). An
     open-addressing table of row hashes (load <= 1/2), rows compared word by word on a hash
@@ -316,7 +462,7 @@ def unique_rows(rows, row_of):  # pragma: no cover - jitted
                     row_of[i] = g
                     break
             j = (j + 1) & (size - 1)
-    distinct = np.empty((num_groups, num_words), np.uint32)
+    distinct = np.empty((num_groups, num_words), rows.dtype)
     hashes = np.empty(num_groups, np.uint64)
     for g in range(num_groups):
         distinct[g] = rows[firsts[g]]

@@ -30,6 +30,7 @@ minus the dead ones (a state inside a JSON string allows nearly every token).
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import threading
 import time
@@ -46,6 +47,7 @@ from formcast.grammar.index.background_indexer import BACKGROUND_INDEXER
 from formcast.grammar.index.kernels import (
     chain_coverage,
     dense_rows,
+    difference_refs,
     index_rows,
     trie_ends,
     unique_rows,
@@ -62,6 +64,9 @@ AHEAD_MAX_S = 1.0
 # trie subtrees with at least this many tokens get a precomputed packed row: finishing one as
 # a row range is then one OR of num_words words instead of one bit write per token
 DENSE_MIN_TOKENS = 256
+# an eager build derives a state's row from its uniform successor's when the first bytes they
+# move differently on are at most this fraction of those the state reads (kernels.difference_refs)
+DIFF_MIN_RATIO = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -418,6 +423,41 @@ class TrieTokens:
             dfa.transitions, dfa.byte_to_class, max(longest, 1)
         )
         self.max_height = len(self.covered) - 1
+        self._dfa, self._table = dfa, table
+        self._refs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def difference_refs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ref (S,), diff (S, 4), level (S,))`` of
+        :func:`~formcast.grammar.index.kernels.difference_refs` (computed once): which states
+        an eager build derives from another state's row, and in which order."""
+        if self._refs is None:
+            trie = self._table.trie
+            first = trie.node_byte[trie.child_start[0] : trie.child_end[0]].astype(np.int64)
+            first_bits = np.zeros(4, dtype=np.uint64)
+            np.bitwise_or.at(
+                first_bits, first >> 6, np.left_shift(np.uint64(1), (first & 63).astype(np.uint64))
+            )
+            self._refs = difference_refs(
+                self._dfa.transitions, self._dfa.byte_to_class, self.uniform, first_bits,
+                DIFF_MIN_RATIO,
+            )  # fmt: skip
+        return self._refs
+
+
+_NO_REF_ROWS = np.zeros((0, 1), dtype=np.uint32)
+
+
+def _no_diff(num_states: int) -> np.ndarray:
+    return np.zeros((num_states, 4), dtype=np.uint64)
+
+
+def _unique_rows(rows: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~formcast.grammar.index.kernels.unique_rows` of ``(N, W)`` uint32 rows, hashed
+    and compared as ``W / 2`` uint64 words when ``W`` is even (half the multiplies)."""
+    if rows.shape[1] % 2 or not rows.flags.c_contiguous:
+        return unique_rows(rows, row_of)
+    distinct, hashes = unique_rows(rows.view(np.uint64), row_of)
+    return distinct.view(np.uint32), hashes
 
 
 def index_packed_rows(
@@ -426,12 +466,15 @@ def index_packed_rows(
     states: np.ndarray,
     tokens: TrieTokens | None = None,
     out: np.ndarray | None = None,
+    refs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """``(len(states), num_words)`` int32 packed masks of ``states``: the text tokens that keep
     the DFA alive (walked through the vocabulary trie by
     :func:`~formcast.grammar.index.kernels.index_rows`), plus the EOS ids in accepting
     states. Exact, like :func:`walk_tokens`. ``out``: a zeroed ``(len(states), num_words)``
-    uint32 array to fill in place (returned as an int32 view)."""
+    uint32 array to fill in place (returned as an int32 view). ``refs``: ``(ref_rows (R,
+    num_words) uint32, ref_of (len(states),), diff (len(states), 4))``: the rows derived by
+    difference (see the kernel; ``ref_of[i] = -1``: walked in full)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     trie = table.trie
@@ -440,12 +483,14 @@ def index_packed_rows(
     if out is None:
         out = np.zeros((len(states), table.num_words), dtype=np.uint32)
     dense_of, dense = table.dense_subtrees()
+    if refs is None:
+        refs = (_NO_REF_ROWS, np.full(len(states), -1, dtype=np.int64), _no_diff(len(states)))
     index_rows(
         dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
         trie.child_end,
         trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
         trie.height, trie.bytes_below, tokens.covered, tokens.uniform, table.lengths, dense_of,
-        dense, table.text_row(), out,
+        dense, table.text_row(), out, *refs,
     )  # fmt: skip
     if len(table.eos_token_ids):
         accepting = dfa.is_accepting[states]
@@ -488,20 +533,25 @@ def state_transitions(
 
 @dataclass
 class _EagerProgress:
-    """An eager build's rows so far: states ``< num_done`` are indexed, ``state_rows[s]`` is
-    the index of state ``s``'s row among ``distinct_rows`` (each distinct row kept once, found
+    """An eager build's rows so far: the states ``order[:num_done]`` are indexed (``order``:
+    every state, a derived one after the state it is derived from), ``state_rows[s]`` is the
+    index of state ``s``'s row among ``distinct_rows`` (each distinct row kept once, found
     again through ``groups_by_hash``)."""
 
     state_rows: np.ndarray  # (N,) int32
+    order: np.ndarray  # (N,) int64
+    # positions in ``order`` where a chunk must start: each level of derived states begins one
+    level_starts: list[int]
     num_done: int = 0
     distinct_rows: list[np.ndarray] = field(default_factory=list)  # (num_words,) uint32 each
     groups_by_hash: dict[int, list[int]] = field(default_factory=dict)
 
     def add_chunk(
-        self, lo: int, distinct: np.ndarray, hashes: np.ndarray, row_of: np.ndarray
+        self, states: np.ndarray, distinct: np.ndarray, hashes: np.ndarray, row_of: np.ndarray
     ) -> None:
-        """Record states ``lo .. lo + len(row_of)``: ``distinct`` ``(U, num_words)`` their
-        rows, ``hashes`` ``(U,)`` the rows' hashes, ``row_of`` each state's row among them."""
+        """Record ``states`` (the next ``len(states)`` of ``order``): ``distinct`` ``(U,
+        num_words)`` their rows, ``hashes`` ``(U,)`` the rows' hashes, ``row_of`` each state's
+        row among them."""
         global_of = np.empty(len(distinct), dtype=np.int32)
         for g, h in enumerate(hashes.tolist()):
             found = -1
@@ -514,8 +564,34 @@ class _EagerProgress:
                 self.groups_by_hash.setdefault(h, []).append(found)
                 self.distinct_rows.append(distinct[g])
             global_of[g] = found
-        self.state_rows[lo : lo + len(row_of)] = global_of[row_of]
-        self.num_done = lo + len(row_of)
+        self.state_rows[states] = global_of[row_of]
+        self.num_done += len(states)
+
+    def chunks(self, size: int) -> list[tuple[int, int]]:
+        """``(lo, hi)`` positions in ``order`` of the chunks still to index: at most ``size``
+        states each, none across a level start."""
+        bounds = sorted({*self.level_starts, len(self.order)})
+        out, lo = [], self.num_done
+        for end in bounds:
+            while lo < end:
+                hi = min(lo + size, end)
+                out.append((lo, hi))
+                lo = hi
+        return out
+
+    def ref_rows(
+        self, refs: np.ndarray, diff: np.ndarray, states: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The ``refs`` argument of :func:`index_packed_rows` for ``states`` (their references
+        all indexed), ``None`` when every one of them is walked in full."""
+        ref = refs[states]
+        if (ref < 0).all():
+            return None
+        row_ids = np.where(ref >= 0, self.state_rows[np.maximum(ref, 0)], -1)
+        needed, ref_of = np.unique(row_ids, return_inverse=True)
+        shift = int(needed[0] < 0)  # -1 (walked) sorts first: keep it -1
+        rows = np.stack([self.distinct_rows[k] for k in needed[shift:].tolist()])
+        return rows, ref_of.reshape(-1).astype(np.int64) - shift, diff[states]
 
 
 class TokenIndex:
@@ -572,33 +648,69 @@ class TokenIndex:
             self._trie_tokens = TrieTokens(self.dfa, self.table)
         start = time.thread_time()
         num_states, num_words = self.dfa.num_states, self.table.num_words
+        refs, diff, level = self._trie_tokens.difference_refs()
         progress = self._progress
+        if progress is None and num_states <= _EAGER_CHUNK:
+            self._build_one_chunk(refs, diff, level)
+            return True
         if progress is None:
-            progress = self._progress = _EagerProgress(np.empty(num_states, dtype=np.int32))
+            order = np.argsort(level, kind="stable")  # (N,) walked states first
+            sorted_level = level[order]
+            starts = np.flatnonzero(sorted_level[1:] != sorted_level[:-1]) + 1
+            progress = self._progress = _EagerProgress(
+                np.empty(num_states, dtype=np.int32), order, starts.tolist()
+            )
         row_of = np.empty(min(_EAGER_CHUNK, num_states), dtype=np.int32)
-        for lo in range(progress.num_done, num_states, _EAGER_CHUNK):
-            hi = min(lo + _EAGER_CHUNK, num_states)
-            # zeroed by calloc: pages are touched by the (GIL-free) kernel, not here
-            out = np.zeros((hi - lo, num_words), dtype=np.uint32)
-            index_packed_rows(self.dfa, self.table, np.arange(lo, hi), self._trie_tokens, out)
-            distinct, hashes = unique_rows(out, row_of)  # (U_chunk, num_words), (U_chunk,)
-            if lo == 0 and hi == num_states:  # one chunk: its groups are the distinct rows
-                progress.state_rows[:] = row_of[:num_states]
-                self._publish(progress.state_rows, distinct)
-                return True
-            progress.add_chunk(lo, distinct, hashes, row_of[: hi - lo])
+        chunks = progress.chunks(_EAGER_CHUNK)
+        # one buffer for every chunk (each chunk's distinct rows are copies): a fresh calloc'd
+        # chunk would fault in its pages again
+        buffer = np.zeros((min(_EAGER_CHUNK, num_states), num_words), dtype=np.uint32)
+        for k, (lo, hi) in enumerate(chunks):
+            states = progress.order[lo:hi]
+            out = buffer[: hi - lo]
+            if k:
+                out.fill(0)
+            chunk_refs = progress.ref_rows(refs, diff, states)
+            index_packed_rows(self.dfa, self.table, states, self._trie_tokens, out, chunk_refs)
+            distinct, hashes = _unique_rows(out, row_of)  # (U_chunk, num_words), (U_chunk,)
+            progress.add_chunk(states, distinct, hashes, row_of[: hi - lo])
             if budget is not None:
                 budget.check_time("indexing the vocabulary", None)
             if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
                 self.is_eager = False
                 rows = progress.distinct_rows
-                for state in range(hi):
+                for state in progress.order[:hi].tolist():
                     self.lazy_rows.setdefault(
                         state, rows[progress.state_rows[state]].view(np.int32)
                     )
                 return False
         self._publish(progress.state_rows, np.stack(progress.distinct_rows))
         return True
+
+    def _build_one_chunk(self, refs: np.ndarray, diff: np.ndarray, level: np.ndarray) -> None:
+        """:meth:`build_eager` of a DFA of at most one chunk of states: every row at once, a
+        level of derived states after the rows it reads; their groups are the distinct rows."""
+        num_states = self.dfa.num_states
+        order = np.argsort(level, kind="stable")  # (N,) walked states first
+        position = np.empty(num_states, dtype=np.int64)
+        position[order] = np.arange(num_states)
+        sorted_level = level[order]
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_level)) + 1).tolist(), num_states]
+        out = np.zeros((num_states, self.table.num_words), dtype=np.uint32)  # rows by position
+        for lo, hi in itertools.pairwise(bounds):
+            states = order[lo:hi]
+            ref = refs[states]
+            chunk_refs = None
+            if lo > 0:  # derived states: their references are rows of earlier levels
+                chunk_refs = (out, np.where(ref >= 0, position[ref], -1), diff[states])
+            index_packed_rows(
+                self.dfa, self.table, states, self._trie_tokens, out[lo:hi], chunk_refs
+            )
+        row_of = np.empty(num_states, dtype=np.int32)
+        distinct, _ = _unique_rows(out, row_of)  # (U, num_words)
+        state_rows = np.empty(num_states, dtype=np.int32)
+        state_rows[order] = row_of
+        self._publish(state_rows, distinct)
 
     def _publish(self, state_rows: np.ndarray, distinct: np.ndarray) -> None:
         packed = distinct.view(np.int32)

@@ -275,3 +275,84 @@ def test_eager_index_over_its_time_cap_turns_lazy_and_keeps_its_rows(smollm2_voc
     assert len(capped.lazy_rows) == _EAGER_CHUNK  # the first chunk, kept
     for state in range(dfa.num_states):  # the rest on first use, equal to the eager rows
         assert np.array_equal(capped.row(state), reference.row(state))
+
+
+# -- rows derived by difference (an eager build) against rows walked in full -----------------
+
+
+def _assert_derived_rows_exact(dfa, vocab, min_ratio: int, chunk: int, monkeypatch) -> int:
+    """An eager build whose states take their rows from their uniform successors' where
+    ``difference_refs`` says so (``min_ratio = 0``: every state that has one, cycles
+    included) equals the full walk of every state; returns how many rows were derived."""
+    from formcast.grammar.index import token_index
+    from formcast.grammar.index.kernels import difference_refs
+    from formcast.grammar.index.token_index import (
+        TokenIndex,
+        TrieTokens,
+        index_packed_rows,
+        vocab_table,
+    )
+
+    table = vocab_table(vocab)
+    tokens = TrieTokens(dfa, table)
+    ref, diff, level = tokens.difference_refs()
+    if min_ratio != token_index.DIFF_MIN_RATIO:
+        first_bits = np.zeros(4, dtype=np.uint64)
+        trie = table.trie
+        for b in trie.node_byte[trie.child_start[0] : trie.child_end[0]].tolist():
+            first_bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        ref, diff, level = difference_refs(
+            dfa.transitions, dfa.byte_to_class, tokens.uniform, first_bits, min_ratio
+        )
+        tokens._refs = (ref, diff, level)
+    # references end in walked states, one level down each step (no cycle survives)
+    derived = np.flatnonzero(ref >= 0)
+    assert (level[ref < 0] == 0).all()
+    assert (level[derived] == level[ref[derived]] + 1).all()
+    monkeypatch.setattr(token_index, "_EAGER_CHUNK", chunk)
+    index = TokenIndex(dfa, vocab, is_eager=True)
+    index._trie_tokens = tokens
+    assert index.build_eager(None)
+    walked = index_packed_rows(dfa, table, np.arange(dfa.num_states))
+    for state in range(dfa.num_states):
+        assert np.array_equal(index.row(state), walked[state]), (state, int(ref[state]))
+    return len(derived)
+
+
+def _key_complement_dfa(num_keys: int):
+    """An object with named properties and any other key (a key complement: string states
+    that differ from the string loop on one byte, the next letter of a name)."""
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.json_schema.compile import json_schema_to_regex
+
+    names = ["height", "heading", "width", "name", "nickname", "id", "idle"][:num_keys]
+    schema = {
+        "type": "object",
+        "properties": {name: {"type": "integer"} for name in names},
+        "additionalProperties": {"type": "string", "maxLength": 3},
+    }
+    return regex_to_dfa(json_schema_to_regex(schema, strict=True))
+
+
+@pytest.mark.parametrize("chunk", [256, 7])
+def test_rows_derived_by_difference_equal_walked_rows(chunk, smollm2_vocab, monkeypatch):
+    dfa = _key_complement_dfa(7)
+    # the key complement's prefixes are derived with the default ratio
+    assert _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch) > 10
+    # every state with a uniform successor derived: long chains, a cycle cut
+    assert _assert_derived_rows_exact(dfa, smollm2_vocab, 0, chunk, monkeypatch) > 100
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pattern=_patterns(),
+    min_ratio=st.sampled_from([0, 1, 8]),
+    chunk=st.sampled_from([3, 256]),
+)
+def test_rows_derived_by_difference_hypothesis(pattern, min_ratio, chunk, smollm2_vocab):
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _assert_derived_rows_exact(
+            regex_to_dfa(pattern), smollm2_vocab, min_ratio, chunk, monkeypatch
+        )
