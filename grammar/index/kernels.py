@@ -350,7 +350,9 @@ def difference_refs(transitions, byte_to_class, uniform, first_bits, min_ratio):
 
 
 @numba.njit(cache=True, nogil=True)
-def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover - jitted
+def chain_coverage(
+    transitions, byte_to_class, max_height, max_cells=1 << 62
+):  # pragma: no cover - jitted
     """Chain coverage of a byte DFA (``(S, K)`` class table, ``(256,)`` byte -> class):
     ``(covered (H + 1, S, 4) uint64, u (S,))``.
 
@@ -360,7 +362,13 @@ def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover 
     over those bytes stays alive from ``s``. ``covered[0, s]`` is the set of bytes ``s`` can
     read at all. Levels stop at ``max_height`` or where they stop changing (``covered[h] ==
     covered[h - 1]`` for every state, hence for every later ``h``), so ``covered[min(h, H),
-    s]`` is exact for every ``h >= 1``."""
+    s]`` is exact for every ``h >= 1``.
+
+    At most ``max_cells`` ``(level, state)`` cells are kept: a DFA of 70k states with a counted
+    chain changed at every one of 82 levels (188 MB). Cut short at level ``L`` before the
+    levels stop changing, a last level ``L + 1`` is empty: no byte set lies within it, so a
+    subtree taller than ``L`` is walked into instead of finished at once, and the bisections
+    over levels (``_chain_reach``) stop below it; every level kept is exact."""
     num_states, num_classes = transitions.shape
     class_bits = np.zeros((num_classes, 4), np.uint64)
     class_size = np.zeros(num_classes, np.int64)
@@ -389,26 +397,30 @@ def chain_coverage(transitions, byte_to_class, max_height):  # pragma: no cover 
                     if q == best:
                         first[s, w] |= class_bits[k, w]
         uniform[s] = best
-    levels = [live, first]
-    for _ in range(2, max_height + 1):
-        prev = levels[-1]
-        cur = np.zeros((num_states, 4), np.uint64)
+    most = min(max_height, max(2, max_cells // max(num_states, 1) - 2))
+    out = np.empty((most + 2, num_states, 4), np.uint64)  # levels 0..most and a last empty one
+    out[0] = live
+    out[1] = first
+    num_levels = 2
+    is_settled = False
+    for h in range(2, most + 1):
+        prev = out[h - 1]
+        cur = out[h]
         changed = False
         for s in range(num_states):
             u = uniform[s]
-            if u < 0:
-                continue
             for w in range(4):
-                cur[s, w] = first[s, w] & prev[u, w]
+                cur[s, w] = first[s, w] & prev[u, w] if u >= 0 else np.uint64(0)
                 if cur[s, w] != prev[s, w]:
                     changed = True
         if not changed:
+            is_settled = True
             break
-        levels.append(cur)
-    out = np.empty((len(levels), num_states, 4), np.uint64)
-    for h in range(len(levels)):
-        out[h] = levels[h]
-    return out, uniform
+        num_levels = h + 1
+    if not is_settled and most < max_height:  # cut short: an empty last level
+        out[num_levels] = 0
+        num_levels += 1
+    return out[:num_levels], uniform
 
 
 @numba.njit(cache=True, nogil=True)

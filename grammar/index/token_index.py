@@ -67,6 +67,9 @@ DENSE_MIN_TOKENS = 256
 # an eager build derives a state's row from its uniform successor's when the first bytes they
 # move differently on are at most this fraction of those the state reads (kernels.difference_refs)
 DIFF_MIN_RATIO = 8
+# (level, state) cells of one DFA's chain coverage (32 bytes each: 64 MB); a larger DFA keeps
+# fewer levels, and walks into the subtrees taller than those (kernels.chain_coverage)
+COVERAGE_MAX_CELLS = 1 << 21
 
 
 @dataclass(frozen=True, eq=False)
@@ -414,13 +417,14 @@ class TrieTokens:
     of the chain, and every state of a trimmed DFA is alive). A self-loop (inside a JSON
     string) is the chain ``u(s) = s``; a counted repetition is a chain of distinct states.
     Levels stop where they stop changing, so ``covered[min(h, max_height), s]`` is exact for
-    every ``h`` (computed by :func:`~formcast.grammar.index.kernels.chain_coverage`).
+    every ``h`` (computed by :func:`~formcast.grammar.index.kernels.chain_coverage`), or
+    where ``COVERAGE_MAX_CELLS`` cuts them short: then the last level is empty.
     """
 
     def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
         longest = int(table.trie.height.max(initial=0))
         self.covered, self.uniform = chain_coverage(
-            dfa.transitions, dfa.byte_to_class, max(longest, 1)
+            dfa.transitions, dfa.byte_to_class, max(longest, 1), COVERAGE_MAX_CELLS
         )
         self.max_height = len(self.covered) - 1
         self._dfa, self._table = dfa, table

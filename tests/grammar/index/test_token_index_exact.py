@@ -153,6 +153,25 @@ def test_trie_walk_equals_token_walk(pattern, smollm2_vocab):
     _assert_trie_walk_exact(regex_to_dfa(pattern), smollm2_vocab)
 
 
+@pytest.mark.parametrize("max_cells", [1, 2_000])
+@pytest.mark.parametrize("pattern", TRIE_PATTERNS, ids=range(len(TRIE_PATTERNS)))
+def test_trie_walk_with_levels_cut_short(pattern, max_cells, smollm2_vocab, monkeypatch):
+    """Chain coverage kept to a few levels (a cell budget, as for a DFA of many thousand
+    states): still exact, the subtrees taller than the levels kept are walked into."""
+    from formcast.grammar.index import token_index
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    monkeypatch.setattr(token_index, "COVERAGE_MAX_CELLS", max_cells)
+    dfa = regex_to_dfa(pattern)
+    tokens = token_index.TrieTokens(dfa, token_index.vocab_table(smollm2_vocab))
+    if max_cells == 1:  # levels 0..2 and, if they still changed, an empty one
+        assert tokens.covered.shape[0] <= 4
+        assert tokens.covered.shape[0] < 4 or not tokens.covered[3].any()
+        if "{0,8}" in pattern:  # a counted chain changes at every level: cut
+            assert tokens.covered.shape[0] == 4
+    _assert_trie_walk_exact(dfa, smollm2_vocab)
+
+
 _ATOMS = ["a", "b", "[a-c]", "[^a]", "[ -~]", "\\d", "é", '[^"\\\\]', '"', "."]
 
 
