@@ -25,6 +25,7 @@ candidate tokens at once (:func:`fill_candidates`), with numba.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -124,6 +125,35 @@ def push_options(dfa: ByteDFA, is_depth_dependent: bool) -> list[list[tuple[int,
     return options
 
 
+_OPTION_ARRAYS: weakref.WeakKeyDictionary[ByteDFA, dict[bool, tuple[np.ndarray, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+_OPTION_ARRAYS_LOCK = threading.Lock()
+
+
+def push_option_arrays(
+    dfa: ByteDFA, is_depth_dependent: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`push_options` flattened, memoised per automaton (a container automaton is shared
+    by every schema of its layout): ``(counts (N,) int32, return states, depths)``, the options
+    of each state in state order."""
+    with _OPTION_ARRAYS_LOCK:
+        found = _OPTION_ARRAYS.get(dfa, {}).get(is_depth_dependent)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    options = push_options(dfa, is_depth_dependent)
+    counts = np.fromiter(map(len, options), dtype=np.int32, count=len(options))
+    flat = [option for opts in options for option in opts]
+    rets = np.asarray([ret for ret, _ in flat], dtype=np.int32)
+    depths = np.asarray([depth for _, depth in flat], dtype=np.int32)
+    arrays = (counts, rets, depths)
+    for array in arrays:
+        array.setflags(write=False)
+    with _OPTION_ARRAYS_LOCK:
+        _OPTION_ARRAYS.setdefault(dfa, {})[is_depth_dependent] = arrays
+    return arrays
+
+
 def build_tables(
     automata: list[ByteDFA], depths: list[int], is_depth_dependent: bool
 ) -> FrameTables:
@@ -133,7 +163,6 @@ def build_tables(
     """
     sizes = [dfa.num_states for dfa in automata]
     state_base = np.cumsum([0, *sizes])[:-1].astype(np.int32)
-    num_states = int(sum(sizes))
     flat = np.concatenate([dfa.transitions.reshape(-1) for dfa in automata]).astype(np.int32)
     cell_starts = np.cumsum([0, *(dfa.transitions.size for dfa in automata)])[:-1]
     cell_base = np.concatenate(
@@ -147,15 +176,10 @@ def build_tables(
     is_pop = np.concatenate(
         [np.zeros(sizes[0], dtype=bool), *(dfa.is_accepting for dfa in automata[1:])]
     )
-    counts = np.zeros(num_states, dtype=np.int32)
-    rets: list[int] = []
-    opt_depths: list[int] = []
-    for k, dfa in enumerate(automata):
-        for local, opts in enumerate(push_options(dfa, is_depth_dependent)):
-            counts[state_base[k] + local] = len(opts)
-            for ret, depth in opts:
-                rets.append(int(state_base[k]) + ret)
-                opt_depths.append(depth)
+    options = [push_option_arrays(dfa, is_depth_dependent) for dfa in automata]
+    counts = np.concatenate([opts[0] for opts in options])  # (num_states,)
+    rets = np.concatenate([opts[1] + state_base[k] for k, opts in enumerate(options)])
+    opt_depths = np.concatenate([opts[2] for opts in options])
     opt_lo = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     depth_start = np.full(max(depths, default=0) + 1, -1, dtype=np.int32)
     for k, depth in enumerate(depths, start=1):
@@ -168,8 +192,8 @@ def build_tables(
         classes=classes,
         is_pop=is_pop,
         opt_lo=opt_lo,
-        opt_ret=np.asarray(rets, dtype=np.int32),
-        opt_depth=np.asarray(opt_depths, dtype=np.int32),
+        opt_ret=rets.astype(np.int32),
+        opt_depth=opt_depths.astype(np.int32),
         depth_start=depth_start,
         max_options=int(counts.max(initial=0)),
     )
