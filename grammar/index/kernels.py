@@ -87,6 +87,9 @@ def index_rows(
     ref_rows,
     ref_of,
     diff_bits,
+    fix_depth,
+    token_bytes,
+    long_rows,
 ):  # pragma: no cover - jitted
     """Set ``out[i]`` (``(W,)`` uint32) to the tokens allowed from DFA state ``states[i]``.
 
@@ -116,6 +119,19 @@ def index_rows(
     (``W`` words for a subtree with a dense row, else one bit per token), and the cheaper side
     is written. A state inside a JSON string allows nearly every token (tens of thousands of
     bits, as alive pieces) and kills a few hundred: it is written as the complement.
+
+    Rows derived from another state's (:func:`difference_refs`), where ``ref_of[i] >= 0``: row
+    ``i`` starts as the text tokens of ``ref_rows[ref_of[i]]``, the row of a state ``r``.
+
+    - By difference: ``r`` moves like ``states[i]`` on every first byte outside
+      ``diff_bits[i]`` (``(4,)`` uint64 byte set): a token's fate from a state depends only on
+      where its first byte leads, so the tokens starting with any other byte are allowed from
+      both or from neither. The subtrees of the root children on ``diff_bits[i]`` are cleared
+      and walked from ``states[i]`` alone (alive pieces only).
+    - By shift: ``fix_depth[i] >= 0``: ``r`` agrees with ``states[i]`` on every token of at
+      most that many bytes; the longer ones (the first rows of ``long_rows``, trie rows by
+      decreasing length; ``token_bytes``: ``(R, max_len)`` the rows' bytes) are walked byte by
+      byte. ``-1``: on every token.
     """
     n = len(child_start)
     stack_node = np.empty(n, np.int64)
@@ -136,6 +152,25 @@ def index_rows(
             for w in range(num_words):
                 row[w] = ref[w] & text_row[w]
             root_bits = diff_bits[i]
+            depth = fix_depth[i]
+            if depth >= 0:
+                state = states[i]
+                for k in range(len(long_rows)):
+                    r = long_rows[k]
+                    if row_lengths[r] <= depth:
+                        break
+                    t = token_ids[r]
+                    q = state
+                    for j in range(row_lengths[r]):
+                        q = transitions[q, byte_to_class[token_bytes[r, j]]]
+                        if q < 0:
+                            break
+                    if q >= 0:
+                        row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                    else:
+                        row[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+            if not (root_bits[0] | root_bits[1] | root_bits[2] | root_bits[3]):
+                continue  # nothing to walk again
             for child in range(child_start[0], child_end[0]):
                 b = node_byte[child]
                 if root_bits[b >> 6] & (np.uint64(1) << np.uint64(b & 63)):
@@ -280,24 +315,172 @@ def _walk_state(
             row[w] = text_row[w] & ~row[w]
 
 
+_NO_CONFLICT = np.int64(1) << np.int64(40)  # a pair of states no string tells apart
+
+
 @numba.njit(cache=True, nogil=True)
-def difference_refs(transitions, byte_to_class, uniform, first_bits, min_ratio):  # pragma: no cover
+def shift_distances(transitions, uniform, is_candidate, max_pairs):  # pragma: no cover - jitted
+    """``(S,)`` int64: for each candidate state ``s`` (``is_candidate``), the length of the
+    shortest byte string after which ``s`` and ``u = uniform[s]`` disagree on whether the next
+    byte is alive (``_NO_CONFLICT`` if none does; ``-1`` for the other states). Every string
+    of at most that many bytes is alive from both or from neither, so their rows agree on
+    every token of at most that length.
+
+    The pairs reachable from the candidates' ``(s, u)`` pairs are enumerated (at most
+    ``max_pairs``; a pair whose successors do not fit counts as disagreeing at once, which
+    only shortens distances) and the distances come from a breadth-first search backwards
+    from the disagreeing pairs. A pair of equal states agrees forever and is not followed.
+    """
+    num_states, num_classes = transitions.shape
+    size = 2
+    while size < 2 * max_pairs:
+        size *= 2
+    slot_key = np.full(size, -1, np.int64)  # open addressing: pair key p * S + q -> its id
+    slot_pair = np.empty(size, np.int64)
+    pair_p = np.empty(max_pairs, np.int64)
+    pair_q = np.empty(max_pairs, np.int64)
+    is_conflict = np.zeros(max_pairs, np.bool_)
+    edge_src = np.empty(4 * max_pairs, np.int64)
+    edge_dst = np.empty(4 * max_pairs, np.int64)
+    num_edges = 0
+    num_pairs = 0
+    start_pair = np.full(num_states, -1, np.int64)
+    for s in range(num_states):
+        if is_candidate[s]:
+            j, is_new = _pair_slot(slot_key, s * num_states + uniform[s])
+            if is_new:
+                if num_pairs == max_pairs:
+                    slot_key[j] = -1
+                    continue
+                slot_pair[j] = num_pairs
+                pair_p[num_pairs], pair_q[num_pairs] = s, uniform[s]
+                num_pairs += 1
+            start_pair[s] = slot_pair[j]
+    i = 0
+    while i < num_pairs:  # the closure, breadth first
+        p, q = pair_p[i], pair_q[i]
+        first_edge = num_edges
+        for k in range(num_classes):
+            a, b = transitions[p, k], transitions[q, k]
+            if (a < 0) != (b < 0):
+                is_conflict[i] = True
+                break
+            if a < 0 or a == b:
+                continue
+            j, is_new = _pair_slot(slot_key, a * num_states + b)
+            if is_new:
+                if num_pairs == max_pairs:  # no room: count the pair as disagreeing now
+                    slot_key[j] = -1
+                    is_conflict[i] = True
+                    break
+                slot_pair[j] = num_pairs
+                pair_p[num_pairs], pair_q[num_pairs] = a, b
+                num_pairs += 1
+            target = slot_pair[j]
+            is_seen = False
+            for e in range(first_edge, num_edges):
+                if edge_dst[e] == target:
+                    is_seen = True
+                    break
+            if not is_seen:
+                if num_edges == edge_src.shape[0]:
+                    grown_src = np.empty(2 * num_edges, np.int64)
+                    grown_dst = np.empty(2 * num_edges, np.int64)
+                    grown_src[:num_edges] = edge_src
+                    grown_dst[:num_edges] = edge_dst
+                    edge_src, edge_dst = grown_src, grown_dst
+                edge_src[num_edges] = i
+                edge_dst[num_edges] = target
+                num_edges += 1
+        i += 1
+    # backwards breadth-first search from the disagreeing pairs
+    in_start = np.zeros(num_pairs + 1, np.int64)
+    for e in range(num_edges):
+        in_start[edge_dst[e] + 1] += 1
+    for i in range(num_pairs):
+        in_start[i + 1] += in_start[i]
+    fill = in_start[:num_pairs].copy()
+    in_src = np.empty(num_edges, np.int64)
+    for e in range(num_edges):
+        in_src[fill[edge_dst[e]]] = edge_src[e]
+        fill[edge_dst[e]] += 1
+    pair_dist = np.full(num_pairs, _NO_CONFLICT, np.int64)
+    queue = np.empty(num_pairs, np.int64)
+    head = tail = 0
+    for i in range(num_pairs):
+        if is_conflict[i]:
+            pair_dist[i] = 0
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for e in range(in_start[x], in_start[x + 1]):
+            src = in_src[e]
+            if pair_dist[src] == _NO_CONFLICT:
+                pair_dist[src] = pair_dist[x] + 1
+                queue[tail] = src
+                tail += 1
+    dist = np.full(num_states, -1, np.int64)
+    for s in range(num_states):
+        if start_pair[s] >= 0:
+            dist[s] = pair_dist[start_pair[s]]
+    return dist
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pair_slot(slot_key, key):  # pragma: no cover - jitted
+    """The slot of ``key`` in the open-addressing table ``slot_key`` (size a power of two) and
+    whether it was empty (then it now holds ``key``)."""
+    mask = slot_key.shape[0] - 1
+    j = key & mask
+    while slot_key[j] >= 0 and slot_key[j] != key:
+        j = (j + 1) & mask
+    if slot_key[j] < 0:
+        slot_key[j] = key
+        return j, True
+    return j, False
+
+
+@numba.njit(cache=True, nogil=True)
+def difference_refs(
+    transitions, byte_to_class, uniform, first_bits, min_ratio, longest_token, num_longer,
+    max_fix_tokens, max_pairs,
+):  # pragma: no cover - jitted  # fmt: skip
     """For each state ``s`` of a DFA (``(S, K)`` class table, ``(256,)`` byte -> class), the
     state its row is derived from by :func:`index_rows`: ``(ref (S,) int64, diff (S, 4)
-    uint64, level (S,) int64)``.
+    uint64, fix_depth (S,) int64, level (S,) int64)``.
 
-    ``ref[s]`` is ``s``'s uniform successor ``u = uniform[s]`` when the first bytes of tokens
-    (``first_bits``, a ``(4,)`` uint64 byte set) on which ``s`` and ``u`` move differently
-    (``diff[s]``) are at most ``1 / min_ratio`` of those ``s`` can read: then the row of ``s``
-    is ``u``'s with those bytes' subtrees walked again, instead of a walk of every subtree
-    (states inside a JSON string that differ from the string loop on one or two bytes: a key
-    complement's prefixes). Else ``ref[s] = -1`` (walked in full). Chains of references end in
-    a walked state: ``level[s]`` is 0 for those and ``1 + level[ref[s]]`` otherwise; a cycle of
-    references is cut at its smallest state, which is walked.
+    By difference: ``ref[s]`` is ``s``'s uniform successor ``u = uniform[s]`` when the first
+    bytes of tokens (``first_bits``, a ``(4,)`` uint64 byte set) on which ``s`` and ``u`` move
+    differently (``diff[s]``) are at most ``1 / min_ratio`` of those ``s`` can read: then the
+    row of ``s`` is ``u``'s with those bytes' subtrees walked again, instead of a walk of every
+    subtree (states inside a JSON string that differ from the string loop on one or two bytes:
+    a key complement's prefixes).
+
+    By shift: a state that reads at least ``1 / min_ratio`` of the first bytes, not derived by
+    difference, whose pair with ``u`` agrees on every string of ``d`` bytes
+    (:func:`shift_distances`): ``s``'s row is ``u``'s on every token of at most ``d`` bytes,
+    so ``ref[s] = u`` and the tokens longer than ``fix_depth[s] = d`` are walked again (none
+    if ``d`` reaches ``longest_token``: ``fix_depth = -1``); taken when at most
+    ``max_fix_tokens`` tokens are that long (``num_longer[d]``). A bounded string's positions
+    that still have more characters left than the longest token has: copies of the next one.
+    A chain of such references is followed to its end while the combined depth (the least
+    on the way) keeps that bound.
+
+    Else ``ref[s] = -1`` (walked in full). Chains of references end in a walked state:
+    ``level[s]`` is 0 for those and ``1 + level[ref[s]]`` otherwise; a cycle of references is
+    cut at its smallest state, which is walked.
     """
     num_states, num_classes = transitions.shape
     ref = np.full(num_states, -1, np.int64)
     diff = np.zeros((num_states, 4), np.uint64)
+    fix_depth = np.full(num_states, -1, np.int64)
+    is_candidate = np.zeros(num_states, np.bool_)
+    num_first = 0
+    for b in range(256):
+        if first_bits[b >> 6] & (np.uint64(1) << np.uint64(b & 63)):
+            num_first += 1
     for s in range(num_states):
         u = uniform[s]
         if u < 0 or u == s:
@@ -316,9 +499,45 @@ def difference_refs(transitions, byte_to_class, uniform, first_bits, min_ratio):
                 diff[s, b >> 6] |= bit
         if num_diff * min_ratio <= num_alive:
             ref[s] = u
+        elif num_alive * min_ratio >= num_first:
+            is_candidate[s] = True
+    dist = shift_distances(transitions, uniform, is_candidate, max_pairs)
+    is_shift = np.zeros(num_states, np.bool_)
+    for s in range(num_states):
+        d = dist[s]
+        if d < 0:
+            continue
+        if d >= longest_token:
+            ref[s], fix_depth[s], is_shift[s] = uniform[s], -1, True
+        elif num_longer[d] <= max_fix_tokens:
+            ref[s], fix_depth[s], is_shift[s] = uniform[s], d, True
+    # follow chains of shift references while the least depth keeps within the bound: each
+    # state after the one it refers to (a path down the chain, resolved from its end)
+    is_done = np.zeros(num_states, np.bool_)
+    is_on_path = np.zeros(num_states, np.bool_)
+    path = np.empty(num_states, np.int64)
+    for s in range(num_states):
+        num_path = 0
+        x = s
+        while is_shift[x] and not is_done[x] and not is_on_path[x]:
+            is_on_path[x] = True
+            path[num_path] = x
+            num_path += 1
+            x = ref[x]
+        for k in range(num_path - 1, -1, -1):
+            y = path[k]
+            r = ref[y]
+            is_on_path[y] = False
+            is_done[y] = True
+            if not (is_shift[r] and is_done[r]) or ref[r] == y:
+                continue  # r is walked, derived by difference, or on a cycle
+            depth = fix_depth[y]
+            if fix_depth[r] >= 0 and (depth < 0 or fix_depth[r] < depth):
+                depth = fix_depth[r]
+            if depth < 0 or num_longer[depth] <= max_fix_tokens:
+                ref[y], fix_depth[y] = ref[r], depth
     # levels along the reference chains; 0: walked. level -1 unknown, -2 on the current path
     level = np.full(num_states, -1, np.int64)
-    path = np.empty(num_states, np.int64)
     for s in range(num_states):
         while level[s] < 0:
             num_path = 0
@@ -335,6 +554,7 @@ def difference_refs(transitions, byte_to_class, uniform, first_bits, min_ratio):
                     smallest = min(smallest, r)
                     r = ref[r]
                 ref[smallest] = -1
+                fix_depth[smallest] = -1
                 for k in range(num_path):
                     level[path[k]] = -1
                 continue
@@ -344,9 +564,9 @@ def difference_refs(transitions, byte_to_class, uniform, first_bits, min_ratio):
                 level[path[k]] = base
                 base += 1
     for s in range(num_states):
-        if ref[s] < 0:
+        if ref[s] < 0 or is_shift[s]:
             diff[s, :] = 0
-    return ref, diff, level
+    return ref, diff, fix_depth, level
 
 
 @numba.njit(cache=True, nogil=True)

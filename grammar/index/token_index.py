@@ -67,6 +67,9 @@ DENSE_MIN_TOKENS = 256
 # an eager build derives a state's row from its uniform successor's when the first bytes they
 # move differently on are at most this fraction of those the state reads (kernels.difference_refs)
 DIFF_MIN_RATIO = 8
+# a state's row is derived by shift when the tokens to walk again are at most one per this
+# many words of a row (a row copy costs num_words words; a token walk about its length)
+FIX_WORDS_PER_TOKEN = 8
 # (level, state) cells of one DFA's chain coverage (32 bytes each: 64 MB); a larger DFA keeps
 # fewer levels, and walks into the subtrees taller than those (kernels.chain_coverage)
 COVERAGE_MAX_CELLS = 1 << 21
@@ -223,6 +226,8 @@ class VocabTable:
     _held: np.ndarray | None = field(default=None, repr=False, compare=False)
     _text: np.ndarray | None = field(default=None, repr=False, compare=False)
     _eos: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _by_length: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _num_longer: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def _computed_once(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The read-only array cached in field ``name``, built by ``build`` on first use."""
@@ -232,6 +237,24 @@ class VocabTable:
             found.flags.writeable = False
             object.__setattr__(self, name, found)
         return found
+
+    def rows_by_length(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows (T,) int64, num_longer (L + 1,) int64)``: the trie rows by decreasing byte
+        length, and for each ``d <= L`` (the longest token) how many tokens are longer than
+        ``d`` (the first ``num_longer[d]`` of ``rows``); computed once."""
+        rows = self._computed_once(
+            "_by_length", lambda: np.argsort(-self.lengths, kind="stable").astype(np.int64)
+        )
+        num_longer = self._computed_once(
+            "_num_longer",
+            lambda: (
+                len(self.lengths)
+                - np.searchsorted(
+                    np.sort(self.lengths), np.arange(int(self.lengths.max(initial=0)) + 1), "right"
+                )
+            ).astype(np.int64),
+        )
+        return rows, num_longer
 
     def held_bytes(self) -> np.ndarray:
         """``(256,)`` bool: the bytes some text token holds (computed once; read-only)."""
@@ -428,31 +451,59 @@ class TrieTokens:
         )
         self.max_height = len(self.covered) - 1
         self._dfa, self._table = dfa, table
-        self._refs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._derivations: Derivations | None = None
 
-    def difference_refs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(ref (S,), diff (S, 4), level (S,))`` of
-        :func:`~formcast.grammar.index.kernels.difference_refs` (computed once): which states
-        an eager build derives from another state's row, and in which order."""
-        if self._refs is None:
-            trie = self._table.trie
+    def derivations(self) -> Derivations:
+        """Which states an eager build derives from another state's row, and in which order
+        (:func:`~formcast.grammar.index.kernels.difference_refs`, computed once)."""
+        if self._derivations is None:
+            table = self._table
+            trie = table.trie
             first = trie.node_byte[trie.child_start[0] : trie.child_end[0]].astype(np.int64)
             first_bits = np.zeros(4, dtype=np.uint64)
             np.bitwise_or.at(
                 first_bits, first >> 6, np.left_shift(np.uint64(1), (first & 63).astype(np.uint64))
             )
-            self._refs = difference_refs(
-                self._dfa.transitions, self._dfa.byte_to_class, self.uniform, first_bits,
-                DIFF_MIN_RATIO,
+            _, num_longer = table.rows_by_length()
+            num_states = self._dfa.num_states
+            self._derivations = Derivations(
+                *difference_refs(
+                    self._dfa.transitions, self._dfa.byte_to_class, self.uniform, first_bits,
+                    DIFF_MIN_RATIO, len(num_longer) - 1, num_longer,
+                    table.num_words // FIX_WORDS_PER_TOKEN, 4 * num_states + 64,
+                )
             )  # fmt: skip
-        return self._refs
+        return self._derivations
+
+
+@dataclass(frozen=True)
+class Derivations:
+    """Per DFA state, how an eager build gets its row (see
+    :func:`~formcast.grammar.index.kernels.difference_refs`): walked in full (``ref = -1``) or
+    from state ``ref``'s row, by difference (its first bytes ``diff``, ``(S, 4)`` uint64) or by
+    shift (tokens longer than ``fix_depth`` walked again; ``-1``: none); ``level``: 0 walked,
+    else one more than the reference's."""
+
+    ref: np.ndarray  # (S,) int64
+    diff: np.ndarray  # (S, 4) uint64
+    fix_depth: np.ndarray  # (S,) int64
+    level: np.ndarray  # (S,) int64
+
+    def chunk(
+        self, states: np.ndarray, ref_rows: np.ndarray, ref_of: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """The ``refs`` argument of :func:`index_packed_rows` for ``states``, their references'
+        rows ``ref_rows[ref_of]`` (``-1``: walked)."""
+        return ref_rows, ref_of, self.diff[states], self.fix_depth[states]
 
 
 _NO_REF_ROWS = np.zeros((0, 1), dtype=np.uint32)
 
 
-def _no_diff(num_states: int) -> np.ndarray:
-    return np.zeros((num_states, 4), dtype=np.uint64)
+def _walked(num_states: int) -> tuple[np.ndarray, ...]:
+    """The ``refs`` argument of :func:`index_packed_rows` for states all walked in full."""
+    none = np.full(num_states, -1, dtype=np.int64)
+    return _NO_REF_ROWS, none, np.zeros((num_states, 4), dtype=np.uint64), none
 
 
 def _unique_rows(rows: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -470,15 +521,16 @@ def index_packed_rows(
     states: np.ndarray,
     tokens: TrieTokens | None = None,
     out: np.ndarray | None = None,
-    refs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    refs: tuple[np.ndarray, ...] | None = None,
 ) -> np.ndarray:
     """``(len(states), num_words)`` int32 packed masks of ``states``: the text tokens that keep
     the DFA alive (walked through the vocabulary trie by
     :func:`~formcast.grammar.index.kernels.index_rows`), plus the EOS ids in accepting
     states. Exact, like :func:`walk_tokens`. ``out``: a zeroed ``(len(states), num_words)``
     uint32 array to fill in place (returned as an int32 view). ``refs``: ``(ref_rows (R,
-    num_words) uint32, ref_of (len(states),), diff (len(states), 4))``: the rows derived by
-    difference (see the kernel; ``ref_of[i] = -1``: walked in full)."""
+    num_words) uint32, ref_of (len(states),), diff (len(states), 4), fix_depth
+    (len(states),))``: the rows derived from others (:meth:`Derivations.chunk`; ``ref_of[i] =
+    -1``: walked in full)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     trie = table.trie
@@ -488,13 +540,14 @@ def index_packed_rows(
         out = np.zeros((len(states), table.num_words), dtype=np.uint32)
     dense_of, dense = table.dense_subtrees()
     if refs is None:
-        refs = (_NO_REF_ROWS, np.full(len(states), -1, dtype=np.int64), _no_diff(len(states)))
+        refs = _walked(len(states))
+    long_rows, _ = table.rows_by_length()
     index_rows(
         dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
         trie.child_end,
         trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
         trie.height, trie.bytes_below, tokens.covered, tokens.uniform, table.lengths, dense_of,
-        dense, table.text_row(), out, *refs,
+        dense, table.text_row(), out, *refs, table.matrix, long_rows,
     )  # fmt: skip
     if len(table.eos_token_ids):
         accepting = dfa.is_accepting[states]
@@ -584,18 +637,18 @@ class _EagerProgress:
         return out
 
     def ref_rows(
-        self, refs: np.ndarray, diff: np.ndarray, states: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        self, derivations: Derivations, states: np.ndarray
+    ) -> tuple[np.ndarray, ...] | None:
         """The ``refs`` argument of :func:`index_packed_rows` for ``states`` (their references
         all indexed), ``None`` when every one of them is walked in full."""
-        ref = refs[states]
+        ref = derivations.ref[states]
         if (ref < 0).all():
             return None
         row_ids = np.where(ref >= 0, self.state_rows[np.maximum(ref, 0)], -1)
         needed, ref_of = np.unique(row_ids, return_inverse=True)
         shift = int(needed[0] < 0)  # -1 (walked) sorts first: keep it -1
         rows = np.stack([self.distinct_rows[k] for k in needed[shift:].tolist()])
-        return rows, ref_of.reshape(-1).astype(np.int64) - shift, diff[states]
+        return derivations.chunk(states, rows, ref_of.reshape(-1).astype(np.int64) - shift)
 
 
 class TokenIndex:
@@ -652,10 +705,11 @@ class TokenIndex:
             self._trie_tokens = TrieTokens(self.dfa, self.table)
         start = time.thread_time()
         num_states, num_words = self.dfa.num_states, self.table.num_words
-        refs, diff, level = self._trie_tokens.difference_refs()
+        derivations = self._trie_tokens.derivations()
+        level = derivations.level
         progress = self._progress
         if progress is None and num_states <= _EAGER_CHUNK:
-            self._build_one_chunk(refs, diff, level)
+            self._build_one_chunk(derivations)
             return True
         if progress is None:
             order = np.argsort(level, kind="stable")  # (N,) walked states first
@@ -674,7 +728,7 @@ class TokenIndex:
             out = buffer[: hi - lo]
             if k:
                 out.fill(0)
-            chunk_refs = progress.ref_rows(refs, diff, states)
+            chunk_refs = progress.ref_rows(derivations, states)
             index_packed_rows(self.dfa, self.table, states, self._trie_tokens, out, chunk_refs)
             distinct, hashes = _unique_rows(out, row_of)  # (U_chunk, num_words), (U_chunk,)
             progress.add_chunk(states, distinct, hashes, row_of[: hi - lo])
@@ -691,10 +745,11 @@ class TokenIndex:
         self._publish(progress.state_rows, np.stack(progress.distinct_rows))
         return True
 
-    def _build_one_chunk(self, refs: np.ndarray, diff: np.ndarray, level: np.ndarray) -> None:
+    def _build_one_chunk(self, derivations: Derivations) -> None:
         """:meth:`build_eager` of a DFA of at most one chunk of states: every row at once, a
         level of derived states after the rows it reads; their groups are the distinct rows."""
         num_states = self.dfa.num_states
+        level, refs = derivations.level, derivations.ref
         order = np.argsort(level, kind="stable")  # (N,) walked states first
         position = np.empty(num_states, dtype=np.int64)
         position[order] = np.arange(num_states)
@@ -706,7 +761,7 @@ class TokenIndex:
             ref = refs[states]
             chunk_refs = None
             if lo > 0:  # derived states: their references are rows of earlier levels
-                chunk_refs = (out, np.where(ref >= 0, position[ref], -1), diff[states])
+                chunk_refs = derivations.chunk(states, out, np.where(ref >= 0, position[ref], -1))
             index_packed_rows(
                 self.dfa, self.table, states, self._trie_tokens, out[lo:hi], chunk_refs
             )

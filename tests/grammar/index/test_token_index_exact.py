@@ -299,13 +299,19 @@ def test_eager_index_over_its_time_cap_turns_lazy_and_keeps_its_rows(smollm2_voc
 # -- rows derived by difference (an eager build) against rows walked in full -----------------
 
 
-def _assert_derived_rows_exact(dfa, vocab, min_ratio: int, chunk: int, monkeypatch) -> int:
-    """An eager build whose states take their rows from their uniform successors' where
-    ``difference_refs`` says so (``min_ratio = 0``: every state that has one, cycles
-    included) equals the full walk of every state; returns how many rows were derived."""
+def _assert_derived_rows_exact(
+    dfa, vocab, min_ratio: int, chunk: int, monkeypatch, max_fix_tokens: int | None = None
+) -> tuple[int, int]:
+    """An eager build whose states take their rows from other states' where
+    ``difference_refs`` says so (``min_ratio = 0``: by difference, every state that has a
+    uniform successor, cycles included; a huge ratio: by shift wherever a state's pair with
+    its successor agrees on some depth, ``max_fix_tokens`` tokens walked again at most)
+    equals the full walk of every state; returns how many rows were derived by difference
+    and by shift."""
     from formcast.grammar.index import token_index
     from formcast.grammar.index.kernels import difference_refs
     from formcast.grammar.index.token_index import (
+        Derivations,
         TokenIndex,
         TrieTokens,
         index_packed_rows,
@@ -314,20 +320,26 @@ def _assert_derived_rows_exact(dfa, vocab, min_ratio: int, chunk: int, monkeypat
 
     table = vocab_table(vocab)
     tokens = TrieTokens(dfa, table)
-    ref, diff, level = tokens.difference_refs()
-    if min_ratio != token_index.DIFF_MIN_RATIO:
-        first_bits = np.zeros(4, dtype=np.uint64)
-        trie = table.trie
-        for b in trie.node_byte[trie.child_start[0] : trie.child_end[0]].tolist():
-            first_bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-        ref, diff, level = difference_refs(
-            dfa.transitions, dfa.byte_to_class, tokens.uniform, first_bits, min_ratio
+    trie = table.trie
+    first_bits = np.zeros(4, dtype=np.uint64)
+    for b in trie.node_byte[trie.child_start[0] : trie.child_end[0]].tolist():
+        first_bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    _, num_longer = table.rows_by_length()
+    if max_fix_tokens is None:
+        max_fix_tokens = table.num_words // token_index.FIX_WORDS_PER_TOKEN
+    found = Derivations(
+        *difference_refs(
+            dfa.transitions, dfa.byte_to_class, tokens.uniform, first_bits, min_ratio,
+            len(num_longer) - 1, num_longer, max_fix_tokens, 4 * dfa.num_states + 64,
         )
-        tokens._refs = (ref, diff, level)
+    )  # fmt: skip
+    tokens._derivations = found
+    ref, level = found.ref, found.level
     # references end in walked states, one level down each step (no cycle survives)
     derived = np.flatnonzero(ref >= 0)
     assert (level[ref < 0] == 0).all()
     assert (level[derived] == level[ref[derived]] + 1).all()
+    by_shift = (ref >= 0) & ~found.diff.any(axis=1)
     monkeypatch.setattr(token_index, "_EAGER_CHUNK", chunk)
     index = TokenIndex(dfa, vocab, is_eager=True)
     index._trie_tokens = tokens
@@ -335,7 +347,7 @@ def _assert_derived_rows_exact(dfa, vocab, min_ratio: int, chunk: int, monkeypat
     walked = index_packed_rows(dfa, table, np.arange(dfa.num_states))
     for state in range(dfa.num_states):
         assert np.array_equal(index.row(state), walked[state]), (state, int(ref[state]))
-    return len(derived)
+    return len(derived) - int(by_shift.sum()), int(by_shift.sum())
 
 
 def _key_complement_dfa(num_keys: int):
@@ -357,21 +369,39 @@ def _key_complement_dfa(num_keys: int):
 def test_rows_derived_by_difference_equal_walked_rows(chunk, smollm2_vocab, monkeypatch):
     dfa = _key_complement_dfa(7)
     # the key complement's prefixes are derived with the default ratio
-    assert _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch) > 10
+    by_difference, _ = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch)
+    assert by_difference > 10
     # every state with a uniform successor derived: long chains, a cycle cut
-    assert _assert_derived_rows_exact(dfa, smollm2_vocab, 0, chunk, monkeypatch) > 100
+    by_difference, _ = _assert_derived_rows_exact(dfa, smollm2_vocab, 0, chunk, monkeypatch)
+    assert by_difference > 100
+
+
+@pytest.mark.parametrize("chunk", [256, 7])
+def test_rows_derived_by_shift_equal_walked_rows(chunk, smollm2_vocab, monkeypatch):
+    """A bounded string longer than the longest token: its positions with more characters
+    left than that are copies of the next one; the later ones walk their long tokens again."""
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    dfa = regex_to_dfa(r'\{"a":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,120}","b":[0-9]{0,90}\}')
+    found = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch)
+    assert found[1] > 100  # by shift
+    # every walk again (any number of long tokens) and none (copies only)
+    for max_fix in (10**9, 0):
+        found = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch, max_fix)
+        assert found[1] > 30
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pattern=_patterns(),
-    min_ratio=st.sampled_from([0, 1, 8]),
+    min_ratio=st.sampled_from([0, 1, 8, 10**6]),
     chunk=st.sampled_from([3, 256]),
+    max_fix_tokens=st.sampled_from([None, 0, 10**9]),
 )
-def test_rows_derived_by_difference_hypothesis(pattern, min_ratio, chunk, smollm2_vocab):
+def test_rows_derived_hypothesis(pattern, min_ratio, chunk, max_fix_tokens, smollm2_vocab):
     from formcast.grammar.index.compile import regex_to_dfa
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         _assert_derived_rows_exact(
-            regex_to_dfa(pattern), smollm2_vocab, min_ratio, chunk, monkeypatch
+            regex_to_dfa(pattern), smollm2_vocab, min_ratio, chunk, monkeypatch, max_fix_tokens
         )
