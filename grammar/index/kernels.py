@@ -6,7 +6,9 @@ token ``i``): a (state, node) pair whose subtree stays on the state's uniform ch
 (:func:`chain_coverage`, shared with the CFG lexer walks) is finished at once as its row range,
 OR-ing a precomputed dense row when the subtree is large. A state that moves like its
 uniform successor on all but a few first bytes takes that state's row and walks only the
-subtrees of those bytes (:func:`difference_refs`). The plain per-token walk
+subtrees of those bytes; one that agrees with it on every token up to some length (a bounded
+string's position and the next) copies it and walks the longer tokens again
+(:func:`difference_refs`, :func:`shift_distances`). The plain per-token walk
 (:func:`~formcast.grammar.index.token_index.walk_tokens`) is the reference it is tested against.
 """
 

@@ -25,6 +25,12 @@ of time did not reach by a background thread); large ones lazily, one state at a
 memoised. A state's walk records its finished pieces (dead subtrees, subtrees alive throughout,
 tokens ending on the way) and writes the cheaper side: the alive pieces, or every text token
 minus the dead ones (a state inside a JSON string allows nearly every token).
+
+An eager build walks only some states in full and derives the others' rows from another
+state's (:class:`Derivations`): by difference (a key complement's prefix moves like the string
+loop but on one letter: that letter's subtree is walked again) or by shift (a bounded string's
+position agrees with the next one on every token up to a proven length: a copy, with the
+longer tokens walked again).
 """
 
 from __future__ import annotations
@@ -646,9 +652,9 @@ class _EagerProgress:
             return None
         row_ids = np.where(ref >= 0, self.state_rows[np.maximum(ref, 0)], -1)
         needed, ref_of = np.unique(row_ids, return_inverse=True)
-        shift = int(needed[0] < 0)  # -1 (walked) sorts first: keep it -1
-        rows = np.stack([self.distinct_rows[k] for k in needed[shift:].tolist()])
-        return derivations.chunk(states, rows, ref_of.reshape(-1).astype(np.int64) - shift)
+        offset = int(needed[0] < 0)  # -1 (walked) sorts first: keep it -1
+        rows = np.stack([self.distinct_rows[k] for k in needed[offset:].tolist()])
+        return derivations.chunk(states, rows, ref_of.reshape(-1).astype(np.int64) - offset)
 
 
 class TokenIndex:
