@@ -482,7 +482,7 @@ class TrieTokens:
         return self._derivations
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Derivations:
     """Per DFA state, how an eager build gets its row (see
     :func:`~formcast.grammar.index.kernels.difference_refs`): walked in full (``ref = -1``) or

@@ -125,28 +125,27 @@ def push_options(dfa: ByteDFA, is_depth_dependent: bool) -> list[list[tuple[int,
     return options
 
 
-_OPTION_ARRAYS: weakref.WeakKeyDictionary[ByteDFA, dict[bool, tuple[np.ndarray, ...]]] = (
+_OptionArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+_OPTION_ARRAYS: weakref.WeakKeyDictionary[ByteDFA, dict[bool, _OptionArrays]] = (
     weakref.WeakKeyDictionary()
 )
 _OPTION_ARRAYS_LOCK = threading.Lock()
 
 
-def push_option_arrays(
-    dfa: ByteDFA, is_depth_dependent: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def push_option_arrays(dfa: ByteDFA, is_depth_dependent: bool) -> _OptionArrays:
     """:func:`push_options` flattened, memoised per automaton (a container automaton is shared
     by every schema of its layout): ``(counts (N,) int32, return states, depths)``, the options
     of each state in state order."""
     with _OPTION_ARRAYS_LOCK:
         found = _OPTION_ARRAYS.get(dfa, {}).get(is_depth_dependent)
     if found is not None:
-        return found  # type: ignore[return-value]
+        return found
     options = push_options(dfa, is_depth_dependent)
     counts = np.fromiter(map(len, options), dtype=np.int32, count=len(options))
     flat = [option for opts in options for option in opts]
     rets = np.asarray([ret for ret, _ in flat], dtype=np.int32)
     depths = np.asarray([depth for _, depth in flat], dtype=np.int32)
-    arrays = (counts, rets, depths)
+    arrays: _OptionArrays = (counts, rets, depths)
     for array in arrays:
         array.setflags(write=False)
     with _OPTION_ARRAYS_LOCK:
