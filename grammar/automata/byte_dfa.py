@@ -10,7 +10,6 @@ masks exact: a byte string is a prefix of the language iff walking it never hits
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -122,26 +121,6 @@ class ByteDFA:
         object.__setattr__(self, "_rows", None)
 
 
-def refine_class_blocks(
-    blocks: list[tuple[int, tuple[int, ...]]], moves: Iterable[tuple[int, int]]
-) -> list[tuple[int, tuple[int, ...]]]:
-    """Split ``(class bit set, targets)`` blocks by each ``(target, class bit set)`` move: the
-    classes inside the move's set gain its target. Blocks stay a partition of the classes."""
-    for target, mask in moves:
-        refined = []
-        for block, targets in blocks:
-            inside = block & mask
-            if not inside:
-                refined.append((block, targets))
-                continue
-            refined.append((inside, (*targets, target)))
-            outside = block & ~mask
-            if outside:
-                refined.append((outside, targets))
-        blocks = refined
-    return blocks
-
-
 def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
     """Subset construction, then removal of states that cannot reach acceptance.
 
@@ -181,34 +160,6 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
             budget.check_states(budget.max_states + 1, position)
         budget.check_time("determinising the automaton", position)
         max_work *= 2
-
-
-class _ClosureCache:
-    """Epsilon closure of one NFA state, restricted to states with byte edges or final."""
-
-    def __init__(self, nfa: ByteNFA) -> None:
-        self.nfa = nfa
-        self.cache: dict[int, frozenset[int]] = {}
-
-    def __call__(self, state: int) -> frozenset[int]:
-        found = self.cache.get(state)
-        if found is not None:
-            return found
-        eps, byte_edges, final = self.nfa.epsilon_edges, self.nfa.byte_edges, self.nfa.final
-        seen = {state}
-        stack = [state]
-        kept = []
-        while stack:
-            s = stack.pop()
-            if byte_edges[s] or s == final:
-                kept.append(s)
-            for t in eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        result = frozenset(kept)
-        self.cache[state] = result
-        return result
 
 
 def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.ndarray) -> ByteDFA:

@@ -555,3 +555,52 @@ def product_rows(tables, offsets, max_states):  # pragma: no cover - jitted
             rows[m, c] = found
         m += 1
     return 0, rows[:num], tuples[:num]
+
+
+@numba.njit(cache=True, nogil=True)
+def pair_product(table_a, table_b, max_pairs):  # pragma: no cover - jitted
+    """Breadth-first product of two DFAs over the same classes (``(S_a, C)``, ``(S_b, C)``
+    int32, ``-1`` = no move), from the pair of start states ``(0, 0)``, over live pairs only:
+    a pair moves on class ``c`` iff both sides do. Returns ``(status, rows (M, C) int32,
+    left (M,) int32, right (M,) int32)``: pair ``m`` is ``(left[m], right[m])``, its
+    successor under ``c`` is pair ``rows[m, c]`` (``-1``: a side has no move), pairs numbered
+    in order of discovery; ``status`` 1 (nothing built) when more than ``max_pairs`` pairs are
+    reachable. Pairs are found by key ``p * S_b + q`` in an open-addressing table (load <=
+    1/2)."""
+    num_b = np.int64(table_b.shape[0])
+    num_classes = table_a.shape[1]
+    size = 1
+    while size < 2 * max_pairs + 2:
+        size *= 2
+    mask = size - 1
+    slot_key = np.full(size, -1, np.int64)
+    slot_pair = np.empty(size, np.int32)
+    rows = np.empty((max_pairs, num_classes), np.int32)
+    left = np.empty(max_pairs, np.int32)
+    right = np.empty(max_pairs, np.int32)
+    left[0], right[0] = 0, 0
+    slot_key[0] = 0  # key 0 * S_b + 0 hashes to slot 0
+    slot_pair[0] = 0
+    num = 1
+    m = 0
+    while m < num:
+        p, q = left[m], right[m]
+        for c in range(num_classes):
+            p2, q2 = table_a[p, c], table_b[q, c]
+            if p2 < 0 or q2 < 0:
+                rows[m, c] = -1
+                continue
+            key = np.int64(p2) * num_b + q2
+            j = (key * np.int64(0x9E3779B1)) & mask  # multiplicative hash: keys are dense
+            while slot_key[j] >= 0 and slot_key[j] != key:
+                j = (j + 1) & mask
+            if slot_key[j] < 0:
+                if num == max_pairs:
+                    return 1, rows[:0], left[:0], right[:0]
+                slot_key[j] = key
+                slot_pair[j] = num
+                left[num], right[num] = p2, q2
+                num += 1
+            rows[m, c] = slot_pair[j]
+        m += 1
+    return 0, rows[:num], left[:num], right[:num]
