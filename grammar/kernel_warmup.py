@@ -47,6 +47,10 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     automata_kernels.product_rows(
         np.array([[1, 0], [1, 1], [0, 0]], dtype=np.int32), np.array([0, 2, 3]), 16
     )
+    # length-guard intersections (pattern with minLength / maxLength)
+    automata_kernels.pair_product(
+        np.array([[0, -1]], dtype=np.int32), np.array([[0, 0]], dtype=np.int32), 4
+    )
     # trimming called from Python (the minimiser's quotient): `determinize` reaches the same
     # kernels only from inside numba, which does not load their Python-level dispatch
     byte_dfa.trim(

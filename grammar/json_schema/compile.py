@@ -74,7 +74,7 @@ from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan, may_need_plan
-from formcast.grammar.regex.syntax_tree import Node, largest_count, to_python_regex
+from formcast.grammar.regex.syntax_tree import Node, to_python_regex
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
 # "auto" route: larger schemas take the structural (CFG) path; measured on JSONSchemaBench
@@ -169,6 +169,7 @@ def marked_schema_tree(
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
     max_built_chars: int | None = None,
     max_shared_chars: int | None = None,
+    max_count: int | None = None,
     unique_plan: UniqueItemsPlan | None = None,
     allow_automata: bool = True,
 ) -> Node:
@@ -178,7 +179,8 @@ def marked_schema_tree(
     JSON text. ``max_built_chars`` bounds the regex size of all sub-results together
     (``CompileBudgetError`` past it; the auto route's early exit), ``max_shared_chars`` the
     size a part used at many places (an ``any_order`` object's states) may be written out
-    with (``SchemaCompiler.share``). With ``unique_plan``,
+    with (``SchemaCompiler.share``), ``max_count`` the largest counted repetition a part may
+    hold (``CompileBudgetError`` past it, as soon as the part is built). With ``unique_plan``,
     ``uniqueItems`` arrays over open item kinds are compiled without the keyword and
     recorded there (checked: ``SchemaError`` where the matcher could not enforce them).
     ``allow_automata=False`` keeps every part a regex (no automaton nodes, see
@@ -194,6 +196,7 @@ def marked_schema_tree(
         max_regex_chars=max_regex_chars,
         max_built_chars=max_built_chars,
         max_shared_chars=max_shared_chars,
+        max_count=max_count,
         unique_plan=unique_plan,
         allow_automata=allow_automata,
     )
@@ -406,14 +409,11 @@ def _compile_json_schema(
             # nonterminals do (3 members: ~95 ms vs ~4 ms): the auto route takes the
             # structural path for it
             max_shared_chars=0 if is_auto else None,
+            # e.g. maxLength 4096: ~14 DFA states per counted character (raised as soon as the
+            # part holding it is built, not after the whole document)
+            max_count=REGEX_ROUTE_MAX_COUNT if is_auto else None,
             **layout_options,
         )
-        count = largest_count(tree)
-        if is_auto and count > REGEX_ROUTE_MAX_COUNT:
-            # e.g. maxLength 4096: ~14 DFA states per counted character
-            raise CompileBudgetError(
-                f"counted repetition {{{count}}} over {REGEX_ROUTE_MAX_COUNT} (auto route)"
-            )
         return tree
 
     options = {

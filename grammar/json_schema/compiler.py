@@ -48,6 +48,7 @@ from formcast.grammar.regex.syntax_tree import (
     Lookahead,
     Node,
     Repeat,
+    largest_count,
     subtrees,
     to_python_regex,
 )
@@ -116,6 +117,7 @@ class SchemaCompiler:
         max_regex_chars: int = 4_000_000,
         max_built_chars: int | None = None,
         max_shared_chars: int | None = None,
+        max_count: int | None = None,
         unique_plan: UniqueItemsPlan | None = None,
         allow_automata: bool = True,
     ) -> None:
@@ -143,6 +145,9 @@ class SchemaCompiler:
         # seconds of building
         self.max_built_chars = max_built_chars
         self.num_built_chars = 0
+        # the largest counted repetition a sub-result may hold (None: any): the auto route's
+        # early exit for e.g. maxLength 4096, before the rest of the document is built
+        self.max_count = max_count
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
         self._pattern_cache: dict[str, Node | None] = {}
@@ -331,7 +336,8 @@ class SchemaCompiler:
         """The tree of ``schema`` at ``pointer``, or ``None`` (empty language).
 
         Raises ``CompileBudgetError`` as soon as a sub-result's regex size (``num_chars``)
-        exceeds ``max_regex_chars``, or all sub-results together exceed ``max_built_chars``.
+        exceeds ``max_regex_chars``, all sub-results together exceed ``max_built_chars``, or a
+        sub-result holds a counted repetition over ``max_count``.
         """
         found = self._compile(schema, pointer)
         if found is None:
@@ -347,6 +353,11 @@ class SchemaCompiler:
             raise CompileBudgetError(
                 f"building the regex passed {self.max_built_chars} characters of sub-results "
                 f"(at '{pointer or '#'}'); very large schemas need the structural path"
+            )
+        if self.max_count is not None and largest_count(found) > self.max_count:
+            raise CompileBudgetError(
+                f"counted repetition {{{largest_count(found)}}} over {self.max_count} "
+                f"(at '{pointer or '#'}')"
             )
         return found
 

@@ -77,6 +77,30 @@ def test_auto_route_stops_building_a_regex_of_many_repeated_references(smollm2_v
     assert not accepts(grammar, serialize({"p0": {"k0": "x"}}, schema))
 
 
+def test_auto_route_stops_at_the_first_part_with_a_large_count(smollm2_vocab):
+    from formcast.errors import CompileBudgetError
+    from formcast.grammar.json_schema.compile import REGEX_ROUTE_MAX_COUNT, marked_schema_tree
+
+    long_text = {"type": "string", "maxLength": REGEX_ROUTE_MAX_COUNT + 1}
+    schema = {
+        "type": "object",
+        "properties": {"note": long_text, "tags": {"type": "array", "items": PERSON}},
+        "required": ["note"],
+    }
+    # raised at the part that holds the count, before its siblings and parents are built
+    with pytest.raises(CompileBudgetError, match="over 256 .at '/properties/note'."):
+        marked_schema_tree(schema, max_count=REGEX_ROUTE_MAX_COUNT)
+    at_bound = {**schema, "properties": {"note": {**long_text, "maxLength": 256}}}
+    assert marked_schema_tree(at_bound, max_count=REGEX_ROUTE_MAX_COUNT) is not None
+    grammar = compile_json_schema(schema, smollm2_vocab)
+    assert isinstance(grammar, CompiledCFG)
+    assert isinstance(compile_json_schema(at_bound, smollm2_vocab), CompiledGrammar)
+    assert accepts(grammar, serialize({"note": "x" * 257, "tags": []}, schema))
+    assert not accepts(grammar, serialize({"note": "x" * 258}, schema))
+    regex_route = compile_json_schema(schema, smollm2_vocab, route="regex")  # no count bound
+    assert accepts(regex_route, serialize({"note": "x" * 257}, schema))
+
+
 def test_unconstrained_values_nest_without_bound_on_the_structural_path(smollm2_vocab):
     schema = {"type": "object", "properties": {"meta": {}}}
     deep = {"meta": {"a": [{"b": [[{"c": None}]]}]}}
