@@ -77,7 +77,10 @@ class _Frame:
     """One open container: its instance path, the key being filled (objects), the item kind
     and the completed item values (guarded arrays)."""
 
-    __slots__ = ("is_object", "path", "key", "keys", "expects_key", "kind", "seen", "seen_texts")
+    __slots__ = (
+        "is_object", "path", "key", "keys", "expects_key", "kind", "seen", "seen_texts",
+        "has_guarded_below",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -89,6 +92,7 @@ class _Frame:
         kind: Kind | None = None,
         seen: frozenset = frozenset(),
         seen_texts: frozenset[bytes] = frozenset(),
+        has_guarded_below: bool | None = None,
     ) -> None:
         self.is_object = is_object
         self.path = path
@@ -100,6 +104,10 @@ class _Frame:
         # the texts of the completed string items: a string has one spelling in formcast's
         # layout, so equal texts are equal values and the mask can compare bytes
         self.seen_texts = seen_texts
+        # whether a guarded array may open below this container (a function of ``path`` and
+        # the grammar's patterns): computed on the first mask that asks (JsonCursor.check_kind)
+        # and kept, also by the copies ``but`` makes (they keep ``path``)
+        self.has_guarded_below = has_guarded_below
 
     def but(self, **changes: Any) -> _Frame:
         """A copy with ``changes`` (frames are shared between cursors, never mutated)."""
@@ -167,7 +175,6 @@ class JsonCursor:
         guarded array may open below the current container: ``"enter"``, the tokens holding
         a ``[`` (``"enter_string"`` inside a string: a ``"`` and a ``[``), which could open
         the array and complete two equal items within one token."""
-        container: tuple = ()
         if self.text_guard is not None:
             return "length"
         if self.object_raw is not None:
@@ -176,11 +183,18 @@ class JsonCursor:
             top = self.stack[-1]
             if top.kind is not None:
                 return "string" if isinstance(top.kind, EnumDomain) and not top.seen else top.kind
-            container = top.path
-        for pattern, _ in self.patterns:
-            if _may_extend(pattern, container):
-                return "enter_string" if self.mode in (_STRING, _ESCAPE, _HEX) else "enter"
+            is_below = top.has_guarded_below
+            if is_below is None:  # (the frame's cache: its path and the patterns fix it)
+                is_below = top.has_guarded_below = self._has_guarded_below(top.path)
+        else:
+            is_below = self._has_guarded_below(())
+        if is_below:
+            return "enter_string" if self.mode in (_STRING, _ESCAPE, _HEX) else "enter"
         return None
+
+    def _has_guarded_below(self, container: tuple) -> bool:
+        """May a guarded array open below the concrete ``container`` path?"""
+        return any(_may_extend(pattern, container) for pattern, _ in self.patterns)
 
     def _text_guard_at(self, path: tuple[str, ...]) -> LengthGuard | None:
         for pattern, guard in self.text_patterns:
