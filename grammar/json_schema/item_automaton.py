@@ -93,6 +93,7 @@ class ItemAutomaton:
         self._log2_values: list[float] = self.log2_values.tolist()
         # states whose completions are at most _FEW fixed suffixes (else ()), on first use
         self._few_suffixes: dict[int, tuple[bytes, ...]] = {}
+        self._alive: dict[int, np.ndarray] = {}  # see alive_states
         # every item is a string: its text is its key (see item_key)
         self.is_string_only = set(dfa.allowed_bytes(self.start).tolist()) == {0x22}
         self._transitions = LazyTransitions(dfa)
@@ -112,6 +113,15 @@ class ItemAutomaton:
         if num_seen == 0:
             return np.ones(len(states), dtype=bool)
         return self.is_value_infinite[states] | (self.log2_values[states] > math.log2(num_seen))
+
+    def alive_states(self, num_seen: int) -> np.ndarray:
+        """``(S,)`` bool, read-only: `is_alive_fast` of every state (memoised per count)."""
+        found = self._alive.get(num_seen)
+        if found is None:
+            found = self.is_alive_fast(np.arange(self.dfa.num_states), num_seen)
+            found.setflags(write=False)
+            self._alive[num_seen] = found
+        return found
 
     def has_new_value(
         self, state: int, prefix: bytes, seen: frozenset[str], is_checked: bool = False

@@ -467,6 +467,8 @@ class _VocabTables:
         # with no digit after it (they complete at most the pending item)
         self.number_heads: dict[int, bytes] = {}
         self.has_digit = np.zeros(vocab_size, dtype=bool)
+        # first items: only a token with a comma can complete two items (or start a second)
+        self.has_comma = np.zeros(vocab_size, dtype=bool)
         self.lengths = np.array([len(data) for data in self._token_bytes], dtype=np.int64)
         # counted strings: the characters a token adds inside a string (bytes that start a
         # UTF-8 character), for the tokens without a quote or a backslash (the others walk)
@@ -489,6 +491,7 @@ class _VocabTables:
                 flags[name][token_id] = _is_candidate(name, data)
             self.num_closers[token_id] = min(data.count(0x7D) + data.count(0x5D), 1000)
             self.has_digit[token_id] = any(0x30 <= b <= 0x39 for b in data)
+            self.has_comma[token_id] = 0x2C in data
             end = next((k for k, b in enumerate(data) if b not in _NUMBER), len(data))
             if end < len(data) and not any(0x30 <= b <= 0x39 for b in data[end:]):
                 self.number_heads[token_id] = data[:end]
@@ -517,6 +520,7 @@ class _VocabTables:
         self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
+        self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
 
     def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
         """The tokens whose bytes continue ``prefix`` along one of ``texts``."""
@@ -628,12 +632,18 @@ class UniqueItemsMatcher:
         candidates = self.grammar.candidate_words(kind)
         num_words = min(len(candidates), len(inner_words))
         hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
+        tables = self.grammar.tables
+        top = cursor.stack[-1] if cursor.stack else None
+        is_first_item = top is not None and top.kind is not None and not top.seen
+        if is_first_item and kind not in ("object", "length"):
+            # the array's first item: a token completes at most one item and starts none
+            # unless it holds a comma, and one item alone repeats nothing (nor can a pending
+            # item be left with only used values); a token with a comma is walked
+            hits &= tables.comma_words[:num_words]
         token_ids = set_bit_ids(hits)
         if token_ids.size == 0:
             return token_ids
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        tables = self.grammar.tables
-        top = cursor.stack[-1] if cursor.stack else None
         if kind == "length":
             return self._forbidden_length(cursor, token_ids)
         if top is not None and isinstance(top.kind, ItemAutomaton):
@@ -725,7 +735,6 @@ class UniqueItemsMatcher:
             state, prefix = cursor.item_state, cursor.raw or b""
         else:
             state, prefix = automaton.start, b""
-        token_bytes, eos_ids = self._token_bytes, self._eos_ids
         if (
             automaton.is_string_only
             and cursor.item_state >= 0
@@ -737,18 +746,14 @@ class UniqueItemsMatcher:
             token_ids, self.grammar.tables.lengths, int(automaton.safe_horizon[state])
         )
         if token_ids.size <= _FEW_WALKED:  # (e.g. the long tokens, far from the item's end)
-            bad = [
-                t
-                for t in token_ids.tolist()
-                if t not in eos_ids and cursor.feed(token_bytes[t]) is None
-            ]
-            return np.asarray(bad, dtype=np.int64)
+            return np.asarray(self._refused_item_tokens(cursor, token_ids), dtype=np.int64)
         # (S,) the states whose completions surely hold a value not seen yet
-        is_alive = automaton.is_alive_fast(np.arange(automaton.dfa.num_states), len(seen))
+        is_alive = automaton.alive_states(len(seen))
         undecided_ids, undecided_ends, outside_ids = split_by_end(
             token_ids, automaton.token_ends(state, self.grammar.vocab), is_alive
         )
         undecided = zip(undecided_ids.tolist(), undecided_ends.tolist(), strict=True)
+        token_bytes = self._token_bytes
         if automaton.is_string_only:
             # an item's text is its key: only a token that continues the pending text along
             # an earlier item's text can lead to nothing but repeats
@@ -759,12 +764,31 @@ class UniqueItemsMatcher:
             for t, end in undecided
             if not automaton.has_new_value(end, prefix + token_bytes[t], seen, is_checked=True)
         ]
-        bad += [
-            t
-            for t in outside_ids.tolist()
-            if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
-        ]
+        bad += self._refused_item_tokens(cursor, outside_ids)
         return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _refused_item_tokens(self, cursor: JsonCursor, token_ids: np.ndarray) -> list[int]:
+        """The ``token_ids`` that ``cursor.feed`` refuses, cursor in an ItemAutomaton array:
+        inside a pending item, read off the item automaton where `_item_token_refused`
+        decides; every other token walked."""
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        top = cursor.stack[-1]
+        automaton, seen = top.kind, top.seen
+        assert isinstance(automaton, ItemAutomaton)
+        state, prefix = cursor.item_state, cursor.raw or b""
+        bad = []
+        for t in token_ids.tolist():
+            if t >= len(token_bytes) or t in eos_ids:
+                continue
+            data = token_bytes[t]
+            refused = None
+            if state >= 0:
+                refused = _item_token_refused(automaton, state, prefix, data, seen)
+            if refused is None:
+                refused = cursor.feed(data) is None
+            if refused:
+                bad.append(t)
+        return bad
 
     def _forbidden_length(self, cursor: JsonCursor, token_ids: np.ndarray) -> np.ndarray:
         """The allowed ``token_ids`` that ``feed`` refuses in a counted string.
@@ -898,6 +922,31 @@ class UniqueItemsMatcher:
 
     def __repr__(self) -> str:
         return f"UniqueItemsMatcher(accepted={self.num_accepted}, inner={self._inner!r})"
+
+
+def _item_token_refused(
+    automaton: ItemAutomaton, state: int, prefix: bytes, data: bytes, seen: frozenset
+) -> bool | None:
+    """Does `JsonCursor.feed` refuse ``data`` inside a pending item (``prefix`` so far, in
+    ``state``) of an ItemAutomaton array, or None where only the walk can tell?
+
+    The item's bytes go to its automaton until one has no move (feed's rule): a token that
+    stays inside is refused iff every completion of the item repeats an item; one that ends
+    it is refused iff the item is incomplete there or repeats an item, and otherwise only
+    if what follows holds a comma (a new item, undecided: None). Without a comma the rest
+    can only be whitespace and closing brackets, and no frame that a closing bracket ends
+    checks anything here (no guarded array lies inside an item of another)."""
+    for i, byte in enumerate(data):
+        after = automaton.step(state, byte)
+        if after >= 0:
+            state = after
+            continue
+        if not automaton.is_accepting[state]:
+            return True
+        if seen and item_key(prefix + data[:i]) in seen:
+            return True
+        return None if 0x2C in data[i:] else False
+    return not automaton.has_new_value(state, prefix + data, seen)
 
 
 @numba.njit(cache=True, nogil=True)

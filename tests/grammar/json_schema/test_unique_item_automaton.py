@@ -509,3 +509,69 @@ def test_open_object_masks_against_the_repeat_oracle(smollm2_vocab, smollm2_toke
         prefix += token_bytes[token_id]
     assert num_forbidden > 0
     assert prefix.endswith(b"[1,2]")  # stopped at the repeat's closing brace
+
+
+NAMED = {
+    "type": "array",
+    "uniqueItems": True,
+    "items": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "port": {"enum": [1, 2]}},
+        "required": ["name", "port"],
+        "additionalProperties": False,
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        (NAMED, '[{"name":"alpha, beta and gamma","port":1},{"name":"alpha, beta and gamma",'
+                '"port":2},{"name":"x","port":1}]'),
+        (MIXED, '["80:80", 80, "80:80x", true, 8080]'),
+        ({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+         '["a, b", "c", "a, b, c"]'),
+        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "[0, 1, 10, -1]"),
+    ],
+)  # fmt: skip
+def test_mask_shortcuts_equal_the_cursor_walk(smollm2_vocab, smollm2_tokenizer, schema, text):
+    """The mask decides most tokens without walking them (a first item: only tokens with a
+    comma; inside a pending item: the item automaton alone, `_item_token_refused`; long
+    candidate lists: the automaton's token index): at every position, for every allowed
+    token of the inner grammar with a structural byte (and a sample of the rest), it is
+    refused iff the cursor's own byte walk (`JsonCursor.feed`) refuses it."""
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    token_bytes = grammar.vocab.token_bytes
+    rng = random.Random(0)
+    tested = {
+        t
+        for t, data in enumerate(token_bytes)
+        if data and (set(data) & set(b'"\\,]}{[: 0123456789') or rng.random() < 0.05)
+    }
+    num_index_walks = 0
+    real_token_ends = ItemAutomaton.token_ends
+
+    def counted_token_ends(self, state, vocab):
+        nonlocal num_index_walks
+        num_index_walks += 1
+        return real_token_ends(self, state, vocab)
+
+    ItemAutomaton.token_ends = counted_token_ends
+    try:
+        matcher = grammar.matcher()
+        num_refused = 0
+        for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            forbidden = set(matcher.forbidden_token_ids().tolist())
+            cursor = matcher._cursors[-1]
+            for t in sorted(tested & set(matcher._inner.allowed_token_ids().tolist())):
+                is_refused = cursor.feed(token_bytes[t]) is None
+                assert (t in forbidden) == is_refused, (cursor.raw, token_bytes[t])
+                num_refused += is_refused
+            if not matcher.accept_token(token_id):
+                break  # the text's last item repeats: the walk stops there
+    finally:
+        ItemAutomaton.token_ends = real_token_ends
+    assert num_refused > 0
+    if schema is NAMED:
+        assert num_index_walks > 0  # the long-candidate path ran (inside "name")
