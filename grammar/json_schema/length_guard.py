@@ -95,6 +95,23 @@ class LengthGuard:
         """``(state after byte, characters it adds)``; state ``-1``: the text cannot go on."""
         return self._rows[state][byte], self._weights[state][byte]
 
+    def refuses_closing(self, state: int, num_chars: int, head: bytes) -> bool | None:
+        """From ``state`` with ``num_chars`` characters, do ``head`` (no quote or backslash,
+        in the content) and a closing quote break the string: the text dies, passes
+        ``max_len``, or closes under ``min_len``? None if that quote is not the end here."""
+        rows, weights, max_len = self._rows, self._weights, self.max_len
+        for byte in head:
+            num_chars += weights[state][byte]
+            state = rows[state][byte]
+            if state < 0 or (max_len is not None and num_chars > max_len):
+                return True
+        state = rows[state][_QUOTE]  # (a closing quote adds no character)
+        if state < 0:
+            return True
+        if not self.is_accepting[state]:
+            return None
+        return num_chars < self.min_len
+
     def token_ends(self, state: int, vocab: Vocabulary) -> np.ndarray:
         """``(V,)`` int32: the state each token ends in when its bytes all stay inside the
         string text from ``state``, else ``-1`` (memoised per state)."""

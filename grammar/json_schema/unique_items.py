@@ -69,6 +69,7 @@ _QUOTE, _BACKSLASH, _BRACKET = 0x22, 0x5C, 0x5B
 # item-automaton masks: at most this many candidate tokens are walked one by one, more are
 # looked up in the automaton's token index (a whole-vocabulary walk on a state's first visit)
 _FEW_WALKED = 64
+_NO_IDS = np.zeros(0, dtype=np.int64)
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
 _ZERO_TEXTS = (b"0", b"-0")
 
@@ -463,6 +464,9 @@ class _VocabTables:
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
+        # counted strings: the heads of the tokens whose bytes after the quote are structure
+        # that opens nothing (no bracket, brace or backslash: see _closing_token_refused)
+        self.closing_heads: dict[int, bytes] = {}
         # number items: the bytes before the first one outside a number, for the tokens
         # with no digit after it (they complete at most the pending item)
         self.number_heads: dict[int, bytes] = {}
@@ -506,6 +510,8 @@ class _VocabTables:
             head = data[: data.find(_QUOTE)]
             if num_quotes == 1 and _BACKSLASH not in head:
                 self.heads[token_id] = head
+                if not any(b in data[len(head) :] for b in b"[{\\"):
+                    self.closing_heads[token_id] = head
             ids_of_bytes.setdefault(data, []).append(token_id)
             if num_quotes and _BACKSLASH not in head:
                 rest = data[len(head) + 1 :]
@@ -521,6 +527,13 @@ class _VocabTables:
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
         self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
+        # counted strings, as packed rows: plain tokens, the others, and per k the plain
+        # tokens adding more than k characters ((max_chars + 1, ceil(V/32)) uint32)
+        self.plain_words = pack_row(self.is_plain_text)
+        self.other_words = pack_row(~self.is_plain_text)
+        self.more_chars_words = np.stack(
+            [pack_row(self.is_plain_text & (self.num_chars > k)) for k in range(self.max_chars + 1)]
+        )
 
     def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
         """The tokens whose bytes continue ``prefix`` along one of ``texts``."""
@@ -632,6 +645,8 @@ class UniqueItemsMatcher:
         candidates = self.grammar.candidate_words(kind)
         num_words = min(len(candidates), len(inner_words))
         hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
+        if kind == "length":
+            return self._forbidden_length(cursor, hits)
         tables = self.grammar.tables
         top = cursor.stack[-1] if cursor.stack else None
         is_first_item = top is not None and top.kind is not None and not top.seen
@@ -644,8 +659,6 @@ class UniqueItemsMatcher:
         if token_ids.size == 0:
             return token_ids
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        if kind == "length":
-            return self._forbidden_length(cursor, token_ids)
         if top is not None and isinstance(top.kind, ItemAutomaton):
             return self._forbidden_items(cursor, top.kind, top.seen, token_ids)
         if top is not None and top.kind == "string" and cursor.mode in (_BETWEEN, _STRING):
@@ -790,8 +803,9 @@ class UniqueItemsMatcher:
                 bad.append(t)
         return bad
 
-    def _forbidden_length(self, cursor: JsonCursor, token_ids: np.ndarray) -> np.ndarray:
-        """The allowed ``token_ids`` that ``feed`` refuses in a counted string.
+    def _forbidden_length(self, cursor: JsonCursor, hits: np.ndarray) -> np.ndarray:
+        """The allowed tokens (packed ``hits``, ``(W,)`` uint32) that ``feed`` refuses in a
+        counted string.
 
         A token without a quote or backslash keeps the string open and adds its characters
         (``tables.num_chars``); it can break the bounds only if the count after it plus the
@@ -804,17 +818,41 @@ class UniqueItemsMatcher:
         state, num_chars = cursor.text_state, cursor.num_chars
         tables = self.grammar.tables
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        token_ids = token_ids[token_ids < len(tables.num_chars)]
-        is_plain = tables.is_plain_text[token_ids]
-        walked = token_ids[~is_plain].tolist()
-        plain = token_ids[is_plain]
+        num_words = len(hits)
+        walked = set_bit_ids(hits & tables.other_words[:num_words]).tolist()
         room = INFINITE if guard.max_len is None else guard.max_len - num_chars
-        # plain tokens that might leave too little room, or too few characters for min_len
-        risky = tables.num_chars[plain] + guard.max_shortest > room
+        # plain tokens that might leave too little room (more than ``room - max_shortest``
+        # characters), or all while too few characters for min_len may remain
+        most = room - guard.max_shortest  # (a plain token adding more is risky)
         if num_chars < guard.min_len and guard.has_bounded_content:
-            risky |= True
-        plain = plain[risky]
-        bad = [t for t in walked if t not in eos_ids and cursor.feed(token_bytes[t]) is None]
+            risky_words = tables.plain_words[:num_words]
+        elif most < 0:
+            risky_words = tables.plain_words[:num_words]
+        elif most < len(tables.more_chars_words):
+            risky_words = tables.more_chars_words[most, :num_words]
+        else:
+            risky_words = None
+        plain = _NO_IDS if risky_words is None else set_bit_ids(hits & risky_words)
+        # a quote that closes the string: decided by the guard alone where the rest of the
+        # token is structure feed checks nothing in (no guarded array holds the string, whose
+        # item would complete at the quote; no object item kept whose end a closer could be)
+        top = cursor.stack[-1] if cursor.stack else None
+        heads = tables.closing_heads
+        if (top is not None and top.kind is not None) or cursor.mode != _STRING:
+            heads = {}
+        is_kept_object = cursor.object_raw is not None
+        bad = []
+        for t in walked:
+            if t in eos_ids:
+                continue
+            data, head = token_bytes[t], heads.get(t)
+            refused = None
+            if head is not None and not (is_kept_object and tables.num_closers[t]):
+                refused = guard.refuses_closing(state, num_chars, head)
+            if refused is None:
+                refused = cursor.feed(data) is None
+            if refused:
+                bad.append(t)
         if plain.size <= _FEW_WALKED:
             bad += [t for t in plain.tolist() if cursor.feed(token_bytes[t]) is None]
             return np.asarray(sorted(bad), dtype=np.int64)

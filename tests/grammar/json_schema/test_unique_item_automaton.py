@@ -523,6 +523,24 @@ NAMED = {
 }
 
 
+# strings whose pattern x length product is over budget: the matcher counts their length
+# (text_patterns), one alone and others as array items, beside a guarded array
+SLUG = {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 5, "maxLength": 1000}
+COUNTED = {
+    "type": "object",
+    "properties": {
+        "code": SLUG,
+        # short bounds: plain tokens near them are risky (more characters than room is left)
+        "url": {"type": "string", "format": "uri", "minLength": 10, "maxLength": 14},
+        # bounded content ahead (the two digits): under minLength every plain token is risky
+        "ver": {**SLUG, "pattern": "^[a-z]+(-[a-z]+)*-[0-9]{2}$", "minLength": 8},
+        "tags": {"type": "array", "items": {**SLUG, "minLength": 7}},
+        "ids": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+    },
+    "required": ["code"],
+}
+
+
 @pytest.mark.parametrize(
     ("schema", "text"),
     [
@@ -532,12 +550,15 @@ NAMED = {
         ({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
          '["a, b", "c", "a, b, c"]'),
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "[0, 1, 10, -1]"),
+        (COUNTED, '{"code":"abc-de","url":"http://ab.cd","ver":"ab-cd-12",'
+                  '"tags":["ab-cd-ef","abc-defgh"],"ids":[1,2,1]}'),
     ],
 )  # fmt: skip
 def test_mask_shortcuts_equal_the_cursor_walk(smollm2_vocab, smollm2_tokenizer, schema, text):
     """The mask decides most tokens without walking them (a first item: only tokens with a
     comma; inside a pending item: the item automaton alone, `_item_token_refused`; long
-    candidate lists: the automaton's token index): at every position, for every allowed
+    candidate lists: the automaton's token index; a quote closing a counted string:
+    `_closing_token_refused`): at every position, for every allowed
     token of the inner grammar with a structural byte (and a sample of the rest), it is
     refused iff the cursor's own byte walk (`JsonCursor.feed`) refuses it."""
     grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
