@@ -308,29 +308,41 @@ def run_bytes(stack, num_frames, data, tables, work_arrays, max_out):
 
 
 @numba.njit(cache=True, nogil=True)
-def needs_frames(num_states, token_flat, token_lo, tables, out):
+def needs_frames(num_states, token_flat, token_lo, firsts, first_lo, tables, out):
     """``out[q] = True`` for each state ``q < num_states`` of the schema automaton (a lone bottom
     frame) whose mask is not simply its index row: some token (``token_flat`` / ``token_lo``,
     as in :func:`fill_candidates`) can push from ``q`` (a bracket where a marker path starts,
     reached along the automaton), or the automaton alone walks a token with a marker byte.
+
+    Tokens are grouped by first byte (``firsts[j]``: tokens ``first_lo[j]:first_lo[j + 1]``):
+    a group whose first byte ``q`` cannot read, unless it is a bracket that pushes at ``q``,
+    decides nothing (its tokens die at once, marker or not) and is skipped whole.
     """
     flat, cell_base, auto_of, state_base, classes = tables[:5]
     opt_lo = tables[6]
     for q in range(num_states):
-        for i in range(token_lo.shape[0] - 1):
-            g = q
-            has_marker = False
-            for pos in range(token_lo[i], token_lo[i + 1]):
-                byte = token_flat[pos]
-                if (byte == 123 or byte == 91) and opt_lo[g] < opt_lo[g + 1]:
+        pushes = opt_lo[q] < opt_lo[q + 1]
+        for j in range(firsts.shape[0]):
+            first = firsts[j]
+            if not (pushes and (first == 123 or first == 91)):
+                if _step(q, first, flat, cell_base, auto_of, state_base, classes) < 0:
+                    continue
+            for i in range(first_lo[j], first_lo[j + 1]):
+                g = q
+                has_marker = False
+                for pos in range(token_lo[i], token_lo[i + 1]):
+                    byte = token_flat[pos]
+                    if (byte == 123 or byte == 91) and opt_lo[g] < opt_lo[g + 1]:
+                        out[q] = True
+                        break
+                    has_marker = has_marker or byte == 1 or byte == 2
+                    g = _step(g, byte, flat, cell_base, auto_of, state_base, classes)
+                    if g < 0:
+                        break
+                if g >= 0 and has_marker:
                     out[q] = True
+                if out[q]:
                     break
-                has_marker = has_marker or byte == 1 or byte == 2
-                g = _step(g, byte, flat, cell_base, auto_of, state_base, classes)
-                if g < 0:
-                    break
-            if g >= 0 and has_marker:
-                out[q] = True
             if out[q]:
                 break
 

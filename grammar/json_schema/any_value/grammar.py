@@ -60,8 +60,10 @@ class Candidates:
         ``TOKEN_NEVER`` (empty, special, or containing a marker byte).
     marker_words:
         ``(ceil(V/32),)`` uint32: the ids containing a marker byte.
-    probe_flat, probe_lo:
-        The candidates followed by the tokens with a marker byte (for ``needs_frames``).
+    probe_flat, probe_lo, probe_firsts, probe_first_lo:
+        The candidates and the tokens with a marker byte, ordered by first byte (for
+        ``needs_frames``): the probes starting with byte ``probe_firsts[j]`` (ascending,
+        distinct) are ``probe_first_lo[j]:probe_first_lo[j + 1]``.
     max_len:
         Longest candidate in bytes.
     max_close:
@@ -75,6 +77,8 @@ class Candidates:
     marker_words: np.ndarray
     probe_flat: np.ndarray
     probe_lo: np.ndarray
+    probe_firsts: np.ndarray
+    probe_first_lo: np.ndarray
     max_len: int
     max_close: int
 
@@ -112,8 +116,10 @@ def _build_candidates(vocab: Vocabulary) -> Candidates:
     pieces = [bytes(vocab.token_bytes[t]) for t in ids.tolist()]
     marker_pieces = [bytes(vocab.token_bytes[t]) for t in marker_ids.tolist()]
     lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-    probes = pieces + marker_pieces
+    probes = sorted(pieces + marker_pieces, key=lambda piece: piece[0])  # (stable)
     probe_lengths = np.fromiter(map(len, probes), dtype=np.int64, count=len(probes))
+    firsts = np.array([piece[0] for piece in probes], dtype=np.int64)
+    probe_firsts, probe_first_lo = np.unique(firsts, return_index=True)
     bits = np.zeros(table.num_words * 32, dtype=bool)
     bits[marker_ids] = True
     return Candidates(
@@ -124,6 +130,8 @@ def _build_candidates(vocab: Vocabulary) -> Candidates:
         marker_words=np.packbits(bits, bitorder="little").view(np.uint32).copy(),
         probe_flat=np.frombuffer(b"".join(probes) or b"\0", dtype=np.uint8).copy(),
         probe_lo=np.concatenate([[0], np.cumsum(probe_lengths)]).astype(np.int64),
+        probe_firsts=probe_firsts.astype(np.int64),
+        probe_first_lo=np.append(probe_first_lo, len(probes)).astype(np.int64),
         max_len=int(lengths.max(initial=1)),
         max_close=max((p.count(b"}") + p.count(b"]") for p in pieces), default=0),
     )
@@ -199,8 +207,9 @@ class AnyValueGrammar:
         cand = self.candidates
         tables = self.machine.tables.arrays
         frames.needs_frames(
-            schema_grammar.num_states, cand.probe_flat, cand.probe_lo, tables, needs
-        )
+            schema_grammar.num_states, cand.probe_flat, cand.probe_lo, cand.probe_firsts,
+            cand.probe_first_lo, tables, needs,
+        )  # fmt: skip
         self.is_plain_state: list[bool] = (~needs).tolist()
         # a lone bottom frame's row depends on the schema state only: rows that need the
         # kernel are computed now, within a compile-time budget, so their first use is a lookup

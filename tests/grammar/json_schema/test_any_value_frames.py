@@ -283,3 +283,57 @@ def test_threads_share_one_grammar(smollm2_vocab, smollm2_tokenizer):
         got = list(pool.map(masks, ids * 2))
     for a, b in zip(expected * 2, got, strict=True):
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _needs_frames_reference(grammar: AnyValueGrammar) -> list[bool]:
+    """Per schema state: does some probe token push a frame from it, or walk a marker byte
+    with the automaton alone? Every probe from every state (no grouping), in Python."""
+    from formcast.grammar.json_schema.any_value import frames
+
+    cand = grammar.candidates
+    flat, cell_base, auto_of, state_base, classes = grammar.machine.tables.arrays[:5]
+    opt_lo = grammar.machine.tables.arrays[6]
+    probes = [
+        cand.probe_flat[cand.probe_lo[i] : cand.probe_lo[i + 1]].tolist()
+        for i in range(len(cand.probe_lo) - 1)
+    ]
+    out = []
+    for q in range(grammar.schema_grammar.num_states):
+        needs = False
+        for probe in probes:
+            g, has_marker = q, False
+            for byte in probe:
+                if byte in (0x7B, 0x5B) and opt_lo[g] < opt_lo[g + 1]:
+                    needs = True
+                    break
+                has_marker = has_marker or byte in (1, 2)
+                g = frames._step(g, byte, flat, cell_base, auto_of, state_base, classes)
+                if g < 0:
+                    break
+            needs = needs or (g >= 0 and has_marker)
+            if needs:
+                break
+        out.append(needs)
+    return out
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        OBJECT,
+        AMBIGUOUS,
+        {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "number"}}},
+        {"type": "array", "items": {"type": "object", "properties": {"k": {}}}, "maxItems": 2},
+    ],
+)
+@pytest.mark.parametrize("whitespace", ["compact", "none"])  # ("none": only "{" can push)
+def test_states_that_need_frames_equal_every_probe_from_every_state(
+    smollm2_vocab, schema, whitespace
+):
+    grammar = compile_json_schema(
+        schema, smollm2_vocab, strict=False, whitespace=whitespace, cache=False
+    )
+    assert isinstance(grammar, AnyValueGrammar)
+    expected = _needs_frames_reference(grammar)
+    assert [not plain for plain in grammar.is_plain_state] == expected
+    assert any(expected) and not all(expected)
