@@ -21,13 +21,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from formcast.errors import GrammarError
 from formcast.grammar import caches
 from formcast.grammar.automata import kernels
-from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.budget import DEFAULT_MAX_STATES, CompileBudget
 from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, trim
 from formcast.grammar.automata.byte_nfa import ByteNFA
 from formcast.grammar.automata.minimizer import minimize
@@ -74,9 +75,12 @@ def intersect(
     """The minimal DFA of ``L(a) & L(b)`` (``None`` if empty) and whether the two languages are
     prefix-free relative to each other (no string of one is a proper prefix of the other's).
     """
+    # the sides may be larger than the product (a guard of 1,000 counted characters, a
+    # 5-character body): only the product counts against ``max_states``
+    sides = replace(budget, max_states=max(budget.max_states, DEFAULT_MAX_STATES))
     try:
-        dfa_a = minimize(determinize(nfa_a, budget), budget, position)
-        dfa_b = minimize(determinize(nfa_b, budget), budget, position)
+        dfa_a = minimize(determinize(nfa_a, sides), sides, position)
+        dfa_b = minimize(determinize(nfa_b, sides), sides, position)
     except GrammarError:  # a side matches nothing: so does the intersection
         return None, True
     # common classes: bytes alike on both sides (the pair of their classes)

@@ -465,7 +465,7 @@ class _VocabTables:
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
         # counted strings: the heads of the tokens whose bytes after the quote are structure
-        # that opens nothing (no bracket, brace or backslash: see _closing_token_refused)
+        # that opens nothing (no bracket, brace or backslash: see _forbidden_length)
         self.closing_heads: dict[int, bytes] = {}
         # number items: the bytes before the first one outside a number, for the tokens
         # with no digit after it (they complete at most the pending item)
@@ -650,7 +650,7 @@ class UniqueItemsMatcher:
         tables = self.grammar.tables
         top = cursor.stack[-1] if cursor.stack else None
         is_first_item = top is not None and top.kind is not None and not top.seen
-        if is_first_item and kind not in ("object", "length"):
+        if is_first_item and kind != "object":
             # the array's first item: a token completes at most one item and starts none
             # unless it holds a comma, and one item alone repeats nothing (nor can a pending
             # item be left with only used values); a token with a comma is walked

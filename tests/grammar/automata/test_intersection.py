@@ -96,3 +96,18 @@ def test_guard_longer_than_the_rest_is_a_proper_prefix_case():
     dfa, is_prefix_free = intersect(nfa_a, nfa_b, budget)
     assert _language(dfa) == {"aa"}
     assert not is_prefix_free  # "a" (of the guard) is a proper prefix of "aa"
+
+
+def test_only_the_product_counts_against_the_state_budget():
+    """A guard of 200 counted characters has ~200 DFA states of its own; with a 4-character
+    body the product has a handful, and the budget bounds the product alone."""
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    pattern = '"(?:(?=(?:[^"\\\\]|\\\\.){0,200}")(?:ab?c?)")'
+    dfa = regex_to_dfa(pattern, max_states=50)
+    for text in ['"a"', '"ab"', '"abc"', '"ac"']:
+        state = dfa.walk(dfa.start_state, text.encode())
+        assert state >= 0 and dfa.is_accepting[state], text
+    for text in ['""', '"b"', '"abcc"']:
+        state = dfa.walk(dfa.start_state, text.encode())
+        assert state < 0 or not dfa.is_accepting[state], text
