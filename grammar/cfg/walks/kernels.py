@@ -530,9 +530,14 @@ def chain_coverage(dfa: ByteDFA, vt: VocabTable) -> tuple[np.ndarray, np.ndarray
     """The chain coverage (:func:`~formcast.grammar.index.kernels.chain_coverage`) of
     ``dfa``, up to the longest token of
     ``vt``: ``(covered, uniform successors)``."""
-    return index_kernels.chain_coverage(
+    covered, uniform = index_kernels.chain_coverage(
         dfa.transitions, dfa.byte_to_class, max(int(vt.trie.height[0]), 1)
     )
+    # the kernel's levels are a view of a buffer of every possible level (~80); a lexer keeps
+    # one coverage per terminal DFA (hundreds in a large schema), and holding those buffers
+    # (~0.4 MB each for ~160 states) made every later walk of the grammar slower (flat_1000's
+    # first walk 84 -> 50 ms with the copy): keep only the levels that differ
+    return covered.copy(), uniform
 
 
 def trie_nodes(vt: VocabTable) -> tuple[np.ndarray, ...]:
