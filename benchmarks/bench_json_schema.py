@@ -5,7 +5,10 @@ Per split: coverage (compiled within the budget vs refused, by reason), false re
 tokens of each instance, schema->regex time, compile time p50/p90/p99, per-mask time
 p50/p99/p99.9 while walking valid instances, and per schema the slowest single mask of its
 first walk (a valid instance walked before any other, so every state is a first visit): the 10
-worst schemas per engine and how many exceed 1 ms. ``--corpus PATH`` adds a jsonl in the
+worst schemas per engine and how many exceed 1 ms, with the share of that mask spent in a
+CPython garbage collection that ran inside it (``gc.callbacks``; a young-generation pass over
+the objects any Python code allocated since the last one, not the engine's mask work), and the
+same count without it. ``--corpus PATH`` adds a jsonl in the
 same row format (benchmarks/data/wild_corpus.jsonl, built by wild_corpus.py), reported by
 its ``split`` field; ``--splits ''`` runs the corpus alone. All engines: strict=False semantics, compact
 separators. outlines-core runs in a forked child per schema, killed when over budget (its
@@ -34,6 +37,27 @@ DATA = REPO.parent / "shared" / "data" / "jsonschemabench"
 SPLITS = ["Glaiveai2K", "Github_easy", "Github_medium", "Kubernetes", "Snowplow"]
 BUDGET_S = 10.0
 SLOW_MASK_S = 1e-3  # a first-visit mask slower than this is counted per engine
+_GC_S = [0.0]  # seconds spent in garbage collections so far (see _count_gc)
+_GC_STARTED = [0.0]
+
+
+def _count_gc(phase: str, info: dict) -> None:
+    """``gc.callbacks`` hook: adds each collection's wall time to ``_GC_S``."""
+    if phase == "start":
+        _GC_STARTED[0] = time.perf_counter()
+    else:
+        _GC_S[0] += time.perf_counter() - _GC_STARTED[0]
+
+
+def mask_clock() -> tuple[float, float, float]:
+    """Start timing one mask: ``(wall, cpu, gc)`` clocks."""
+    return time.perf_counter(), time.process_time(), _GC_S[0]
+
+
+def mask_elapsed(start: tuple[float, float, float]) -> tuple[float, float, float]:
+    """``(wall, cpu, gc)`` seconds since :func:`mask_clock`; ``gc``: the part of ``wall``
+    spent in garbage collections."""
+    return (time.perf_counter() - start[0], time.process_time() - start[1], _GC_S[0] - start[2])
 
 
 def pct(xs, q):
@@ -68,9 +92,9 @@ class Formcast:
     def walk(self, grammar, ids, mask_times):
         m = grammar.matcher()
         for t in ids:
-            s, c = time.perf_counter(), time.process_time()
+            start = mask_clock()
             m.fill_bitmask(self.bitmask, 0)
-            mask_times.append((time.perf_counter() - s, time.process_time() - c))
+            mask_times.append(mask_elapsed(start))
             if not m.accept_token(t):
                 return False
         return m.is_accepting()
@@ -105,9 +129,9 @@ class LLGuidance:
 
         m = self.llg.LLMatcher(self.tokenizer, grm)
         for t in ids:
-            s, c = time.perf_counter(), time.process_time()
+            start = mask_clock()
             llguidance.torch.fill_next_token_bitmask(m, self.bitmask, 0)
-            mask_times.append((time.perf_counter() - s, time.process_time() - c))
+            mask_times.append(mask_elapsed(start))
             if not m.consume_token(t):
                 return False
         return m.is_accepting()
@@ -133,9 +157,9 @@ class XGrammar:
     def walk(self, cg, ids, mask_times):
         m = self.xgr.GrammarMatcher(cg)
         for t in ids:
-            s, c = time.perf_counter(), time.process_time()
+            start = mask_clock()
             m.fill_next_token_bitmask(self.bitmask)
-            mask_times.append((time.perf_counter() - s, time.process_time() - c))
+            mask_times.append(mask_elapsed(start))
             if not m.accept_token(t):
                 return False
         return m.accept_token(self.eos) and m.is_terminated()
@@ -166,9 +190,9 @@ class OutlinesCore:
 
         g = Guide(index)
         for t in ids:
-            s, c = time.perf_counter(), time.process_time()
+            start = mask_clock()
             allowed = g.get_tokens()
-            mask_times.append((time.perf_counter() - s, time.process_time() - c))
+            mask_times.append(mask_elapsed(start))
             if t not in allowed:
                 return False
             g.advance(t)
@@ -178,7 +202,8 @@ class OutlinesCore:
 def evaluate(eng, schema, items) -> dict:
     """Compile ``schema`` and walk every ``(token_ids, is_valid)`` item; times in seconds."""
     out: dict = {"reason": None, "compile": None, "accepted": [], "masks": [], "route": None,
-                 "first_walk_max": None, "first_walk_tokens": 0}  # fmt: skip
+                 "first_walk_max": None, "first_walk_gc": 0.0,
+                 "first_walk_max_without_gc": None, "first_walk_tokens": 0}  # fmt: skip
     # a full collection now, untimed: the harness's own garbage (instances, the oracle's
     # validation, the previous engine's walks) cannot then trigger a full collection (~0.15 s
     # over the ~400k objects torch and the tokenizers leave) inside this engine's timings
@@ -196,7 +221,7 @@ def evaluate(eng, schema, items) -> dict:
     if out["compile"] > BUDGET_S:
         return out
     for ids, is_valid in items:
-        masks: list[float] = []
+        masks: list[tuple[float, float, float]] = []  # (wall, cpu, gc) per mask
         try:
             accepted = eng.walk(g, ids, masks)
         except Exception:
@@ -206,7 +231,9 @@ def evaluate(eng, schema, items) -> dict:
             out["masks"] += masks
             if out["first_walk_max"] is None and masks:
                 # items come valid-first: this walk visits every state for the first time
-                out["first_walk_max"] = max(wall for wall, _ in masks)
+                slowest = max(masks)
+                out["first_walk_max"], out["first_walk_gc"] = slowest[0], slowest[2]
+                out["first_walk_max_without_gc"] = max(wall - gc_s for wall, _, gc_s in masks)
                 out["first_walk_tokens"] = len(masks)
     return out
 
@@ -275,6 +302,8 @@ def run(
 
     tok = load_tokenizer("smollm2-135m")
     vocab = Vocabulary.from_tokenizer(tok)
+    if _count_gc not in gc.callbacks:
+        gc.callbacks.append(_count_gc)
     engines = []
     for cls in (Formcast, XGrammar, LLGuidance, OutlinesCore):
         if cls.name not in engines_wanted:
@@ -324,16 +353,16 @@ def run(
                 if ev["first_walk_max"] is not None:
                     worst.setdefault(eng.name, []).append(
                         (ev["first_walk_max"], split, row_id, ev["first_walk_tokens"],
-                         ev["compile"])
+                         ev["compile"], ev["first_walk_gc"], ev["first_walk_max_without_gc"])
                     )  # fmt: skip
                 r["compile"].append(ev["compile"])
                 r["compile_cpu"].append(ev["compile_cpu"])
-                r["mask"] += [wall for wall, _ in ev["masks"]]
-                r["mask_cpu"] += [cpu for _, cpu in ev["masks"]]
+                r["mask"] += [wall for wall, *_ in ev["masks"]]
+                r["mask_cpu"] += [cpu for _, cpu, _ in ev["masks"]]
                 if ev.get("route"):
                     r["routes"][ev["route"]] += 1
                     r["mask_by_route"].setdefault(ev["route"], []).extend(
-                        wall for wall, _ in ev["masks"]
+                        wall for wall, *_ in ev["masks"]
                     )
                 for (_, is_valid), accepted in zip(items, ev["accepted"], strict=True):
                     if is_valid:
@@ -351,29 +380,37 @@ def run(
 
 def report_worst(worst: dict, num_shown: int = 10) -> list[str]:
     """Per engine: the ``num_shown`` schemas whose first walk had the slowest single mask, and
-    the count of schemas whose slowest first-visit mask exceeds ``SLOW_MASK_S``."""
+    the count of schemas whose slowest first-visit mask exceeds ``SLOW_MASK_S``, with and
+    without the garbage collections that ran inside masks."""
     if not worst:
         return []
     lines = ["", "Slowest single mask of each schema's first walk (first visits of a valid "
-             "instance); per engine the count over 1 ms and the 10 worst schemas:", "",
+             "instance); per engine the count over 1 ms and the 10 worst schemas. \"without "
+             "GC\": each mask less the CPython garbage collections that ran inside it:", "",
              "| engine | schemas walked | slowest mask > 1 ms | max ms | median of per-schema "
-             "max ms |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+             "max ms | > 1 ms without GC | max ms without GC |",
+             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, rows in worst.items():
         maxima = [m for m, *_ in rows]
+        without_gc = [row[6] for row in rows]
         num_slow = sum(m > SLOW_MASK_S for m in maxima)
         lines.append(
             f"| {name} | {len(rows)} | {num_slow} | {max(maxima) * 1e3:.2f} "
-            f"| {pct(maxima, 50) * 1e3:.3f} |"
+            f"| {pct(maxima, 50) * 1e3:.3f} | {sum(m > SLOW_MASK_S for m in without_gc)} "
+            f"| {max(without_gc) * 1e3:.2f} |"
         )
     for name, rows in worst.items():
         lines += ["", f"{name}: 10 worst schemas by first-walk slowest mask", "",
-                  "| rank | split | schema | slowest mask ms | tokens walked | compile ms |",
-                  "|---:|---|---|---:|---:|---:|"]  # fmt: skip
+                  "| rank | split | schema | slowest mask ms | of it GC ms | tokens walked "
+                  "| compile ms | slowest without GC ms |",
+                  "|---:|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
         ranked = sorted(rows, key=lambda r: r[0], reverse=True)[:num_shown]
-        for rank, (slowest, split, row_id, num_tokens, compile_s) in enumerate(ranked, 1):
+        for rank, row in enumerate(ranked, 1):
+            slowest, split, row_id, num_tokens, compile_s, gc_s, without_gc = row
             lines.append(
                 f"| {rank} | {split} | {row_id.split('---', 1)[-1]} | {slowest * 1e3:.2f} "
-                f"| {num_tokens} | {compile_s * 1e3:.1f} |"
+                f"| {gc_s * 1e3:.2f} | {num_tokens} | {compile_s * 1e3:.1f} "
+                f"| {without_gc * 1e3:.2f} |"
             )
     return lines
 
