@@ -86,7 +86,7 @@ class TokenWalk:
 
     def __post_init__(self) -> None:
         self.within_row.setflags(write=False)
-        self.has_within = bool(self.within_row.any())
+        self.has_within = bool(np.count_nonzero(self.within_row))  # (a third of .any()'s call)
 
 
 class CfgLexer:

@@ -486,34 +486,33 @@ def _record_set_walk(
 
 
 @numba.njit(cache=True, nogil=True)
-def _record_keys(rows, steps, matrix):  # pragma: no cover - jitted
-    """Per record, the int64 key ``first suffix byte << 48 | row << 16 | offset``."""
+def _sorted_records(rows, steps, matrix):  # pragma: no cover - jitted
+    """Records ``(rows[k], steps[k])`` sorted by the key ``first suffix byte << 48 | row << 16
+    | offset``, duplicates dropped: ``(rows, steps, first_byte_bounds (257,), first_words
+    (4,) uint64)``; bit ``b & 63`` of ``first_words[b >> 6]`` = some suffix starts with ``b``."""
     keys = np.empty(len(rows), np.int64)
     for k in range(len(rows)):
         byte = np.int64(matrix[rows[k], steps[k]])
         keys[k] = (byte << 48) | (np.int64(rows[k]) << 16) | np.int64(steps[k])
-    return keys
-
-
-@numba.njit(cache=True, nogil=True)
-def _unpack_keys(keys):  # pragma: no cover - jitted
-    """Sorted keys of :func:`_record_keys` -> ``(rows, steps, first_byte_bounds)``, duplicate
-    keys dropped."""
-    rows = np.empty(len(keys), np.int32)
-    steps = np.empty(len(keys), np.int32)
+    keys = np.sort(keys)
+    out_rows = np.empty(len(keys), np.int32)
+    out_steps = np.empty(len(keys), np.int32)
     bounds = np.zeros(257, np.int64)
+    first_words = np.zeros(4, np.uint64)
     count = 0
     for k in range(len(keys)):
         key = keys[k]
         if k and key == keys[k - 1]:
             continue
-        rows[count] = (key >> 16) & 0xFFFFFFFF
-        steps[count] = key & 0xFFFF
-        bounds[(key >> 48) + 1] += 1
+        byte = key >> 48
+        out_rows[count] = (key >> 16) & 0xFFFFFFFF
+        out_steps[count] = key & 0xFFFF
+        bounds[byte + 1] += 1
+        first_words[byte >> 6] |= np.uint64(1) << np.uint64(byte & 63)
         count += 1
     for b in range(256):
         bounds[b + 1] += bounds[b]
-    return rows[:count], steps[:count], bounds
+    return out_rows[:count], out_steps[:count], bounds, first_words
 
 
 # -- Python entry points ------------------------------------------------------------------------
@@ -725,11 +724,8 @@ def sort_records(rows: np.ndarray, steps: np.ndarray, vt: VocabTable) -> tuple:
     """Split records in canonical order (first suffix byte, row, offset), without duplicates:
     ``(rows, steps, first_byte_bounds, first_bytes)`` (int32, int32, ``(257,)`` int64, and
     an int bit set of the first suffix bytes)."""
-    keys = _record_keys(rows, steps, vt.matrix)
-    keys.sort(kind="stable")  # timsort: linear on the sorted runs walks produce
-    rows, steps, bounds = _unpack_keys(keys)
-    is_first = np.packbits(bounds[1:] > bounds[:-1], bitorder="little")
-    return rows, steps, bounds, int.from_bytes(is_first.tobytes(), "little")
+    rows, steps, bounds, first_words = _sorted_records(rows, steps, vt.matrix)
+    return rows, steps, bounds, int.from_bytes(first_words.tobytes(), "little")
 
 
 caches.register("cfg.walks.trie_nodes", "weak by vocabulary table", _TRIE_NODES.clear)
