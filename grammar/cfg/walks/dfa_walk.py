@@ -271,6 +271,11 @@ class DfaWalker:
         """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
         return walk_suffixes_set(self._stack(), starts, rows, steps, first_byte_bounds, self.table)
 
+    def stacked_first_words(self, starts: list[int]) -> np.ndarray:
+        """``(len(starts), 4)`` uint64: per stacked state (:meth:`set_start`), the bytes it can
+        read (bit ``b & 63`` of word ``b >> 6``), as :meth:`first_bytes` gives them."""
+        return self._first_words[starts]
+
     def first_bytes(self, t: int, state: int) -> int:
         """Bit set (an int, bit ``b`` = byte ``b``) of the bytes state ``state`` of terminal
         ``t`` can read."""
