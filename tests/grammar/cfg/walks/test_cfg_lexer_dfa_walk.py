@@ -210,6 +210,52 @@ def test_set_walks_equal_the_union_of_part_walks(smollm2_vocab, monkeypatch):
     assert record_set_walks and max(record_set_walks) >= 20
 
 
+def _reference_set_parts(lexer, parts, first_bytes):
+    """``CfgLexer.set_parts`` part by part, from each part's own facts (plain Python)."""
+    if len(parts) < lexer.min_set_parts and first_bytes == -1:
+        return [], list(parts)  # too few for a set walk: every part, unfiltered
+    readers = [p for p in parts if first_bytes & lexer.first_bytes(p)]
+    walker = lexer._dfa_walker
+    stacked = {
+        p: walker.set_start(*pair)
+        for p in readers
+        if (pair := lexer._single_pair(p)) is not None and walker.can_walk_in_set(pair[0])
+    }
+    if len(stacked) < lexer.min_set_parts:
+        return [], readers
+    return [stacked[p] for p in readers if p in stacked], [p for p in readers if p not in stacked]
+
+
+@pytest.mark.parametrize("min_set_parts", [2, 8, 24, 26])
+def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts):
+    # every set of parts met along the walks, filtered by no byte, by the first bytes of each
+    # split group met, and by random byte sets, against the facts of each part alone (the
+    # thresholds put some sets exactly at the bound)
+    grammar = compile_json_schema_cfg(
+        MANY_KEYS,
+        smollm2_vocab,
+        cut_chars=1,
+        cache=False,
+        tuning=CfgTuning(min_set_parts=min_set_parts),
+    )
+    lexer = grammar.runtime.lexer
+    rng = np.random.default_rng(0)
+    masks = [-1] + [int(rng.integers(0, 2**62)) << int(rng.integers(0, 194)) for _ in range(6)]
+    num_sets = 0
+    for text in (b'{"key_00_a":1,"key_07_b":null,"label":"x\\"', b'{"key_05_b":-3,"flag":true}'):
+        for k in range(len(text) + 1):
+            for _, sid in grammar.runtime.advance(grammar.initial_heads, text[:k]):
+                parts = lexer.parts(sid)
+                walk = lexer.token_walk(sid)
+                for first_bytes in masks + [group.first_bytes for group in walk.splits]:
+                    starts, alone = lexer.set_parts(parts, first_bytes)
+                    ref_starts, ref_alone = _reference_set_parts(lexer, parts, first_bytes)
+                    assert starts.tolist() == ref_starts, (text[:k], first_bytes)
+                    assert list(alone) == ref_alone, (text[:k], first_bytes)
+                    num_sets += bool(ref_starts)
+    assert num_sets >= 1
+
+
 def test_set_walks_are_for_json_schema_grammars_only(smollm2_vocab):
     lark = compile_lark(LARK_GRAMMARS["pyexpr"], smollm2_vocab, cache=False)
     assert lark.runtime.lexer.min_set_parts is None
