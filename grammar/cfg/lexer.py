@@ -77,11 +77,12 @@ class TokenWalk:
         ``(num_words,)`` int32 packed mask: tokens whose every byte keeps the lexeme alive.
     splits:
         One :class:`SplitGroup` per set of completed terminals: the tokens that are not in
-        ``within_row`` but complete a terminal strictly inside their bytes.
+        ``within_row`` but complete a terminal strictly inside their bytes (a tuple: most walks
+        have none and share the empty one, no per-walk list for the collector to scan).
     """
 
     within_row: np.ndarray
-    splits: list[SplitGroup]
+    splits: tuple[SplitGroup, ...]
     has_within: bool = field(init=False)  # within_row has a token (no per-instance dict)
 
     def __post_init__(self) -> None:
@@ -109,7 +110,8 @@ class CfgLexer:
         self.dfas = list(grammar.terminal_dfas) + list(grammar.ignore_dfas)
         self.ignore_components = range(self.num_terminals, len(self.dfas))
         self._full_rows: dict[int, np.ndarray] = {}  # component -> (S, 256), built on first use
-        self._keys: dict[tuple, int] = {}
+        self._keys: dict[tuple, int] = {}  # (expected set's number, sorted pairs, boundary)
+        self._expected_ids: dict[frozenset[int], int] = {}
         self.expected_of: list[frozenset[int]] = []
         self.pairs_of: list[tuple[tuple[int, int], ...]] = []
         self.accepts: list[frozenset[int]] = []
@@ -136,9 +138,9 @@ class CfgLexer:
         self._site_walks: dict[tuple[int, tuple], TokenWalk] = {}  # see _pair_walk
 
     _STATE_FIELDS = (
-        "_keys", "expected_of", "pairs_of", "accepts", "is_boundary", "rows", "_initial",
-        "_np_rows", "_splits_any", "_num_tabled", "_materialised", "_walks", "_parts", "_fresh",
-        "_first_bytes", "_groups", "_byte_steps",
+        "_keys", "_expected_ids", "expected_of", "pairs_of", "accepts", "is_boundary", "rows",
+        "_initial", "_np_rows", "_splits_any", "_num_tabled", "_materialised", "_walks", "_parts",
+        "_fresh", "_first_bytes", "_groups", "_byte_steps",
     )  # fmt: skip
 
     def export_state(self) -> dict:
@@ -164,14 +166,20 @@ class CfgLexer:
             # no ignore component is live, so the lexeme cannot restart: the expected set no
             # longer matters (states inside e.g. a string are shared by every context)
             expected = _NO_TERMINALS
-        key = (expected, frozenset(pairs), boundary)
+        # the key holds ints only (the expected set by its number, the pairs sorted): the
+        # collector untracks such tuples in its youngest pass, so the ~1 key per first-visited
+        # state does not fill the older generation whose collection pauses a mask (a key of
+        # frozensets stayed tracked: ~1,700 of the ~7,500 objects of a 1.4 ms gen-1 pass)
+        expected_id = self._expected_ids.setdefault(expected, len(self._expected_ids))
+        sorted_pairs = tuple(sorted(pairs))
+        key = (expected_id, sorted_pairs, boundary)
         found = self._keys.get(key)
         if found is not None:
             return found
         sid = len(self.pairs_of)
         self._keys[key] = sid
         self.expected_of.append(expected)
-        self.pairs_of.append(tuple(sorted(pairs)))
+        self.pairs_of.append(sorted_pairs)
         accepts = self.shared_set(
             frozenset(
                 c for c, s in pairs if c < self.num_terminals and self.dfas[c].is_accepting[s]
@@ -347,11 +355,10 @@ class CfgLexer:
 
     def _dfa_walk(self, terminal: int, within_row, split_rows, split_steps) -> TokenWalk:
         """A :class:`TokenWalk` from :class:`DfaWalker` output (splits complete ``terminal``)."""
-        splits = []
+        splits: tuple[SplitGroup, ...] = ()
         if len(split_rows):
-            splits.append(
-                self._group(self.shared_set(frozenset((terminal,))), split_rows, split_steps)
-            )
+            terminals = self.shared_set(frozenset((terminal,)))
+            splits = (self._group(terminals, split_rows, split_steps),)
         return TokenWalk(within_row=within_row, splits=splits)
 
     def step(self, sid: int, byte: int) -> int:
@@ -455,7 +462,8 @@ class CfgLexer:
         """The walk of a single-pair part, one :class:`TokenWalk` per :meth:`DfaWalker.site`:
         the positions of a bounded string with the same distance to its bounds share it (and
         with it the head masks' split groups), not only its stored arrays."""
-        key = (terminal, self._dfa_walker.site(terminal, state))
+        # keyed by ints (and a chain key's str): see _intern on tracked keys
+        key = (terminal, self._dfa_walker.local_site(terminal, state))
         found = self._site_walks.get(key)
         if found is None:
             found = self._dfa_walk(terminal, *self._dfa_walker.vocabulary_walk(terminal, state))
@@ -538,7 +546,7 @@ class CfgLexer:
         for t in np.unique(terminals).tolist():
             is_t = terminals == t
             splits.append(self._group(self.shared_set(frozenset((t,))), rows[is_t], steps[is_t]))
-        return TokenWalk(within_row=within_row, splits=splits)
+        return TokenWalk(within_row=within_row, splits=tuple(splits))
 
     def walk_records_set(
         self, starts: np.ndarray, rows: np.ndarray, first_byte_bounds, steps
@@ -590,18 +598,18 @@ class CfgLexer:
         grouped by the :meth:`split_key` of the state they split in (few distinct keys)."""
         within_row, rows, steps, states = found
         if not len(rows):
-            return TokenWalk(within_row=within_row, splits=[])
+            return TokenWalk(within_row=within_row, splits=())
         groups: dict[frozenset[int], list[int]] = {}
         for s in np.unique(states).tolist():
             groups.setdefault(self.split_key(s), []).append(s)
         if len(groups) == 1:
             (key,) = groups
-            return TokenWalk(within_row=within_row, splits=[self._group(key, rows, steps)])
+            return TokenWalk(within_row=within_row, splits=(self._group(key, rows, steps),))
         splits = []
         for key, members in groups.items():
             sel = np.isin(states, members)
             splits.append(self._group(key, rows[sel], steps[sel]))
-        return TokenWalk(within_row=within_row, splits=splits)
+        return TokenWalk(within_row=within_row, splits=tuple(splits))
 
     def _group(self, accepts: frozenset[int], rows: np.ndarray, steps: np.ndarray) -> SplitGroup:
         """The :class:`SplitGroup` of these records, hash-consed: walks from lexer states that
@@ -700,7 +708,7 @@ def union_walks(walks: list[TokenWalk], num_words: int) -> TokenWalk:
         if walk.has_within:
             row |= walk.within_row
         splits += walk.splits
-    return TokenWalk(within_row=row, splits=splits)
+    return TokenWalk(within_row=row, splits=tuple(splits))
 
 
 def pack_ids(token_ids: np.ndarray, num_words: int) -> np.ndarray:

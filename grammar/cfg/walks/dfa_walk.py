@@ -297,6 +297,12 @@ class DfaWalker:
             return (dfa, state)
         return keys.key(state, self.horizon)
 
+    def local_site(self, t: int, state: int) -> int | tuple:
+        """:meth:`site` within this walker's grammar: ``state`` itself where the site is the
+        terminal's DFA and ``state`` (the terminal names the DFA), else the chain key."""
+        keys = self.dfas[t].walk_keys
+        return state if keys is None else keys.key(state, self.horizon)
+
     def _walked(self, t: int, state: int, site: tuple) -> tuple[ByteDFA, int, np.ndarray]:
         """``(dfa, state, is_accepting)`` a walk keyed by :meth:`site` is computed on: for a
         chain, the canonical chain of its code and the acceptance of its key
