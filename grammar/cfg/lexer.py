@@ -490,12 +490,17 @@ class CfgLexer:
         if found is not None:
             return found
         ids = np.array(parts, dtype=np.int64)  # (P,)
-        self._learn_part_facts(ids)
-        fact_starts = self._fact_starts[ids]  # (P,) stacked start, or -1: walked alone
+        self._learn_part_facts(ids, first_bytes != -1)
+        fact_starts = self._fact_starts[ids]  # (P,) stacked start, or < 0: walked alone
         firsts = self._fact_firsts[ids]  # (P, 4)
-        if first_bytes != -1:
+        if first_bytes == -1:
+            # no byte filter: a part walked alone is walked untested (one that reads no byte
+            # walks nothing), so a first key among hundreds of large terminals computes no
+            # first bytes of theirs
+            reads = firsts.any(axis=1) | (fact_starts < 0)  # (P,)
+        else:
             firsts &= np.frombuffer(first_bytes.to_bytes(32, "little"), dtype="<u8")
-        reads = firsts.any(axis=1)  # (P,) the part reads one of the bytes
+            reads = firsts.any(axis=1)  # (P,) the part reads one of the bytes
         num_starts = int(np.count_nonzero(reads & (fact_starts >= 0)))
         if num_starts < least:
             found = (_NO_STARTS, tuple(ids[reads].tolist()))
@@ -506,13 +511,14 @@ class CfgLexer:
             self._set_parts[key] = found
         return found
 
-    def _learn_part_facts(self, ids: np.ndarray) -> None:
+    def _learn_part_facts(self, ids: np.ndarray, with_firsts: bool) -> None:
         """Fill the per-part facts of :meth:`set_parts` for the parts ``ids`` not seen yet:
-        ``_fact_firsts[p]`` ``(4,)`` uint64, the bytes part ``p`` can read (bit ``b & 63`` of
-        word ``b >> 6``), and ``_fact_starts[p]``, its stacked start state (single pairs of
-        terminals :meth:`DfaWalker.can_walk_in_set`), else -1; -2 = not computed. Arrays
-        indexed by part id, so an object's next key among hundreds of parts is a gather, not a
-        Python loop over the parts (~0.2 ms per new set of parts on a 1,000-key object)."""
+        ``_fact_starts[p]``, the stacked start state of part ``p`` (single pairs of terminals
+        :meth:`DfaWalker.can_walk_in_set`), else -1 (walked alone), -3 (walked alone, first
+        bytes not computed yet) or -2 (not seen); ``_fact_firsts[p]`` ``(4,)`` uint64, the
+        bytes it can read (bit ``b & 63`` of word ``b >> 6``), for parts walked alone only
+        ``with_firsts``. Arrays indexed by part id, so an object's next key among hundreds of
+        parts is a gather, not a Python loop over the parts."""
         size = int(ids.max()) + 1 if len(ids) else 0
         if size > len(self._fact_starts):
             size = max(size, 2 * len(self._fact_starts), 64)
@@ -522,21 +528,32 @@ class CfgLexer:
             starts[: len(self._fact_starts)] = self._fact_starts
             self._fact_firsts, self._fact_starts = firsts, starts
         walker = self._dfa_walker
+        new_ids = ids[self._fact_starts[ids] == -2].tolist()
+        # the parts of one stacked terminal pair (:meth:`_single_pair` and
+        # :meth:`DfaWalker.can_walk_in_set`, inlined: a first object key meets ~1,000 new parts)
+        is_walkable, offsets = walker.stacked_terminals() if self.use_dfa_walks else ((), ())
+        num_terminals = self.num_terminals
+        pairs_of, expected_of = self.pairs_of, self.expected_of
         stacked: list[int] = []
         stacked_starts: list[int] = []
-        for part in ids[self._fact_starts[ids] == -2].tolist():
-            pair = self._single_pair(part)
-            if pair is not None and walker.can_walk_in_set(pair[0]):
-                stacked.append(part)
-                stacked_starts.append(walker.set_start(*pair))
-                continue
-            self._fact_firsts[part] = np.frombuffer(
-                self.first_bytes(part).to_bytes(32, "little"), dtype="<u8"
-            )
-            self._fact_starts[part] = -1
+        for part in new_ids:
+            pairs = pairs_of[part]
+            if len(pairs) == 1 and not expected_of[part] and is_walkable:
+                t, q = pairs[0]
+                if t < num_terminals and is_walkable[t]:
+                    stacked.append(part)
+                    stacked_starts.append(offsets[t] + q)
+                    continue
+            self._fact_starts[part] = -3
         if stacked:
             self._fact_starts[stacked] = stacked_starts
             self._fact_firsts[stacked] = walker.stacked_first_words(stacked_starts)
+        if with_firsts:
+            for part in ids[self._fact_starts[ids] == -3].tolist():
+                self._fact_firsts[part] = np.frombuffer(
+                    self.first_bytes(part).to_bytes(32, "little"), dtype="<u8"
+                )
+                self._fact_starts[part] = -1
 
     def _set_walk(self, found: tuple[np.ndarray, ...]) -> TokenWalk:
         """A :class:`TokenWalk` from a set walk: split records grouped by the terminal that

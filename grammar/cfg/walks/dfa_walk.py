@@ -194,6 +194,7 @@ class DfaWalker:
         self._offsets = np.full(len(self.dfas), -1, dtype=np.int64)  # per terminal
         self._is_walkable = np.zeros(len(self.dfas), dtype=bool)  # per terminal
         self._first_words = np.zeros((0, 4), dtype=np.uint64)  # per stacked state
+        self._stacked_lists: tuple[list[bool], list[int]] | None = None  # stacked_terminals
         if is_set_walking:
             self._stack_small()
 
@@ -270,6 +271,14 @@ class DfaWalker:
     ) -> tuple[np.ndarray, ...]:
         """:meth:`walk_records` from a set of pairs at once (as :meth:`set_walk`)."""
         return walk_suffixes_set(self._stack(), starts, rows, steps, first_byte_bounds, self.table)
+
+    def stacked_terminals(self) -> tuple[list[bool], list[int]]:
+        """``(is_walkable, offsets)`` per terminal as Python lists (:meth:`can_walk_in_set`,
+        and the stacked state of a terminal's state 0, see :meth:`set_start`), for loops
+        over many parts."""
+        if self._stacked_lists is None:
+            self._stacked_lists = (self._is_walkable.tolist(), self._offsets.tolist())
+        return self._stacked_lists
 
     def stacked_first_words(self, starts: list[int]) -> np.ndarray:
         """``(len(starts), 4)`` uint64: per stacked state (:meth:`set_start`), the bytes it can

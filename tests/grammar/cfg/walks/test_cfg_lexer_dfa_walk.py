@@ -214,25 +214,35 @@ def _reference_set_parts(lexer, parts, first_bytes):
     """``CfgLexer.set_parts`` part by part, from each part's own facts (plain Python)."""
     if len(parts) < lexer.min_set_parts and first_bytes == -1:
         return [], list(parts)  # too few for a set walk: every part, unfiltered
-    readers = [p for p in parts if first_bytes & lexer.first_bytes(p)]
     walker = lexer._dfa_walker
-    stacked = {
-        p: walker.set_start(*pair)
-        for p in readers
-        if (pair := lexer._single_pair(p)) is not None and walker.can_walk_in_set(pair[0])
+    is_stacked = {
+        p: (pair := lexer._single_pair(p)) is not None and walker.can_walk_in_set(pair[0])
+        for p in parts
     }
+    # no byte filter: parts walked alone are kept untested
+    readers = [
+        p
+        for p in parts
+        if first_bytes & lexer.first_bytes(p) or (first_bytes == -1 and not is_stacked[p])
+    ]
+    stacked = {p: walker.set_start(*lexer._single_pair(p)) for p in readers if is_stacked[p]}
     if len(stacked) < lexer.min_set_parts:
         return [], readers
     return [stacked[p] for p in readers if p in stacked], [p for p in readers if p not in stacked]
 
 
+# a key pattern: a wide looping key terminal, walked alone beside the set of literal keys
+PATTERN_KEYS = {**MANY_KEYS, "patternProperties": {"^x_[a-z]+$": {"type": "integer"}}}
+
+
 @pytest.mark.parametrize("min_set_parts", [2, 8, 24, 26])
-def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts):
+@pytest.mark.parametrize("schema", [MANY_KEYS, PATTERN_KEYS], ids=["keys", "keys+pattern"])
+def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts, schema):
     # every set of parts met along the walks, filtered by no byte, by the first bytes of each
     # split group met, and by random byte sets, against the facts of each part alone (the
     # thresholds put some sets exactly at the bound)
     grammar = compile_json_schema_cfg(
-        MANY_KEYS,
+        schema,
         smollm2_vocab,
         cut_chars=1,
         cache=False,
@@ -242,7 +252,11 @@ def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts):
     rng = np.random.default_rng(0)
     masks = [-1] + [int(rng.integers(0, 2**62)) << int(rng.integers(0, 194)) for _ in range(6)]
     num_sets = 0
-    for text in (b'{"key_00_a":1,"key_07_b":null,"label":"x\\"', b'{"key_05_b":-3,"flag":true}'):
+    texts = [b'{"key_00_a":1,"key_07_b":null,"label":"x\\"', b'{"key_05_b":-3,"flag":true}']
+    if schema is PATTERN_KEYS:
+        texts.append(b'{"key_01_b":2,"x_ab":1,"flag":false}')
+    num_alone = 0
+    for text in texts:
         for k in range(len(text) + 1):
             for _, sid in grammar.runtime.advance(grammar.initial_heads, text[:k]):
                 parts = lexer.parts(sid)
@@ -253,7 +267,10 @@ def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts):
                     assert starts.tolist() == ref_starts, (text[:k], first_bytes)
                     assert list(alone) == ref_alone, (text[:k], first_bytes)
                     num_sets += bool(ref_starts)
+                    num_alone += bool(ref_starts) and bool(ref_alone)
     assert num_sets >= 1
+    if schema is PATTERN_KEYS and min_set_parts <= 24:
+        assert num_alone >= 1  # a set walk beside a part walked alone
 
 
 def test_set_walks_are_for_json_schema_grammars_only(smollm2_vocab):
