@@ -49,7 +49,7 @@ _CACHE_LOCK = threading.Lock()
 # compile-time target (thread CPU seconds): lexer walks are precomputed until a compile has
 # spent this long (see CfgLexer.precompute); what is left is walked on first use
 _COMPILE_TARGET_S = 0.02
-_DISK_VERSION = 11  # bump when the stored layout of PreparedGrammar / CfgLexer changes
+_DISK_VERSION = 12  # bump when the stored layout of PreparedGrammar / CfgLexer changes
 # vocabulary tables are cached weakly by the regex side; keep the last few alive here so
 # compiling grammar after grammar does not rebuild them
 _RECENT_TABLES: OrderedDict[str, VocabTable] = OrderedDict()

@@ -36,6 +36,7 @@ of one walk per part, likewise for records.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -110,7 +111,7 @@ class CfgLexer:
         self.dfas = list(grammar.terminal_dfas) + list(grammar.ignore_dfas)
         self.ignore_components = range(self.num_terminals, len(self.dfas))
         self._full_rows: dict[int, np.ndarray] = {}  # component -> (S, 256), built on first use
-        self._keys: dict[tuple, int] = {}  # (expected set's number, sorted pairs, boundary)
+        self._keys: dict[tuple, int] = {}  # (expected set's number, boundary, *sorted pairs)
         self._expected_ids: dict[frozenset[int], int] = {}
         self.expected_of: list[frozenset[int]] = []
         self.pairs_of: list[tuple[tuple[int, int], ...]] = []
@@ -166,13 +167,15 @@ class CfgLexer:
             # no ignore component is live, so the lexeme cannot restart: the expected set no
             # longer matters (states inside e.g. a string are shared by every context)
             expected = _NO_TERMINALS
-        # the key holds ints only (the expected set by its number, the pairs sorted): the
-        # collector untracks such tuples in its youngest pass, so the ~1 key per first-visited
-        # state does not fill the older generation whose collection pauses a mask (a key of
-        # frozensets stayed tracked: ~1,700 of the ~7,500 objects of a 1.4 ms gen-1 pass)
+        # a flat tuple of ints (the expected set by its number, then the sorted pairs): the
+        # collector untracks such tuples in its youngest pass (a nested one only if its inner
+        # tuples come first in the collector's list, which its reordering breaks), so the ~1
+        # key per first-visited state does not fill the older generation whose collection
+        # pauses a mask (a key of frozensets stayed tracked: ~1,700 of the ~7,500 objects of a
+        # 1.4 ms gen-1 pass)
         expected_id = self._expected_ids.setdefault(expected, len(self._expected_ids))
         sorted_pairs = tuple(sorted(pairs))
-        key = (expected_id, sorted_pairs, boundary)
+        key = (expected_id, boundary, *itertools.chain.from_iterable(sorted_pairs))
         found = self._keys.get(key)
         if found is not None:
             return found

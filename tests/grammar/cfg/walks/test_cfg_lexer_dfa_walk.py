@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from formcast.bitmask import allocate_token_bitmask
 from formcast.grammar.cfg import lexer as cfg_lexer
 from formcast.grammar.cfg.compiled import CfgTuning
 from formcast.grammar.cfg.gbnf_frontend import compile_gbnf
@@ -254,7 +255,7 @@ def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts, 
     num_sets = 0
     texts = [b'{"key_00_a":1,"key_07_b":null,"label":"x\\"', b'{"key_05_b":-3,"flag":true}']
     if schema is PATTERN_KEYS:
-        texts.append(b'{"key_01_b":2,"x_ab":1,"flag":false}')
+        texts.append(b'{"key_01_b":2,"flag":false,"x_ab":1}')
     num_alone = 0
     for text in texts:
         for k in range(len(text) + 1):
@@ -271,6 +272,24 @@ def test_set_parts_equal_a_part_by_part_reference(smollm2_vocab, min_set_parts, 
     assert num_sets >= 1
     if schema is PATTERN_KEYS and min_set_parts <= 24:
         assert num_alone >= 1  # a set walk beside a part walked alone
+
+
+def test_interned_state_keys_are_untracked_by_the_collector(smollm2_vocab):
+    # the lexer's state keys are flat tuples of ints: one collection untracks every one of them
+    # (keys holding frozensets or nested tuples stayed tracked and filled the older
+    # generations whose collections pause masks)
+    import gc
+
+    grammar = compile_json_schema_cfg(PATTERN_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    matcher = grammar.matcher()
+    bitmask = allocate_token_bitmask(1, smollm2_vocab.vocab_size)
+    for byte in b'{"key_01_b":2,"label":"q","flag":false,"x_ab":1}':
+        matcher.fill_bitmask(bitmask, 0)
+        assert matcher.accept_bytes(bytes([byte]))
+    lexer = grammar.runtime.lexer
+    assert len(lexer._keys) > 20
+    gc.collect()
+    assert not any(gc.is_tracked(key) for key in lexer._keys)
 
 
 def test_set_walks_are_for_json_schema_grammars_only(smollm2_vocab):
