@@ -136,7 +136,7 @@ class CfgLexer:
         # per part id, see _learn_part_facts
         self._fact_firsts = np.zeros((0, 4), dtype=np.uint64)
         self._fact_starts = np.zeros(0, dtype=np.int64)
-        self._site_walks: dict[tuple[int, tuple], TokenWalk] = {}  # see _pair_walk
+        self._site_walks: dict[tuple[int, int | tuple], TokenWalk] = {}  # see _pair_walk
 
     _STATE_FIELDS = (
         "_keys", "_expected_ids", "expected_of", "pairs_of", "accepts", "is_boundary", "rows",
