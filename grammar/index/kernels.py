@@ -645,65 +645,81 @@ def chain_coverage(
     return out[:num_levels], uniform
 
 
-@numba.njit(cache=True, nogil=True)
-def unique_rows(rows, row_of):  # pragma: no cover - jitted
-    """Group equal rows of ``rows`` (``(N, W)`` unsigned integers): write ``row_of[i]`` (``(N,)`` int32) =
-    the group of row ``i`` (groups numbered by first occurrence) and return ``(distinct (U, W)
-    uint32, hashes (U,) uint64)``: each group's row (a copy) and its hash (four FNV-1a lanes). An
-    open-addressing table of row hashes (load <= 1/2), rows compared word by word on a hash
-    match, so equal rows and only they share a group."""
-    num_rows, num_words = rows.shape
-    size = 2
-    while size < 2 * num_rows:
-        size *= 2
-    slot_group = np.full(size, -1, np.int64)
-    slot_hash = np.zeros(size, np.uint64)
-    firsts = np.empty(num_rows, np.int64)
-    num_groups = 0
+@numba.njit(cache=True, nogil=True, inline="always")
+def _row_hash(rows, i):  # pragma: no cover - jitted
+    """Hash of row ``i`` of ``rows`` (``(N, W)`` unsigned integers): four FNV-1a lanes over
+    words ``w = k (mod 4)``, so the multiplies overlap, folded into one uint64."""
+    num_words = rows.shape[1]
     prime = np.uint64(1099511628211)
-    for i in range(num_rows):
-        # four independent FNV-1a lanes over words w = k (mod 4), so the multiplies overlap
-        h0 = h1 = h2 = h3 = np.uint64(14695981039346656037)
-        w = 0
-        while w + 4 <= num_words:
-            h0 = (h0 ^ np.uint64(rows[i, w])) * prime
-            h1 = (h1 ^ np.uint64(rows[i, w + 1])) * prime
-            h2 = (h2 ^ np.uint64(rows[i, w + 2])) * prime
-            h3 = (h3 ^ np.uint64(rows[i, w + 3])) * prime
-            w += 4
-        while w < num_words:
-            h0 = (h0 ^ np.uint64(rows[i, w])) * prime
-            w += 1
-        h = (((h0 * prime) ^ h1) * prime ^ h2) * prime ^ h3
-        j = np.int64(h & np.uint64(size - 1))
+    h0 = h1 = h2 = h3 = np.uint64(14695981039346656037)
+    w = 0
+    while w + 4 <= num_words:
+        h0 = (h0 ^ np.uint64(rows[i, w])) * prime
+        h1 = (h1 ^ np.uint64(rows[i, w + 1])) * prime
+        h2 = (h2 ^ np.uint64(rows[i, w + 2])) * prime
+        h3 = (h3 ^ np.uint64(rows[i, w + 3])) * prime
+        w += 4
+    while w < num_words:
+        h0 = (h0 ^ np.uint64(rows[i, w])) * prime
+        w += 1
+    return (((h0 * prime) ^ h1) * prime ^ h2) * prime ^ h3
+
+
+@numba.njit(cache=True, nogil=True)
+def group_rows(rows, row_of, store, num_stored, slot_group, slot_hash):  # pragma: no cover
+    """Group the rows of ``rows`` (``(N, W)`` unsigned integers) with the distinct rows kept so
+    far: write ``row_of[i]`` (``(N,)`` int32) = the index in ``store`` of the row equal to row
+    ``i``, appending rows met for the first time at ``store[num_stored]``, ... (copies, in
+    order of first occurrence); return the new ``num_stored``.
+
+    ``store`` (``(C, W)``, same dtype, ``C >= num_stored + N``) holds the distinct rows;
+    ``slot_group`` (int64, -1 free) and ``slot_hash`` (uint64), both of a power-of-two size at
+    least ``2 C``, are an open-addressing table of their hashes (load <= 1/2), updated in place.
+    Rows are compared word by word on a hash match, so equal rows and only they share an index.
+    """
+    mask = np.uint64(len(slot_group) - 1)
+    num_words = rows.shape[1]
+    for i in range(rows.shape[0]):
+        h = _row_hash(rows, i)
+        j = np.int64(h & mask)
         while True:
             g = slot_group[j]
             if g < 0:
-                slot_group[j] = num_groups
+                slot_group[j] = num_stored
                 slot_hash[j] = h
-                firsts[num_groups] = i
-                row_of[i] = num_groups
-                num_groups += 1
+                store[num_stored] = rows[i]
+                row_of[i] = num_stored
+                num_stored += 1
                 break
             if slot_hash[j] == h:
-                f = firsts[g]
                 is_equal = True
                 for w in range(num_words):
-                    if rows[f, w] != rows[i, w]:
+                    if store[g, w] != rows[i, w]:
                         is_equal = False
                         break
                 if is_equal:
                     row_of[i] = g
                     break
-            j = (j + 1) & (size - 1)
-    distinct = np.empty((num_groups, num_words), rows.dtype)
-    hashes = np.empty(num_groups, np.uint64)
-    for g in range(num_groups):
-        distinct[g] = rows[firsts[g]]
-    for j in range(size):
-        if slot_group[j] >= 0:
-            hashes[slot_group[j]] = slot_hash[j]
-    return distinct, hashes
+            j = (j + 1) & np.int64(mask)
+    return num_stored
+
+
+def hash_slots(capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """An empty :func:`group_rows` table for up to ``capacity`` distinct rows: ``(slot_group
+    (S,) int64 all -1, slot_hash (S,) uint64)``, ``S`` the least power of two >= ``2 capacity``."""
+    size = 2
+    while size < 2 * capacity:
+        size *= 2
+    return np.full(size, -1, np.int64), np.zeros(size, np.uint64)
+
+
+def unique_rows_inplace(rows: np.ndarray, row_of: np.ndarray) -> int:
+    """Group the rows of ``rows`` (``(N, W)`` unsigned integers, C-contiguous) in place: on
+    return ``rows[:U]`` are the distinct rows in order of first occurrence (``U`` returned) and
+    ``row_of[i]`` (``(N,)`` int32) is the index of row ``i``'s among them. :func:`group_rows`
+    with ``rows`` as its own store (row ``i`` moves to index ``U <= i``: only rows already
+    grouped are overwritten)."""
+    return group_rows(rows, row_of, rows, 0, *hash_slots(len(rows)))
 
 
 @numba.njit(cache=True, nogil=True)

@@ -54,9 +54,11 @@ from formcast.grammar.index.kernels import (
     chain_coverage,
     dense_rows,
     difference_refs,
+    group_rows,
+    hash_slots,
     index_rows,
     trie_ends,
-    unique_rows,
+    unique_rows_inplace,
 )
 from formcast.grammar.index.vocabulary import Vocabulary
 
@@ -512,13 +514,10 @@ def _walked(num_states: int) -> tuple[np.ndarray, ...]:
     return _NO_REF_ROWS, none, np.zeros((num_states, 4), dtype=np.uint64), none
 
 
-def _unique_rows(rows: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~formcast.grammar.index.kernels.unique_rows` of ``(N, W)`` uint32 rows, hashed
-    and compared as ``W / 2`` uint64 words when ``W`` is even (half the multiplies)."""
-    if rows.shape[1] % 2 or not rows.flags.c_contiguous:
-        return unique_rows(rows, row_of)
-    distinct, hashes = unique_rows(rows.view(np.uint64), row_of)
-    return distinct.view(np.uint32), hashes
+def _unique_rows_inplace(rows: np.ndarray, row_of: np.ndarray) -> int:
+    """:func:`~formcast.grammar.index.kernels.unique_rows_inplace` of ``(N, W)`` uint32 rows,
+    hashed and compared as ``W / 2`` uint64 words when ``W`` is even (half the multiplies)."""
+    return unique_rows_inplace(rows.view(np.uint64) if rows.shape[1] % 2 == 0 else rows, row_of)
 
 
 def index_packed_rows(
@@ -594,41 +593,53 @@ def state_transitions(
     return ids, ends[ids]
 
 
-@dataclass
 class _EagerProgress:
     """An eager build's rows so far: the states ``order[:num_done]`` are indexed (``order``:
     every state, a derived one after the state it is derived from), ``state_rows[s]`` is the
-    index of state ``s``'s row among ``distinct_rows`` (each distinct row kept once, found
-    again through ``groups_by_hash``)."""
+    index of state ``s``'s row among the distinct rows ``store[:num_distinct]`` (each kept
+    once, found again through the hash table of
+    :func:`~formcast.grammar.index.kernels.group_rows`).
 
-    state_rows: np.ndarray  # (N,) int32
-    order: np.ndarray  # (N,) int64
-    # positions in ``order`` where a chunk must start: each level of derived states begins one
-    level_starts: list[int]
-    num_done: int = 0
-    distinct_rows: list[np.ndarray] = field(default_factory=list)  # (num_words,) uint32 each
-    groups_by_hash: dict[int, list[int]] = field(default_factory=dict)
+    Grouping a chunk's rows with those of earlier chunks is one kernel call (no Python step
+    per distinct row).
+    """
 
-    def add_chunk(
-        self, states: np.ndarray, distinct: np.ndarray, hashes: np.ndarray, row_of: np.ndarray
-    ) -> None:
-        """Record ``states`` (the next ``len(states)`` of ``order``): ``distinct`` ``(U,
-        num_words)`` their rows, ``hashes`` ``(U,)`` the rows' hashes, ``row_of`` each state's
-        row among them."""
-        global_of = np.empty(len(distinct), dtype=np.int32)
-        for g, h in enumerate(hashes.tolist()):
-            found = -1
-            for k in self.groups_by_hash.get(h, ()):
-                if np.array_equal(self.distinct_rows[k], distinct[g]):
-                    found = k
-                    break
-            if found < 0:
-                found = len(self.distinct_rows)
-                self.groups_by_hash.setdefault(h, []).append(found)
-                self.distinct_rows.append(distinct[g])
-            global_of[g] = found
-        self.state_rows[states] = global_of[row_of]
+    def __init__(self, num_words: int, order: np.ndarray, level_starts: list[int]) -> None:
+        num_states = len(order)
+        self.state_rows = np.empty(num_states, dtype=np.int32)  # (N,)
+        self.order = order  # (N,) int64
+        # positions in ``order`` where a chunk must start: each level of derived states begins one
+        self.level_starts = level_starts
+        self.num_done = 0
+        # the distinct rows (C, num_words) uint32, grown by doubling; at most one per state
+        self.store = np.empty((min(num_states, 2 * _EAGER_CHUNK), num_words), dtype=np.uint32)
+        self.num_distinct = 0
+        self.slot_group, self.slot_hash = hash_slots(num_states)
+        self._is_wide = num_words % 2 == 0  # hashed and compared as num_words / 2 uint64
+
+    def add_chunk(self, states: np.ndarray, rows: np.ndarray) -> None:
+        """Record ``states`` (the next ``len(states)`` of ``order``) and their ``rows``
+        (``(len(states), num_words)`` uint32, C-contiguous)."""
+        needed = self.num_distinct + len(states)
+        if needed > len(self.store):  # grow by doubling (amortised)
+            grown = np.empty((max(needed, 2 * len(self.store)), self.store.shape[1]), np.uint32)
+            grown[: self.num_distinct] = self.store[: self.num_distinct]
+            self.store = grown
+        row_of = np.empty(len(states), dtype=np.int32)
+        store = self.store
+        if self._is_wide:
+            rows, store = rows.view(np.uint64), store.view(np.uint64)
+        self.num_distinct = group_rows(
+            rows, row_of, store, self.num_distinct, self.slot_group, self.slot_hash
+        )
+        self.state_rows[states] = row_of
         self.num_done += len(states)
+
+    def distinct_rows(self) -> np.ndarray:
+        """``(U, num_words)`` uint32: the distinct rows so far (a view, or a copy when the store
+        is under half used, so an index does not hold twice its rows)."""
+        rows = self.store[: self.num_distinct]
+        return rows.copy() if 2 * self.num_distinct < len(self.store) else rows
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         """``(lo, hi)`` positions in ``order`` of the chunks still to index: at most ``size``
@@ -653,7 +664,7 @@ class _EagerProgress:
         row_ids = np.where(ref >= 0, self.state_rows[np.maximum(ref, 0)], -1)
         needed, ref_of = np.unique(row_ids, return_inverse=True)
         offset = int(needed[0] < 0)  # -1 (walked) sorts first: keep it -1
-        rows = np.stack([self.distinct_rows[k] for k in needed[offset:].tolist()])
+        rows = self.store[needed[offset:]]  # (R, num_words)
         return derivations.chunk(states, rows, ref_of.reshape(-1).astype(np.int64) - offset)
 
 
@@ -721,12 +732,9 @@ class TokenIndex:
             order = np.argsort(level, kind="stable")  # (N,) walked states first
             sorted_level = level[order]
             starts = np.flatnonzero(sorted_level[1:] != sorted_level[:-1]) + 1
-            progress = self._progress = _EagerProgress(
-                np.empty(num_states, dtype=np.int32), order, starts.tolist()
-            )
-        row_of = np.empty(min(_EAGER_CHUNK, num_states), dtype=np.int32)
+            progress = self._progress = _EagerProgress(num_words, order, starts.tolist())
         chunks = progress.chunks(_EAGER_CHUNK)
-        # one buffer for every chunk (each chunk's distinct rows are copies): a fresh calloc'd
+        # one buffer for every chunk (grouping copies each new row out): a fresh calloc'd
         # chunk would fault in its pages again
         buffer = np.zeros((min(_EAGER_CHUNK, num_states), num_words), dtype=np.uint32)
         for k, (lo, hi) in enumerate(chunks):
@@ -736,19 +744,18 @@ class TokenIndex:
                 out.fill(0)
             chunk_refs = progress.ref_rows(derivations, states)
             index_packed_rows(self.dfa, self.table, states, self._trie_tokens, out, chunk_refs)
-            distinct, hashes = _unique_rows(out, row_of)  # (U_chunk, num_words), (U_chunk,)
-            progress.add_chunk(states, distinct, hashes, row_of[: hi - lo])
+            progress.add_chunk(states, out)
             if budget is not None:
                 budget.check_time("indexing the vocabulary", None)
             if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
                 self.is_eager = False
-                rows = progress.distinct_rows
+                rows = progress.distinct_rows()
                 for state in progress.order[:hi].tolist():
                     self.lazy_rows.setdefault(
                         state, rows[progress.state_rows[state]].view(np.int32)
                     )
                 return False
-        self._publish(progress.state_rows, np.stack(progress.distinct_rows))
+        self._publish(progress.state_rows, progress.distinct_rows())
         return True
 
     def _build_one_chunk(self, derivations: Derivations) -> None:
@@ -772,7 +779,11 @@ class TokenIndex:
                 self.dfa, self.table, states, self._trie_tokens, out[lo:hi], chunk_refs
             )
         row_of = np.empty(num_states, dtype=np.int32)
-        distinct, _ = _unique_rows(out, row_of)  # (U, num_words)
+        num_distinct = _unique_rows_inplace(out, row_of)
+        # (U, num_words): a copy when under half of ``out``, so the index holds no more
+        distinct = (
+            out[:num_distinct].copy() if 2 * num_distinct < num_states else out[:num_distinct]
+        )
         state_rows = np.empty(num_states, dtype=np.int32)
         state_rows[order] = row_of
         self._publish(state_rows, distinct)

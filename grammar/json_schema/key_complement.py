@@ -26,7 +26,7 @@ from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.byte_dfa import ByteDFA, trim
 from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.index.compile import regex_to_dfa
-from formcast.grammar.index.kernels import unique_rows
+from formcast.grammar.index.kernels import unique_rows_inplace
 from formcast.grammar.json_schema.charset import (
     JSON_CHAR,
     complement,
@@ -95,7 +95,8 @@ def _names_complement_automaton(names: tuple[str, ...]) -> Node:
     )
     # bytes with equal columns form one class
     byte_to_class = np.empty(256, dtype=np.int32)
-    columns, _ = unique_rows(np.ascontiguousarray(table.T).view(np.uint32), byte_to_class)
+    columns = np.array(table.T, dtype=table.dtype, order="C").view(np.uint32)  # (256, S) a copy
+    columns = columns[: unique_rows_inplace(columns, byte_to_class)]
     dfa = trim(
         np.ascontiguousarray(columns.view(np.int32).T), byte_to_class.astype(np.uint8), is_accepting
     )

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from formcast.grammar.index.background_indexer import BackgroundIndexer
 from formcast.grammar.index.compile import compile_dfa, compile_regex, regex_to_dfa
-from formcast.grammar.index.kernels import unique_rows
+from formcast.grammar.index.kernels import group_rows, hash_slots, unique_rows_inplace
 from formcast.grammar.index.token_index import _EAGER_CHUNK, TokenIndex
 from formcast.grammar.json_schema.compile import json_schema_to_regex
 
@@ -41,7 +41,8 @@ SCHEMA = {
 def test_unique_rows_groups_exactly_the_equal_rows(rows):
     matrix = np.asarray(rows, dtype=np.uint32) * np.uint32(0x9E3779B1)  # spread the bits
     row_of = np.empty(len(matrix), dtype=np.int32)
-    distinct, hashes = unique_rows(matrix, row_of)
+    grouped = matrix.copy()
+    distinct = grouped[: unique_rows_inplace(grouped, row_of)]
     # groups numbered by first occurrence, each holding exactly its equal rows
     _, first_index, inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
     order = np.argsort(first_index)  # numpy's groups by first occurrence
@@ -49,7 +50,35 @@ def test_unique_rows_groups_exactly_the_equal_rows(rows):
     rank[order] = np.arange(len(order))
     assert np.array_equal(row_of, rank[inverse.reshape(-1)])
     assert np.array_equal(distinct, matrix[np.sort(first_index)])
-    assert len(set(hashes.tolist())) <= len(distinct) and len(hashes) == len(distinct)
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 2), min_size=4, max_size=4), min_size=1, max_size=60),
+    st.lists(st.integers(1, 12), min_size=1, max_size=8),
+)
+@settings(max_examples=200, deadline=None)
+def test_group_rows_chunk_by_chunk_equals_grouping_all_rows_at_once(rows, sizes):
+    matrix = np.asarray(rows, dtype=np.uint32) * np.uint32(0x9E3779B1)
+    expected_of = np.empty(len(matrix), dtype=np.int32)
+    expected = matrix.copy()
+    expected = expected[: unique_rows_inplace(expected, expected_of)]
+    # the same rows in chunks of the given sizes, the store grown between chunks as needed
+    store = np.empty((1, 4), dtype=np.uint32)
+    slot_group, slot_hash = hash_slots(len(matrix))
+    row_of = np.empty(len(matrix), dtype=np.int32)
+    num_stored, lo, k = 0, 0, 0
+    while lo < len(matrix):
+        hi = min(len(matrix), lo + sizes[k % len(sizes)])
+        if num_stored + hi - lo > len(store):
+            grown = np.empty((2 * (num_stored + hi - lo), 4), dtype=np.uint32)
+            grown[:num_stored] = store[:num_stored]
+            store = grown
+        num_stored = group_rows(
+            matrix[lo:hi], row_of[lo:hi], store, num_stored, slot_group, slot_hash
+        )
+        lo, k = hi, k + 1
+    assert np.array_equal(row_of, expected_of)
+    assert np.array_equal(store[:num_stored], expected)
 
 
 def _lazy_rows(dfa, vocab):
