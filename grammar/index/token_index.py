@@ -611,8 +611,9 @@ class _EagerProgress:
         # positions in ``order`` where a chunk must start: each level of derived states begins one
         self.level_starts = level_starts
         self.num_done = 0
-        # the distinct rows (C, num_words) uint32, grown by doubling; at most one per state
-        self.store = np.empty((min(num_states, 2 * _EAGER_CHUNK), num_words), dtype=np.uint32)
+        # the distinct rows (at most one per state): room for all of them reserved at once
+        # (np.empty touches no page; only the rows written are ever paged in)
+        self.store = np.empty((num_states, num_words), dtype=np.uint32)
         self.num_distinct = 0
         self.slot_group, self.slot_hash = hash_slots(num_states)
         self._is_wide = num_words % 2 == 0  # hashed and compared as num_words / 2 uint64
@@ -620,11 +621,6 @@ class _EagerProgress:
     def add_chunk(self, states: np.ndarray, rows: np.ndarray) -> None:
         """Record ``states`` (the next ``len(states)`` of ``order``) and their ``rows``
         (``(len(states), num_words)`` uint32, C-contiguous)."""
-        needed = self.num_distinct + len(states)
-        if needed > len(self.store):  # grow by doubling (amortised)
-            grown = np.empty((max(needed, 2 * len(self.store)), self.store.shape[1]), np.uint32)
-            grown[: self.num_distinct] = self.store[: self.num_distinct]
-            self.store = grown
         row_of = np.empty(len(states), dtype=np.int32)
         store = self.store
         if self._is_wide:
