@@ -179,16 +179,25 @@ class CfgLexer:
         found = self._keys.get(key)
         if found is not None:
             return found
+        accepts = frozenset(
+            c for c, s in pairs if c < self.num_terminals and self.dfas[c].is_accepting[s]
+        )
+        return self._add_state(key, expected, sorted_pairs, accepts, boundary)
+
+    def _add_state(
+        self,
+        key: tuple[int, ...],
+        expected: frozenset[int],
+        sorted_pairs: tuple[tuple[int, int], ...],
+        accepts: frozenset[int],
+        boundary: bool,
+    ) -> int:
+        """Append a new state under ``key`` (not interned yet; see :meth:`_intern`)."""
         sid = len(self.pairs_of)
         self._keys[key] = sid
         self.expected_of.append(expected)
         self.pairs_of.append(sorted_pairs)
-        accepts = self.shared_set(
-            frozenset(
-                c for c, s in pairs if c < self.num_terminals and self.dfas[c].is_accepting[s]
-            )
-        )
-        self.accepts.append(accepts)
+        self.accepts.append(self.shared_set(accepts))
         self.is_boundary.append(boundary)
         self.rows.append(None)
         return sid
@@ -290,7 +299,15 @@ class CfgLexer:
         """The part of the single pair ``(terminal, state)`` (memoised :meth:`_intern`)."""
         found = self._pair_parts.get((terminal, state))
         if found is None:
-            found = self._intern(_NO_TERMINALS, {(terminal, state)}, False)
+            # _intern of {(terminal, state)} (a terminal pair: no ignore component, so no
+            # expected set), its key built directly: an object's first key meets ~100 new parts
+            key = (self._expected_ids.setdefault(_NO_TERMINALS, len(self._expected_ids)), False,
+                   terminal, state)  # fmt: skip
+            found = self._keys.get(key)
+            if found is None:
+                is_accepting = self.dfas[terminal].is_accepting[state]
+                accepts = frozenset((terminal,)) if is_accepting else _NO_TERMINALS
+                found = self._add_state(key, _NO_TERMINALS, ((terminal, state),), accepts, False)
             self._pair_parts[(terminal, state)] = found
         return found
 

@@ -292,6 +292,26 @@ def test_interned_state_keys_are_untracked_by_the_collector(smollm2_vocab):
     assert not any(gc.is_tracked(key) for key in lexer._keys)
 
 
+def test_pair_parts_are_the_states_intern_gives_their_single_pairs(smollm2_vocab):
+    # _pair_part builds its key directly: it must be the state (and acceptance) _intern gives
+    # the same single pair, whichever of the two meets the pair first
+    grammar = compile_json_schema_cfg(PATTERN_KEYS, smollm2_vocab, cut_chars=1, cache=False)
+    lexer = grammar.runtime.lexer
+    pairs = [(t, s) for t, dfa in enumerate(lexer.dfas[: lexer.num_terminals])
+             for s in range(min(dfa.num_states, 6))]  # fmt: skip
+    assert any(lexer.dfas[t].is_accepting[s] for t, s in pairs)
+    for k, (t, s) in enumerate(pairs):
+        if k % 2:  # interned first: the part is found under the same key
+            sid = lexer._intern(cfg_lexer._NO_TERMINALS, {(t, s)}, False)
+            assert lexer._pair_part(t, s) == sid
+        else:  # the part first: interning the pair finds it
+            sid = lexer._pair_part(t, s)
+            assert lexer._intern(cfg_lexer._NO_TERMINALS, {(t, s)}, False) == sid
+        assert lexer.pairs_of[sid] == ((t, s),)
+        assert lexer.accepts[sid] == ({t} if lexer.dfas[t].is_accepting[s] else set())
+        assert lexer.expected_of[sid] == frozenset() and not lexer.is_boundary[sid]
+
+
 def test_set_walks_are_for_json_schema_grammars_only(smollm2_vocab):
     lark = compile_lark(LARK_GRAMMARS["pyexpr"], smollm2_vocab, cache=False)
     assert lark.runtime.lexer.min_set_parts is None
