@@ -32,7 +32,7 @@ from formcast.grammar.automata.budget import (
 )
 from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, restrict_bytes
 from formcast.grammar.automata.minimizer import minimize
-from formcast.grammar.automata.nfa_builder import build_nfa, counted_chain_dfa
+from formcast.grammar.automata.nfa_builder import build_nfa, counted_chain_dfa, framed_automaton_dfa
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
 from formcast.grammar.index.grammar_cache import GRAMMAR_CACHE, cache_key
 from formcast.grammar.index.token_index import AHEAD_MAX_S, TokenIndex, vocab_table
@@ -164,6 +164,9 @@ def _node_to_dfa(node: Node, budget: CompileBudget) -> ByteDFA:
     if dfa is not None and dfa.walk_keys is not None:
         return dfa  # a finite chain is minimal as built (see counted_chain_dfa)
     if dfa is None:
+        framed = framed_automaton_dfa(node, budget)  # "<automaton>": minimised as built
+        if framed is not None:
+            return framed
         dfa = determinize(build_nfa(node, budget), budget)
     return minimize(dfa, budget)
 
