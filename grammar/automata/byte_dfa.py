@@ -202,6 +202,20 @@ def restrict_bytes(dfa: ByteDFA, is_allowed: np.ndarray) -> ByteDFA:
     return trim(transitions, byte_to_class.reshape(256), dfa.is_accepting)
 
 
+def split_classes(
+    byte_to_class: np.ndarray, split_bytes: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Byte classes refining ``byte_to_class`` (``(256,)``) with each byte of ``split_bytes`` in
+    a class of its own: ``(byte_to_class (256,) uint8, representative (K,) int64)``, a byte of
+    each class. For an automaton built from one whose classes are ``byte_to_class`` plus edges
+    on ``split_bytes`` only, bytes of one class still move alike (a class need not be maximal:
+    minimisation merges states, not classes)."""
+    raw = byte_to_class.astype(np.int64)  # (256,)
+    raw[sorted(set(split_bytes))] = 256 + np.arange(len(set(split_bytes)))
+    _, representative, classes = np.unique(raw, return_index=True, return_inverse=True)
+    return classes.reshape(-1).astype(np.uint8), representative
+
+
 def same_language(first: ByteDFA, second: ByteDFA) -> bool:
     """True if the two DFAs accept the same byte strings.
 

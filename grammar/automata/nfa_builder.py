@@ -24,7 +24,7 @@ import numpy as np
 from formcast.errors import GrammarError
 from formcast.grammar import caches
 from formcast.grammar.automata.budget import CompileBudget
-from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, trim
+from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, split_classes, trim
 from formcast.grammar.automata.byte_nfa import DEAD_EDGE, ByteNFA
 from formcast.grammar.automata.chain_keys import ChainKeys
 from formcast.grammar.automata.intersection import intersect_memoized
@@ -498,19 +498,11 @@ def framed_automaton_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
     if s and (inner[is_final, inner_class[suffix[0]]] >= 0).any():
         return None  # the automaton could go on reading the suffix's first byte
     # byte classes: the automaton's, with each literal byte in a class of its own
-    literal_bytes = set(prefix) | set(suffix)
-    class_of: dict[tuple[int, int], int] = {}
-    byte_to_class = np.array(
-        [class_of.setdefault((int(inner_class[b]), b if b in literal_bytes else -1), len(class_of))
-         for b in range(256)],
-        dtype=np.uint8,
-    )  # fmt: skip
-    representative = np.zeros(len(class_of), dtype=np.int64)  # a byte of each class
-    representative[byte_to_class[::-1]] = np.arange(255, -1, -1)
+    byte_to_class, representative = split_classes(inner_class, [*prefix, *suffix])
     # states: the prefix chain 0..p-1, the automaton p..p+n-1, the suffix chain after it
     # (state p + n + j has read suffix[:j + 1]); the last suffix state accepts
     num_states = p + num_inner + s
-    table = np.full((num_states, len(class_of)), -1, dtype=np.int32)  # (S, K)
+    table = np.full((num_states, len(representative)), -1, dtype=np.int32)  # (S, K)
     for i, byte in enumerate(prefix):
         table[i, byte_to_class[byte]] = i + 1  # the last one moves to p: the automaton's start
     moves = inner[:, inner_class[representative]]  # (n, K)

@@ -23,10 +23,9 @@ import json
 import numpy as np
 
 from formcast.grammar.automata.budget import CompileBudget
-from formcast.grammar.automata.byte_dfa import ByteDFA, trim
+from formcast.grammar.automata.byte_dfa import ByteDFA, split_classes, trim
 from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.index.compile import regex_to_dfa
-from formcast.grammar.index.kernels import unique_rows_inplace
 from formcast.grammar.json_schema.charset import (
     JSON_CHAR,
     complement,
@@ -93,13 +92,11 @@ def _names_complement_automaton(names: tuple[str, ...]) -> Node:
     is_accepting = np.concatenate(
         [free.is_accepting[np.asarray(free_of)] & ~np.asarray(is_name), free.is_accepting]
     )
-    # bytes with equal columns form one class
-    byte_to_class = np.empty(256, dtype=np.int32)
-    columns = np.array(table.T, dtype=table.dtype, order="C").view(np.uint32)  # (256, S) a copy
-    columns = columns[: unique_rows_inplace(columns, byte_to_class)]
-    dfa = trim(
-        np.ascontiguousarray(columns.view(np.int32).T), byte_to_class.astype(np.uint8), is_accepting
+    # byte classes: F's, each byte of a name split off (only they have trie edges)
+    byte_to_class, representative = split_classes(
+        free.byte_to_class, [b for kids in children for b in kids]
     )
+    dfa = trim(np.ascontiguousarray(table[:, representative]), byte_to_class, is_accepting)
     dfa = minimize(dfa, CompileBudget())
     assert dfa.start_state == 0
     quote = literal('"')
