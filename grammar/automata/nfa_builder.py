@@ -9,7 +9,9 @@ code point set becomes the (suffix-shared) UTF-8 fragment of
 continuation, so epsilon closures stay O(1) per copy instead of O(n). A length
 guard ``(?=A)R`` is built as the minimal DFA of ``A & R`` (:mod:`intersection`), whose
 states and byte edges are copied in. A counted repetition of a prefix code (a JSON string
-character) is built as chained copies of the item's minimal DFA (:func:`counted_chain_dfa`).
+character) is built as chained copies of the item's minimal DFA (:func:`counted_chain_dfa`), and
+an automaton between literal characters (an open object's other keys) from the automaton's own
+table (:func:`framed_automaton_dfa`).
 
 This module sits on top of the automata stage: it uses the NFA, DFA, minimiser and
 intersection modules, none of which imports it.
@@ -487,9 +489,9 @@ def framed_automaton_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
         if not (isinstance(item, CharSet) and len(item.ranges) == 1):
             return None
         lo, hi = item.ranges[0]
-        if lo != hi:
+        if lo != hi or 0xD800 <= lo <= 0xDFFF:  # a set, or a lone surrogate (no UTF-8 bytes)
             return None
-        (prefix if k < found[0] else suffix).extend(chr(lo).encode("utf-8", "surrogatepass"))
+        (prefix if k < found[0] else suffix).extend(chr(lo).encode("utf-8"))
     automaton = items[found[0]]
     inner = automaton.transitions()  # (n, C) int32 over the automaton's byte classes
     inner_class = automaton.classes()  # (256,) uint8

@@ -17,7 +17,7 @@ from formcast.grammar.index.compile import regex_to_dfa
 from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.key_complement import key_complement
 from formcast.grammar.regex.combinators import literal, seq, star
-from formcast.grammar.regex.syntax_tree import Automaton
+from formcast.grammar.regex.syntax_tree import Automaton, CharSet
 
 NAMES = st.lists(
     st.text(alphabet=st.sampled_from('ab"\\é\n_'), min_size=0, max_size=5),
@@ -81,3 +81,5 @@ def test_not_built_where_the_automaton_reads_the_suffix_itself():
     assert framed_automaton_dfa(seq(literal("a"), star(literal("b"))), CompileBudget()) is None
     two = seq(_automaton("a"), literal("-"), _automaton("b"))
     assert framed_automaton_dfa(two, CompileBudget()) is None
+    lone = seq(CharSet(((0xD800, 0xD800),), -1), _automaton("a"))  # no UTF-8 bytes
+    assert framed_automaton_dfa(lone, CompileBudget()) is None
