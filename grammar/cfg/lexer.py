@@ -334,9 +334,7 @@ class CfgLexer:
         CPU time are spent; return how many parts are walked. Masks do not depend on it (a
         part not walked here is walked on first use), only first visits get cheaper."""
         start = time.thread_time()
-        queue = deque(
-            self._intern(_NO_TERMINALS, {(t, 0)}, False) for t in range(self.num_terminals)
-        )
+        queue = deque(self._pair_part(t, 0) for t in range(self.num_terminals))
         if self.num_terminals < len(self.dfas):
             queue.append(self.initial(_NO_TERMINALS))
         seen = set(queue)
