@@ -172,6 +172,7 @@ def marked_schema_tree(
     max_count: int | None = None,
     unique_plan: UniqueItemsPlan | None = None,
     allow_automata: bool = True,
+    share_refs: bool = True,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -184,7 +185,8 @@ def marked_schema_tree(
     ``uniqueItems`` arrays over open item kinds are compiled without the keyword and
     recorded there (checked: ``SchemaError`` where the matcher could not enforce them).
     ``allow_automata=False`` keeps every part a regex (no automaton nodes, see
-    :class:`~formcast.grammar.regex.syntax_tree.Automaton`)."""
+    :class:`~formcast.grammar.regex.syntax_tree.Automaton`). ``share_refs=False`` compiles a
+    ``$ref`` target again at each use (needed where ``unique_plan`` records instance paths)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(
@@ -199,6 +201,7 @@ def marked_schema_tree(
         max_count=max_count,
         unique_plan=unique_plan,
         allow_automata=allow_automata,
+        share_refs=share_refs,
     )
     try:
         tree = compiler.compile(compiler.root, "")
@@ -412,6 +415,7 @@ def _compile_json_schema(
             # e.g. maxLength 4096: ~14 DFA states per counted character (raised as soon as the
             # part holding it is built, not after the whole document)
             max_count=REGEX_ROUTE_MAX_COUNT if is_auto else None,
+            share_refs=not may_need_plan(source),
             **layout_options,
         )
         return tree

@@ -120,6 +120,7 @@ class SchemaCompiler:
         max_count: int | None = None,
         unique_plan: UniqueItemsPlan | None = None,
         allow_automata: bool = True,
+        share_refs: bool = True,
     ) -> None:
         self.root = root
         # the most regex characters a shared part may be written out with (see share; None:
@@ -150,6 +151,14 @@ class SchemaCompiler:
         self.max_count = max_count
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
+        # a plain $ref's result per (target pointer, depth where the layout depends on it),
+        # with the regex characters its compile added to num_built_chars: the same target
+        # compiles to the same tree wherever it is used. A compile reads no other context but
+        # the unique plan (its instance path, and num_exact for its length guards), so
+        # ``share_refs=False`` where the plan may be needed (unique_plan.may_need_plan)
+        self._ref_results: dict[tuple[str, int], tuple[Node | None, int]] | None = (
+            {} if share_refs else None
+        )
         self._pattern_cache: dict[str, Node | None] = {}
         self.any_string: Node = seq(QUOTE, star(JSON_CHAR), QUOTE)
         self.num_exact = 0  # > 0 while compiling text that will be fullmatched
@@ -349,11 +358,7 @@ class SchemaCompiler:
                 f"(budget {self.max_regex_chars}); very large schemas need the structural path"
             )
         self.num_built_chars += size
-        if self.max_built_chars is not None and self.num_built_chars > self.max_built_chars:
-            raise CompileBudgetError(
-                f"building the regex passed {self.max_built_chars} characters of sub-results "
-                f"(at '{pointer or '#'}'); very large schemas need the structural path"
-            )
+        self._check_built_chars(pointer)
         if self.max_count is not None and largest_count(found) > self.max_count:
             raise CompileBudgetError(
                 f"counted repetition {{{largest_count(found)}}} over {self.max_count} "
@@ -408,10 +413,10 @@ class SchemaCompiler:
             self._ref_stack.append(ref)
             try:
                 if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
-                    return self.compile(target, target_ptr)
+                    return self._compile_target(target, target_ptr)
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
                 if not has_assertions(rest):
-                    return self.compile(target, target_ptr)
+                    return self._compile_target(target, target_ptr)
                 return self.compile({"allOf": [target, rest]}, pointer)
             finally:
                 self._ref_stack.pop()
@@ -427,6 +432,31 @@ class SchemaCompiler:
             if key in schema:
                 return self._union(schema, key, pointer)
         return self._compile_plain(schema, pointer)
+
+    def _compile_target(self, target: Any, target_ptr: str) -> Node | None:
+        """``compile(target, target_ptr)`` of a plain ``$ref``, once per target and context
+        (``_ref_results``); a later use adds the same regex characters to ``num_built_chars``
+        (so the budgets, and the route they choose, are those of compiling it again)."""
+        if self._ref_results is None:
+            return self.compile(target, target_ptr)
+        key = (target_ptr, self.depth if self.layout.is_depth_dependent else 0)
+        found = self._ref_results.get(key)
+        if found is not None:
+            node, num_chars = found
+            self.num_built_chars += num_chars
+            self._check_built_chars(target_ptr)
+            return node
+        before = self.num_built_chars
+        node = self.compile(target, target_ptr)
+        self._ref_results[key] = (node, self.num_built_chars - before)
+        return node
+
+    def _check_built_chars(self, pointer: str) -> None:
+        if self.max_built_chars is not None and self.num_built_chars > self.max_built_chars:
+            raise CompileBudgetError(
+                f"building the regex passed {self.max_built_chars} characters of sub-results "
+                f"(at '{pointer or '#'}'); very large schemas need the structural path"
+            )
 
     def _normalize(self, schema: dict, pointer: str) -> dict:
         if "if" in schema or "then" in schema or "else" in schema:

@@ -94,7 +94,8 @@ class _CuttingCompiler(SchemaCompiler):
     """SchemaCompiler whose ``$ref``s and large sub-results compile to rule references."""
 
     def __init__(self, root: Any, *, cut_chars: int | None = DEFAULT_CUT_CHARS, **options) -> None:
-        super().__init__(root, **options)
+        # plain $refs are shared as nonterminals here (_compile), under the unique plan
+        super().__init__(root, share_refs=False, **options)
         self.cut_chars = cut_chars
         self.rule_trees: list[Node | None] = []  # reference k -> its tree (None: empty)
         self._ref_index: dict[tuple[str, int], int] = {}

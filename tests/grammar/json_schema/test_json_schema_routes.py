@@ -56,8 +56,9 @@ def test_auto_route_stops_building_a_regex_of_many_repeated_references(smollm2_v
     from formcast.errors import CompileBudgetError
     from formcast.grammar.json_schema.compile import REGEX_ROUTE_BUILT_FACTOR, marked_schema_tree
 
-    # one definition used from 12 places: every use is compiled again, so the sub-results
-    # add up to ~12x the definition's regex size while each stays under the size bound
+    # one definition used from 12 places: every use counts the definition's sub-results again
+    # (compiled once, shared), so they add up to ~12x its regex size while each stays under
+    # the size bound
     item = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(8)}}
     schema = {
         "$defs": {"item": item},
