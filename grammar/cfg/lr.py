@@ -73,12 +73,16 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
     before trusting a lookahead, so that costs nothing in exactness."""
     rules = grammar.rules
     end = grammar.num_terminals
-    follow = [bit_set(bits) for bits in first_follow(grammar).follow]
-    predicted = _predicted_rules(grammar)
+    follow_bits = first_follow(grammar).follow
+    # FOLLOW sets as frozensets, by their bits (nonterminals of one JSON grammar share a few)
+    follow: dict[int, frozenset[int]] = {}
+    predicted = _PredictedRules(grammar)
     kernels: dict[frozenset, int] = {frozenset({(0, 0)}): 0}
     order = list(kernels)
     actions: list[dict[int, int]] = []
     gotos: list[dict[int, int]] = []
+    shifts: list[frozenset[int]] = []
+    reduce_groups: list[tuple[tuple[int, frozenset[int]], ...]] = []
     reductions: list[tuple[int, int]] = []
     reduction_ids: dict[tuple[int, int], int] = {}
     for kernel in order:  # grows while iterating: breadth first over the LR(0) automaton
@@ -115,58 +119,64 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
                 action[symbol] = state
             else:
                 goto[~symbol] = state
+        shifts.append(frozenset(action))
+        # reduce rule k on FOLLOW(lhs); two complete rules of one (length, lhs) are one k
+        groups: dict[int, frozenset[int]] = {}
         for r in complete:
             lhs, rhs = rules[r]
             key = (len(rhs), lhs)
             k = reduction_ids.setdefault(key, len(reductions))
             if k == len(reductions):
                 reductions.append(key)
-            for t in follow[lhs]:
-                if t in action:
-                    return None  # shift/reduce or reduce/reduce conflict
-                action[t] = ~k
+            bits = follow_bits[lhs]
+            lookahead = follow.get(bits)
+            if lookahead is None:
+                lookahead = follow[bits] = frozenset(bit_set(bits))
+            if not lookahead.isdisjoint(action):
+                return None  # shift/reduce or reduce/reduce conflict
+            action.update(dict.fromkeys(lookahead, ~k))
+            groups[k] = lookahead
+        reduce_groups.append(tuple(sorted(groups.items())))
         actions.append(action)
         gotos.append(goto)
-    shifts = [frozenset(t for t, a in row.items() if a >= 0) for row in actions]
-    reduce_groups = []
-    for row in actions:
-        by_rule: dict[int, set[int]] = {}
-        for t, a in row.items():
-            if a < 0:
-                by_rule.setdefault(~a, set()).add(t)
-        reduce_groups.append(tuple((k, frozenset(ts)) for k, ts in sorted(by_rule.items())))
     return LRTable(
         actions=actions,
         gotos=gotos,
         reductions=reductions,
         shifts=shifts,
-        reduce_groups=tuple(reduce_groups),
+        reduce_groups=reduce_groups,
         start=0,
         accept=gotos[0][grammar.start],
         end=end,
     )
 
 
-def _predicted_rules(grammar: PreparedGrammar) -> list[frozenset[int]]:
-    """Per nonterminal ``n``: the rules whose item ``(r, 0)`` the LR(0) closure of an item with
-    the dot before ``n`` contains (rules of ``n`` and, transitively, of every nonterminal that
-    starts one of them)."""
-    rules, by_lhs = grammar.rules, grammar.rules_by_lhs
-    num_nt = len(by_lhs)
-    # starts[n]: nonterminals that begin a rule of n
-    starts = [{~rules[r][1][0] for r in by_lhs[n] if rules[r][1] and rules[r][1][0] < 0}
-              for n in range(num_nt)]  # fmt: skip
-    out: list[frozenset[int]] = []
-    for n in range(num_nt):
+class _PredictedRules:
+    """``predicted[n]``: the rules whose item ``(r, 0)`` the LR(0) closure of an item with the
+    dot before nonterminal ``n`` contains (rules of ``n`` and, transitively, of every
+    nonterminal that starts one of them); built on first use (a table reads those of the
+    nonterminals that follow some dot, not all)."""
+
+    def __init__(self, grammar: PreparedGrammar) -> None:
+        self._rules = grammar.rules
+        self._by_lhs = grammar.rules_by_lhs
+        self._found: dict[int, frozenset[int]] = {}
+
+    def __getitem__(self, n: int) -> frozenset[int]:
+        found = self._found.get(n)
+        if found is not None:
+            return found
+        rules, by_lhs = self._rules, self._by_lhs
         seen = {n}
         stack = [n]
         while stack:
-            for m in starts[stack.pop()]:
-                if m not in seen:
-                    seen.add(m)
-                    stack.append(m)
-        out.append(frozenset(r for m in seen for r in by_lhs[m]))
-    return out
+            for r in by_lhs[stack.pop()]:
+                rhs = rules[r][1]
+                if rhs and rhs[0] < 0 and ~rhs[0] not in seen:
+                    seen.add(~rhs[0])
+                    stack.append(~rhs[0])
+        found = self._found[n] = frozenset(r for m in seen for r in by_lhs[m])
+        return found
 
 
 class LRNode:
