@@ -136,12 +136,7 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
     CompileBudgetError
         Over ``budget.max_states`` states or past the time budget.
     """
-    counts = np.fromiter(map(len, nfa.byte_edges), dtype=np.int64, count=nfa.num_states)
-    edges = np.fromiter(
-        chain.from_iterable(chain.from_iterable(nfa.byte_edges)),
-        dtype=np.int64,
-        count=3 * int(counts.sum()),
-    ).reshape(-1, 3)  # (E, 3) lo, hi, target
+    counts, edges = _flat_edges(nfa)
     eps_counts = np.fromiter(map(len, nfa.epsilon_edges), dtype=np.int64, count=nfa.num_states)
     eps_dst = np.fromiter(
         chain.from_iterable(nfa.epsilon_edges), dtype=np.int64, count=int(eps_counts.sum())
@@ -160,6 +155,32 @@ def determinize(nfa: ByteNFA, budget: CompileBudget) -> ByteDFA:
             budget.check_states(budget.max_states + 1, position)
         budget.check_time("determinising the automaton", position)
         max_work *= 2
+
+
+def _flat_edges(nfa: ByteNFA) -> tuple[np.ndarray, np.ndarray]:
+    """``(counts (N,), edges (E, 3))`` int64: each state's number of byte edges, and the
+    edges ``(lo, hi, target)`` in state order (edge blocks copied in as arrays)."""
+    byte_edges = nfa.byte_edges
+    counts = np.fromiter(map(len, byte_edges), dtype=np.int64, count=nfa.num_states)
+
+    def flat(lo: int, hi: int) -> np.ndarray:
+        num = int(counts[lo:hi].sum())
+        found = np.fromiter(
+            chain.from_iterable(chain.from_iterable(byte_edges[lo:hi])),
+            dtype=np.int64,
+            count=3 * num,
+        )
+        return found.reshape(num, 3)
+
+    pieces, state = [], 0
+    for first, block_counts, block_edges in nfa.edge_blocks:
+        pieces.append(flat(state, first))
+        pieces.append(block_edges)
+        state = first + len(block_counts)
+        counts[first:state] = block_counts
+    pieces.append(flat(state, nfa.num_states))
+    edges = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    return counts, edges
 
 
 def trim(transitions: np.ndarray, byte_to_class: np.ndarray, is_accepting: np.ndarray) -> ByteDFA:

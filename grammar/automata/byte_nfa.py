@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 DEAD_EDGE = -1
 
@@ -14,11 +16,17 @@ class ByteNFA:
     Attributes
     ----------
     byte_edges:
-        ``byte_edges[s]`` lists ``(lo, hi, target)``: bytes ``lo..hi`` lead from ``s`` to target.
+        ``byte_edges[s]`` lists ``(lo, hi, target)``: bytes ``lo..hi`` lead from ``s`` to target
+        (empty for a state inside an edge block).
     epsilon_edges:
         ``epsilon_edges[s]`` lists the targets reachable without input.
     positions:
         Pattern offset that created each state (for error messages).
+    edge_blocks:
+        ``(first, counts, edges)`` per run of states whose byte edges are arrays (a copied
+        DFA: thousands of edges for a bounded string): states ``first .. first + len(counts)
+        - 1`` have ``counts[k]`` edges each, rows ``(lo, hi, target)`` of ``edges`` ``(E, 3)``
+        int64 in state order. Ascending ``first``, disjoint.
     """
 
     byte_edges: list[list[tuple[int, int, int]]]
@@ -26,6 +34,7 @@ class ByteNFA:
     positions: list[int]
     start: int = 0
     final: int = 0
+    edge_blocks: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
     def num_states(self) -> int:

@@ -305,10 +305,11 @@ class _Builder:
         offsets = np.cumsum(counts) - counts
         run = np.arange(int(counts.sum())) + np.repeat(runs_of[cls] - offsets, counts)
         dst = np.repeat(rows[src, cls].astype(np.int64) + base, counts)
-        triples = list(zip(run_lo[run].tolist(), run_hi[run].tolist(), dst.tolist(), strict=True))
-        bounds = np.searchsorted(np.repeat(src, counts), np.arange(num_states + 1)).tolist()
+        edges = np.stack([run_lo[run], run_hi[run], dst], axis=1).astype(np.int64)  # (E, 3)
+        state_counts = np.bincount(src, weights=counts, minlength=num_states).astype(np.int64)
         nfa = self.nfa
-        nfa.byte_edges.extend(triples[bounds[s] : bounds[s + 1]] for s in range(num_states))
+        nfa.byte_edges.extend([] for _ in range(num_states))  # (held by the edge block)
+        nfa.edge_blocks.append((base, state_counts, edges))
         is_accepting = np.zeros(num_states, dtype=bool)
         is_accepting[accepting] = True
         nfa.epsilon_edges.extend([[then] if flag else [] for flag in is_accepting.tolist()])
