@@ -16,6 +16,13 @@ one alternative per key class (``key_classes``): the keys matching exactly the p
 pattern it matches. An absent ``additionalProperties`` is ``false`` under ``strict`` and
 ``true`` otherwise, with or without patterns.
 
+Member counts (``minProperties`` / ``maxProperties``): where the required members settle them,
+or at most one member is allowed, the linear construction above; otherwise a count of the
+members written so far runs through the declared members (``_counted_members``), and extra
+members make up the rest of the bounds after them. Written out the counts repeat members
+combinatorially (``C(n, lo)``); past ``max_regex_chars`` each count's continuation is a shared
+part (a nonterminal on the structural path).
+
 Dependency keywords (``dependentRequired``, ``dependentSchemas``, ``dependencies``) are a case
 split into such plain objects (``dependencies`` module); the names they mention come after the
 declared and required names (the private ``merge.ORDER_KEY``).
@@ -36,6 +43,7 @@ refused under any order.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from formcast.grammar.json_schema import ecma_pattern
@@ -206,7 +214,17 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         elif max_properties is not None and max_properties < n_req:
             return None
         else:
-            c.refuse("minProperties/maxProperties with optional properties", ptr, "minProperties")
+            sep = layout.item_sep(c.depth)
+            counts = (pairs, extra, sep, min_properties, max_properties)
+            content, is_optional = _counted_members(*counts)
+            if content is not None and content.num_chars > c.max_regex_chars:
+                # written out, the counts repeat members combinatorially (C(n, lo) ways to
+                # reach lo): each continuation shared instead (c.share: one nonterminal on
+                # the structural path; the regex path refuses it past max_shared_chars)
+                content, is_optional = _counted_members(*counts, share=c.share)
+            if content is None and not is_optional:
+                return None
+            return layout.container("{}", content, is_optional, c.depth)
 
     sep = layout.item_sep(c.depth)
     body: Node | None = None  # B_k: nonempty valid sequences so far
@@ -261,6 +279,71 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         content = body
         is_optional = empty_ok and not need_nonempty
     return layout.container("{}", content, is_optional, c.depth)
+
+
+def _counted_members(
+    pairs: list[tuple[Node, bool]],
+    extra: Node | None,
+    sep: Node,
+    lo: int,
+    hi: int | None,
+    share: Callable[[Node], Node] | None = None,
+) -> tuple[Node | None, bool]:
+    """The member sequences of an object with ``lo <= members <= hi`` (``hi`` None: no upper
+    bound) that declares optional members: ``(the non-empty sequences, whether {} is valid)``.
+
+    Right to left over the declared members, with ``c`` the members written before member
+    ``i`` (extras after the last): ``T_i(c)`` is the text from member ``i`` on when ``c >= 1``
+    members are written (each member then starts with ``sep``), ``N_i`` the non-empty text
+    from member ``i`` on when none is (no ``sep`` before the first):
+
+        T_i(c) = sep p_i T_{i+1}(c + 1) | T_{i+1}(c)     (the second only if p_i is optional)
+        N_i    = p_i T_{i+1}(1) | N_{i+1}
+        T_{n+1}(c) = (sep x){max(lo - c, 0), hi - c},   N_{n+1} = x (sep x){max(lo - 1, 0), hi - 1}
+
+    (``x`` an extra member; without extras ``T_{n+1}(c)`` is the empty string if ``c >= lo``,
+    else empty.) Counts past ``lo`` behave alike when ``hi`` is None, so ``c`` stops at ``lo``
+    there, where the two options share their continuation and are written
+    ``(sep p_i)? T_{i+1}(lo)``; a member that would pass ``hi`` is not taken. Every
+    ``T_i(c)`` is one node shared by the options that reach it (the NFA builder builds a
+    shared node once), and with ``share`` one part of the result (a nonterminal on the
+    structural path: the regex text of the written-out form grows like ``C(n, lo)``).
+    """
+    top = max(lo if hi is None else hi, 1)  # c ranges over 1..top
+
+    def capped(count: int) -> int:
+        return min(count, top)
+
+    def ends(count: int) -> Node | None:  # T_{n+1}(count)
+        need = max(lo - count, 0)
+        if extra is None:
+            return EMPTY if need == 0 else None
+        return repeat(seq(sep, extra), need, None if hi is None else hi - count)
+
+    after: dict[int, Node | None] = {count: ends(count) for count in range(1, top + 1)}
+    nonempty: Node | None = None
+    if extra is not None and (hi is None or hi >= 1):
+        more = repeat(seq(sep, extra), max(lo - 1, 0), None if hi is None else hi - 1)
+        nonempty = seq(extra, more)
+    for pair, is_req in reversed(pairs):
+        step: dict[int, Node | None] = {}
+        for count in range(1, top + 1):
+            rest = after[count]
+            if hi is not None and count + 1 > hi:  # full: this member cannot be written
+                step[count] = None if is_req else rest
+            elif capped(count + 1) == count:  # at lo with no upper bound: one continuation
+                member = seq(sep, pair)
+                step[count] = seq(member if is_req else opt(member), rest)
+            else:
+                take = seq(sep, pair, after[capped(count + 1)])
+                step[count] = take if is_req else alt([take, rest])
+            if share is not None and step[count] is not None and step[count] != EMPTY:
+                step[count] = share(step[count])
+        take = seq(pair, after[capped(1)]) if hi is None or hi >= 1 else None
+        nonempty = take if is_req else alt([take, nonempty])
+        after = step
+    is_optional = lo == 0 and not any(is_req for _, is_req in pairs)
+    return nonempty, is_optional
 
 
 def _presence_dependencies(c: SchemaCompiler, s: dict, ptr: str) -> dict[str, list[str]] | None:
