@@ -162,7 +162,8 @@ def build_tables(
     """
     sizes = [dfa.num_states for dfa in automata]
     state_base = np.cumsum([0, *sizes])[:-1].astype(np.int32)
-    flat = np.concatenate([dfa.transitions.reshape(-1) for dfa in automata]).astype(np.int32)
+    # (one copy of the tables: a concatenation then an astype copied the schema's twice)
+    flat = np.concatenate([dfa.transitions.reshape(-1) for dfa in automata], dtype=np.int32)
     cell_starts = np.cumsum([0, *(dfa.transitions.size for dfa in automata)])[:-1]
     cell_base = np.concatenate(
         [
