@@ -120,7 +120,8 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
             else:
                 goto[~symbol] = state
         shifts.append(frozenset(action))
-        # reduce rule k on FOLLOW(lhs); two complete rules of one (length, lhs) are one k
+        # reduce by rule k on FOLLOW(lhs) (two complete rules of one lhs overlap there: a
+        # conflict, whether or not they share k)
         groups: dict[int, frozenset[int]] = {}
         for r in complete:
             lhs, rhs = rules[r]

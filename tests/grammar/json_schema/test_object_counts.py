@@ -106,7 +106,8 @@ def test_counted_objects_on_both_routes(smollm2_vocab, smollm2_tokenizer):
 
 
 def test_the_refused_schema_of_wave_one_compiles():
-    # JSONSchemaBench Github_medium o41810's shape: at least two of six optional members
+    # the shape of JSONSchemaBench Github_medium o41810 (at least two of six optional
+    # members), with three
     schema = {
         "type": "object",
         "additionalProperties": False,
