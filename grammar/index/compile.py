@@ -387,7 +387,7 @@ def compile_tree(
     kind: str,
     source: str,
     options: dict[str, object],
-    max_states: int = DEFAULT_MAX_STATES,
+    max_states: int | Callable[[], int] = DEFAULT_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
     cache: bool = True,
@@ -403,7 +403,8 @@ def compile_tree(
         The grammar's kind and source text (a schema's canonical JSON) and every option the
         tree depends on: together they are the cache key, so they must determine the tree.
     max_states, timeout_s, eager_max_states, cache:
-        As :func:`compile_regex`.
+        As :func:`compile_regex`; ``max_states`` may be a function, called once the tree is
+        built (a budget that depends on what the tree holds).
     marker_bytes:
         Bytes of the tree that are markers, not text (:func:`compile_dfa`).
 
@@ -437,7 +438,7 @@ def _compile_cached(
     source: str,
     options: dict[str, object],
     dialect: str,
-    max_states: int,
+    max_states: int | Callable[[], int],
     timeout_s: float,
     eager_max_states: int,
     cache: bool,
@@ -449,9 +450,9 @@ def _compile_cached(
 
     def build() -> CompiledGrammar:
         start = time.thread_time()
-        dfa = regex_to_dfa(
-            make_pattern(), dialect=dialect, max_states=max_states, timeout_s=timeout_s
-        )
+        pattern = make_pattern()
+        limit = max_states() if callable(max_states) else max_states
+        dfa = regex_to_dfa(pattern, dialect=dialect, max_states=limit, timeout_s=timeout_s)
         # the index may add at most the automaton's own build time to the compile; the
         # states it did not reach are indexed in the background
         return compile_dfa(

@@ -66,7 +66,13 @@ from typing import Any
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.automata.budget import compile_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
-from formcast.grammar.index.compile import compile_tree, gc_paused, warm_kernels
+from formcast.grammar.index.compile import (
+    DEFAULT_MAX_STATES,
+    compile_tree,
+    gc_paused,
+    warm_kernels,
+)
+from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.any_value.grammar import MARKER_BYTES, AnyValueGrammar
 from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_any_marker
 from formcast.grammar.json_schema.layout import make_layout
@@ -86,6 +92,13 @@ REGEX_ROUTE_CHARS = 1_000_000
 # ones that do not build 12M+ characters over ~10 s before passing REGEX_ROUTE_CHARS)
 REGEX_ROUTE_BUILT_FACTOR = 3
 REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural path too
+# a plain string bounded past REGEX_ROUTE_MAX_COUNT keeps the regex route with its length
+# counted by the matcher (length_guard) while the schema's automaton stays within this many
+# states; above, the structural path (which holds the bounds in its grammar) compiles it. The
+# regex route's compile costs ~8-17 us per DFA state (automaton, index, any-value tables), so
+# this keeps such schemas near the 100 ms compile target; the structural route's first
+# visits cost ~0.1-0.5 ms at each object member (issue 24)
+GUARDED_ROUTE_MAX_STATES = 8_000
 DEFAULT_TIMEOUT_S = 20.0
 
 
@@ -173,6 +186,7 @@ def marked_schema_tree(
     unique_plan: UniqueItemsPlan | None = None,
     allow_automata: bool = True,
     share_refs: bool = True,
+    count_strings_above: int | None = None,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -186,7 +200,10 @@ def marked_schema_tree(
     recorded there (checked: ``SchemaError`` where the matcher could not enforce them).
     ``allow_automata=False`` keeps every part a regex (no automaton nodes, see
     :class:`~formcast.grammar.regex.syntax_tree.Automaton`). ``share_refs=False`` compiles a
-    ``$ref`` target again at each use (needed where ``unique_plan`` records instance paths)."""
+    ``$ref`` target again at each use (needed where ``unique_plan`` records instance paths).
+    ``count_strings_above``: a plain string whose ``maxLength`` passes it (at least the
+    vocabulary's longest token) keeps an unbounded tail, that bound counted by the matcher
+    (recorded in ``unique_plan``)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(
@@ -202,6 +219,7 @@ def marked_schema_tree(
         unique_plan=unique_plan,
         allow_automata=allow_automata,
         share_refs=share_refs,
+        count_strings_above=count_strings_above,
     )
     try:
         tree = compiler.compile(compiler.root, "")
@@ -397,6 +415,12 @@ def _compile_json_schema(
     # for the plan alone when the document has the keyword at all
     plan = UniqueItemsPlan()
     source = json.dumps(root, sort_keys=True, ensure_ascii=False)
+    # plain strings bounded past the counter keep the regex route, their maxLength counted
+    # by the matcher, where no token can pass that bound within itself
+    count_strings_above = None
+    if is_auto:
+        longest = int(vocab_table(vocab).lengths.max(initial=0))
+        count_strings_above = max(REGEX_ROUTE_MAX_COUNT, longest)
 
     def make_tree() -> Node:
         plan.reset()
@@ -415,7 +439,8 @@ def _compile_json_schema(
             # e.g. maxLength 4096: ~14 DFA states per counted character (raised as soon as the
             # part holding it is built, not after the whole document)
             max_count=REGEX_ROUTE_MAX_COUNT if is_auto else None,
-            share_refs=not may_need_plan(source),
+            share_refs=not may_need_plan(source, REGEX_ROUTE_MAX_COUNT if is_auto else None),
+            count_strings_above=count_strings_above,
             **layout_options,
         )
         return tree
@@ -438,6 +463,9 @@ def _compile_json_schema(
             timeout_s=timeout_s / 2 if is_auto else timeout_s,
             cache=cache,
             marker_bytes=MARKER_BYTES,
+            max_states=lambda: (
+                GUARDED_ROUTE_MAX_STATES if plan.has_route_guards else DEFAULT_MAX_STATES
+            ),
         )
     except CompileBudgetError:
         if route == "regex":
@@ -450,7 +478,7 @@ def _compile_json_schema(
         return structural()
     if reads_marker(grammar.dfa):
         grammar = AnyValueGrammar(grammar, make_layout(**layout_options))
-    if not plan.is_filled and may_need_plan(source):
+    if not plan.is_filled and may_need_plan(source, REGEX_ROUTE_MAX_COUNT if is_auto else None):
         make_tree()
     if plan.needs_matcher:
         return UniqueItemsGrammar(grammar, plan.patterns(), plan.text_patterns())

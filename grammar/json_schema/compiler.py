@@ -121,6 +121,7 @@ class SchemaCompiler:
         unique_plan: UniqueItemsPlan | None = None,
         allow_automata: bool = True,
         share_refs: bool = True,
+        count_strings_above: int | None = None,
     ) -> None:
         self.root = root
         # the most regex characters a shared part may be written out with (see share; None:
@@ -149,6 +150,9 @@ class SchemaCompiler:
         # the largest counted repetition a sub-result may hold (None: any): the auto route's
         # early exit for e.g. maxLength 4096, before the rest of the document is built
         self.max_count = max_count
+        # a plain string whose maxLength passes this has that bound counted by the matcher
+        # (_string_text; None: never), its minLength (within max_count) in the automaton
+        self.count_strings_above = count_strings_above
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
         # a plain $ref's result per (target pointer, depth where the layout depends on it),
@@ -821,6 +825,22 @@ class SchemaCompiler:
                     self.refuse(f"pattern {patterns!r} with format {fmt!r}: {exc}", ptr, "pattern")
             branches = fmt_branches
         if branches is None:
+            above = self.count_strings_above
+            if (
+                above is not None
+                and max_len is not None
+                and max_len > above
+                and (self.max_count is None or min_len <= self.max_count)
+            ):
+                # the automaton keeps minLength and an unbounded tail; the matcher counts
+                # maxLength (a clash with another string schema at its place takes the
+                # structural path instead: UniqueItemsPlan.check). No token can open the
+                # string and pass maxLength within itself (maxLength > ``above``, at least
+                # the longest token), so the count starts at the opening quote
+                text = seq(QUOTE, repeat(JSON_CHAR, min_len, None), QUOTE)
+                key = (f"plain string, minLength {min_len}", 0, max_len)  # (the guard's text)
+                if self._count_length(key, text, ptr, "maxLength", True):
+                    return text, True
             return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE), False
         out = []
         for b in branches:
@@ -909,12 +929,18 @@ class SchemaCompiler:
         return text, False
 
     def _count_length(
-        self, key: tuple[str, int, int | None], text: Node, ptr: str, keyword: str
+        self,
+        key: tuple[str, int, int | None],
+        text: Node,
+        ptr: str,
+        keyword: str,
+        is_route_choice: bool = False,
     ) -> bool:
         """Leave the length bounds ``key[1:]`` of the string texts ``text`` to the matcher
         (`~formcast.grammar.json_schema.length_guard.LengthGuard`, recorded in the plan);
         False where it cannot: no plan, inside a complemented language or a text that will
-        be fullmatched, or an automaton over budget."""
+        be fullmatched, or an automaton over budget. ``is_route_choice``: the grammar could
+        hold the bounds on the structural path, so a clash takes that path (not a refusal)."""
         plan = self.unique_plan
         if plan is None or plan.num_negations > 0 or self.num_exact > 0:
             return False
@@ -929,7 +955,7 @@ class SchemaCompiler:
         guard = self._length_guards[key]
         if guard is None:
             return False
-        plan.note_text_guard(guard, ptr, keyword)
+        plan.note_text_guard(guard, ptr, keyword, is_route_choice)
         return True
 
 

@@ -69,6 +69,9 @@ _QUOTE, _BACKSLASH, _BRACKET = 0x22, 0x5C, 0x5B
 # item-automaton masks: at most this many candidate tokens are walked one by one, more are
 # looked up in the automaton's token index (a whole-vocabulary walk on a state's first visit)
 _FEW_WALKED = 64
+# (guard, string automaton state, open containers) -> the quoted tokens refused there, per
+# grammar (_forbidden_free)
+_MAX_FREE_MEMO = 256
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
 _ZERO_TEXTS = (b"0", b"-0")
@@ -476,10 +479,7 @@ class _VocabTables:
         self.lengths = np.array([len(data) for data in self._token_bytes], dtype=np.int64)
         # counted strings: the characters a token adds inside a string (bytes that start a
         # UTF-8 character), for the tokens without a quote or a backslash (the others walk)
-        self.num_chars = np.array(
-            [sum(1 for b in data if not 0x80 <= b < 0xC0) for data in self._token_bytes],
-            dtype=np.int64,
-        )
+        self.num_chars = np.array([_num_chars(data) for data in self._token_bytes], dtype=np.int64)
         self.is_plain_text = np.array(
             [bool(data) and _QUOTE not in data and _BACKSLASH not in data
              for data in self._token_bytes],
@@ -525,6 +525,20 @@ class _VocabTables:
         self._ids_of_bytes = {data: tuple(ids) for data, ids in ids_of_bytes.items()}
         self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
+        # counted strings clear of their bounds: the tokens with a quote other than the
+        # closing heads (their bytes after it may open something)
+        has_quote = self.num_quotes > 0
+        is_head = np.zeros(vocab_size, dtype=bool)
+        is_head[list(self.closing_heads)] = True
+        self.quoted_open_ids = np.flatnonzero(has_quote & ~is_head).astype(np.int64)
+        # the closing heads and the characters before their quote
+        self.closing_head_ids = np.asarray(sorted(self.closing_heads), dtype=np.int64)
+        self.closing_head_chars = np.asarray(
+            [_num_chars(self.closing_heads[t]) for t in self.closing_head_ids.tolist()],
+            dtype=np.int64,
+        )
+        self.quoted_open_words = self.quoted_open_ids >> 5  # their bits in a packed row
+        self.quoted_open_shifts = (self.quoted_open_ids & 31).astype(np.uint32)
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
         self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
         # counted strings, as packed rows: plain tokens, the others, and per k the plain
@@ -585,6 +599,8 @@ class UniqueItemsMatcher:
         self._eos_ids = frozenset(grammar.vocab.eos_token_ids)
         self._cursors: list[JsonCursor] = [JsonCursor(grammar.patterns, grammar.text_patterns)]
         self._scratch: torch.Tensor | None = None  # (1, W) int32 CPU row for the inner mask
+        # (guard, string state, open containers) -> {quoted token: refused} (_forbidden_free)
+        self._free_refused: dict[tuple, dict[int, bool]] = {}
 
     @property
     def num_accepted(self) -> int:
@@ -819,6 +835,8 @@ class UniqueItemsMatcher:
         tables = self.grammar.tables
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
         num_words = len(hits)
+        if self._is_free(cursor, guard):
+            return self._forbidden_free(cursor, hits)
         walked = set_bit_ids(hits & tables.other_words[:num_words]).tolist()
         room = INFINITE if guard.max_len is None else guard.max_len - num_chars
         # plain tokens that might leave too little room (more than ``room - max_shortest``
@@ -861,6 +879,66 @@ class UniqueItemsMatcher:
             if end < 0 or not guard.fits(end, num_chars + int(tables.num_chars[t])):
                 bad.append(t)
         return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _is_free(self, cursor: JsonCursor, guard: LengthGuard) -> bool:
+        """Is the counted string pending at ``cursor`` in plain content with room for the
+        most characters a token adds, every open state able to reach ``min_len`` (no
+        content state with boundedly many characters ahead), outside guarded arrays and
+        kept object items? Then only closing the string early can break its bounds."""
+        if cursor.mode != _STRING:
+            return False
+        room = INFINITE if guard.max_len is None else guard.max_len - cursor.num_chars
+        if room < self.grammar.tables.max_chars:
+            return False
+        if cursor.num_chars < guard.min_len and guard.has_bounded_content:
+            return False
+        top = cursor.stack[-1] if cursor.stack else None
+        return (
+            (top is None or top.kind is None) and cursor.object_raw is None and cursor.raw is None
+        )
+
+    def _forbidden_free(self, cursor: JsonCursor, hits: np.ndarray) -> np.ndarray:
+        """`_forbidden_length` where `_is_free`. A token without a quote stays in the string,
+        whose automaton the inner grammar already follows there (the same texts), within the
+        bounds: never refused. A token whose one quote closes the string and whose other
+        bytes open nothing (``closing_heads``) is refused iff its characters before the
+        quote leave the string under ``min_len`` (read off a table). The other quoted tokens
+        the inner grammar allows (a few) are walked, each once per (string automaton state,
+        open containers, characters still missing): what they do after the quote depends
+        on nothing else."""
+        tables = self.grammar.tables
+        guard = cursor.text_guard
+        assert guard is not None
+        missing = max(guard.min_len - cursor.num_chars, 0)
+        bad_heads = _NO_IDS
+        if missing:
+            short = tables.closing_head_chars < missing
+            ids = tables.closing_head_ids[short]
+            allowed = (hits[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
+            bad_heads = ids[allowed.astype(bool)]
+        quoted = tables.quoted_open_ids
+        allowed = (hits[tables.quoted_open_words] >> tables.quoted_open_shifts) & 1
+        walked = quoted[allowed.astype(bool)].tolist()
+        if not walked:
+            return bad_heads
+        key = (id(guard), cursor.text_state, cursor.stack, missing)
+        decided = self._free_refused.get(key)
+        if decided is None:
+            if len(self._free_refused) >= _MAX_FREE_MEMO:
+                self._free_refused.pop(next(iter(self._free_refused)))
+            decided = self._free_refused[key] = {}
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        bad = []
+        for t in walked:
+            refused = decided.get(t)
+            if refused is None:
+                refused = t not in eos_ids and cursor.feed(token_bytes[t]) is None
+                decided[t] = refused
+            if refused:
+                bad.append(t)
+        if not bad:
+            return bad_heads
+        return np.asarray(sorted({*bad_heads.tolist(), *bad}), dtype=np.int64)
 
     def _forbidden_string_items(
         self, cursor: JsonCursor, seen: frozenset, prefix: bytes, token_ids: np.ndarray
@@ -906,6 +984,11 @@ class UniqueItemsMatcher:
         if bad.size == 0:
             return
         words = bad >> 5
+        if target.device.type == "cpu" and target.is_contiguous():
+            # in place through the numpy view (a torch index-put costs ~0.3 ms here)
+            for word, bit in zip(words.tolist(), (bad & 31).tolist(), strict=True):
+                inner_words[word] &= np.uint32(~(1 << bit) & 0xFFFFFFFF)
+            return
         # bit b of a word cleared: AND with ~(1 << b), as int32 (bit 31 is the sign bit)
         clear = np.full(int(words.max()) + 1, -1, dtype=np.int64)
         for word, bit in zip(words.tolist(), (bad & 31).tolist(), strict=True):
@@ -956,10 +1039,16 @@ class UniqueItemsMatcher:
         twin._eos_ids = self._eos_ids
         twin._cursors = list(self._cursors)
         twin._scratch = None
+        twin._free_refused = {}
         return twin
 
     def __repr__(self) -> str:
         return f"UniqueItemsMatcher(accepted={self.num_accepted}, inner={self._inner!r})"
+
+
+def _num_chars(data: bytes) -> int:
+    """Characters ``data`` adds inside a string: its bytes that start a UTF-8 character."""
+    return sum(1 for b in data if not 0x80 <= b < 0xC0)
 
 
 def _item_token_refused(

@@ -31,12 +31,13 @@ import bisect
 import contextlib
 import functools
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from formcast.errors import SchemaError
+from formcast.errors import CompileBudgetError, SchemaError
 
 if TYPE_CHECKING:
     from formcast.grammar.json_schema.item_automaton import ItemAutomaton
@@ -219,13 +220,24 @@ class EnumDomain:
 Kind: TypeAlias = "str | EnumDomain | ItemAutomaton"
 
 
-def may_need_plan(source: str) -> bool:
+def may_need_plan(source: str, max_count: int | None = None) -> bool:
     """Could the schema text ``source`` need the matcher's checks (a cache hit skips the
-    tree, so the plan is rebuilt only where the keywords occur)?"""
+    tree, so the plan is rebuilt only where the keywords occur)? ``max_count``: the largest
+    counted repetition the route allows (a plain string bounded past it is counted by the
+    matcher)."""
     has_bounds = '"maxLength"' in source or '"minLength"' in source
-    return '"uniqueItems"' in source or (
-        has_bounds and ('"pattern"' in source or '"format"' in source)
+    if '"uniqueItems"' in source:
+        return True
+    if not has_bounds:
+        return False
+    if '"pattern"' in source or '"format"' in source:
+        return True
+    return max_count is not None and any(
+        int(bound) > max_count for bound in _LENGTH_BOUND.findall(source)
     )
+
+
+_LENGTH_BOUND = re.compile(r'"m(?:ax|in)Length":\s*(\d+)')
 
 
 def any_key_except(names: list[str]) -> Segment:
@@ -347,6 +359,7 @@ class UniqueItemsPlan:
         # and the places every other string schema writes strings at
         self.text_guards: dict[Path, tuple[LengthGuard, str, str]] = {}
         self._strings: set[Path] = set()
+        self._route_guards: set[LengthGuard] = set()  # note_text_guard(is_route_choice=True)
         # > 0 while compiling a language that gets complemented (complement.spec_semantics):
         # a guard cannot be exact there (dropping uniqueItems would grow what is subtracted)
         self.num_negations = 0
@@ -397,9 +410,20 @@ class UniqueItemsPlan:
         if self.num_negations == 0:
             self._strings.add(tuple(self.path))
 
-    def note_text_guard(self, guard: LengthGuard, pointer: str, keyword: str) -> None:
-        """The strings at the current path have their length counted by the matcher."""
+    @property
+    def has_route_guards(self) -> bool:
+        """Were lengths left to the matcher that the structural path would count itself?"""
+        return bool(self._route_guards)
+
+    def note_text_guard(
+        self, guard: LengthGuard, pointer: str, keyword: str, is_route_choice: bool = False
+    ) -> None:
+        """The strings at the current path have their length counted by the matcher
+        (``is_route_choice``: the structural path would count them in its grammar, so a
+        clash makes :meth:`check` raise ``CompileBudgetError``, which takes that path)."""
         path = tuple(self.path)
+        if is_route_choice:
+            self._route_guards.add(guard)
         if path in self.text_guards and self.text_guards[path][0] is not guard:
             self._strings.add(path)  # two guarded schemas at one place: they clash
         self.text_guards[path] = (guard, pointer, keyword)
@@ -475,6 +499,12 @@ class UniqueItemsPlan:
                 f"{keyword} counted by the matcher where other schemas can also write strings "
                 f"(at output path {_shown(path)}): the matcher could not tell them apart"
             )
+            if guard in self._route_guards or any(
+                self.text_guards[other][0] in self._route_guards
+                for other in clash
+                if other in self.text_guards
+            ):
+                raise CompileBudgetError(f"{message} ({pointer or '#'})")
             if not lenient:
                 raise SchemaError(message, pointer=pointer, keyword=keyword)
             warnings.warn(f"{message} ({pointer or '#'}): {keyword} dropped", stacklevel=2)

@@ -21,6 +21,7 @@ from formcast.grammar.cfg.compiled import CompiledCFG
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.values import serialize
 from tests.grammar.json_schema.test_json_schema_hypothesis import schemas, values
 from tests.grammar.schema_oracle import validator
@@ -93,11 +94,22 @@ def test_auto_route_stops_at_the_first_part_with_a_large_count(smollm2_vocab):
         marked_schema_tree(schema, max_count=REGEX_ROUTE_MAX_COUNT)
     at_bound = {**schema, "properties": {"note": {**long_text, "maxLength": 256}}}
     assert marked_schema_tree(at_bound, max_count=REGEX_ROUTE_MAX_COUNT) is not None
-    grammar = compile_json_schema(schema, smollm2_vocab)
-    assert isinstance(grammar, CompiledCFG)
     assert isinstance(compile_json_schema(at_bound, smollm2_vocab), CompiledGrammar)
-    assert accepts(grammar, serialize({"note": "x" * 257, "tags": []}, schema))
-    assert not accepts(grammar, serialize({"note": "x" * 258}, schema))
+    # a count the automaton would have to hold (minLength) takes the structural path; a
+    # plain maxLength alone stays on the regex route, counted by the matcher
+    # (test_plain_string_guard)
+    at_least = {
+        **schema,
+        "properties": {**schema["properties"], "note": {"type": "string", "minLength": 257}},
+    }
+    grammar = compile_json_schema(at_least, smollm2_vocab)
+    assert isinstance(grammar, CompiledCFG)
+    assert accepts(grammar, serialize({"note": "x" * 257, "tags": []}, at_least))
+    assert not accepts(grammar, serialize({"note": "x" * 256}, at_least))
+    counted = compile_json_schema(schema, smollm2_vocab)
+    assert isinstance(counted, UniqueItemsGrammar)
+    assert accepts(counted, serialize({"note": "x" * 257, "tags": []}, schema))
+    assert not accepts(counted, serialize({"note": "x" * 258}, schema))
     regex_route = compile_json_schema(schema, smollm2_vocab, route="regex")  # no count bound
     assert accepts(regex_route, serialize({"note": "x" * 257}, schema))
 
@@ -175,4 +187,6 @@ def test_long_strings_are_chunked_exactly(smollm2_vocab):
     mixed = {"s": "x\u00e9\n\\" * 50}  # 200 characters of four kinds
     assert accepts(grammar, serialize(mixed, schema)) and oracle.is_valid(mixed)
     huge = {"type": "string", "maxLength": 4096}
-    assert isinstance(compile_json_schema(huge, smollm2_vocab), CompiledCFG)
+    assert isinstance(compile_json_schema(huge, smollm2_vocab, route="cfg"), CompiledCFG)
+    # (the auto route keeps the regex automaton and counts the bound: test_plain_string_guard)
+    assert isinstance(compile_json_schema(huge, smollm2_vocab), UniqueItemsGrammar)

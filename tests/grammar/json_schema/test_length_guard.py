@@ -272,3 +272,92 @@ def test_disk_cache_hit_keeps_the_count(smollm2_vocab, smollm2_tokenizer, tmp_pa
             matcher = grammar.matcher()
             is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
             assert is_walked is expected
+
+
+# bounds wide enough that a token always fits under maxLength (the matcher's fast path,
+# unique_items._forbidden_free): only closing the string under minLength can break them;
+# the second pattern has content states with boundedly many characters ahead (after "-")
+WIDE_SCHEMAS = [
+    {"type": "string", "pattern": "^[a-z ]+(,[a-z ]+)*$", "minLength": 40, "maxLength": 300},
+    {"type": "string", "pattern": "^[a-z ]+(-[0-9]{2})?$", "minLength": 50, "maxLength": 260},
+]
+WIDE_VALUES = [
+    "the cat",
+    "the quick brown fox jumps over the lazy dog, and then some",
+    "the quick brown fox jumps over the lazy dog-12",
+    "the quick brown fox jumps over the lazy dog and the cat-12",
+    "a b" * 30,
+    "word, " * 20 + "end",
+    "x" * 261,
+]
+
+
+@pytest.mark.parametrize("index", range(len(WIDE_SCHEMAS)))
+def test_wide_bounds_masks_equal_the_product_automaton(
+    index, monkeypatch, smollm2_vocab, smollm2_tokenizer
+):
+    schema = WIDE_SCHEMAS[index]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
+        product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert not isinstance(product, UniqueItemsGrammar)
+    _forced(monkeypatch)
+    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(counted, UniqueItemsGrammar)
+    oracle = validator(schema)
+    num_valid = 0
+    for value in WIDE_VALUES:
+        text = json.dumps(value)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        expected, found = product.matcher(), counted.matcher()
+        for token_id in ids:
+            assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids()), (
+                text,
+                found.num_accepted,
+            )
+            if not expected.accept_token(token_id):
+                assert not found.accept_token(token_id)
+                break
+            assert found.accept_token(token_id)
+        else:
+            assert found.is_accepting() == expected.is_accepting() == oracle.is_valid(value)
+            num_valid += found.is_accepting()
+    assert num_valid >= 2
+
+
+def test_fast_path_walks_tokens_that_open_another_counted_string(
+    monkeypatch, smollm2_vocab, smollm2_tokenizer
+):
+    """A token that closes one counted string and opens (and closes) the next one: the fast
+    path must walk it (SmolLM2 has no such token: two are added to its vocabulary)."""
+    import dataclasses
+
+    extra = [b'","b":""', b'","b":"xxx"']
+    vocab = dataclasses.replace(
+        smollm2_vocab,
+        token_bytes=smollm2_vocab.token_bytes + tuple(extra),
+        vocab_size=smollm2_vocab.vocab_size + len(extra),
+        num_tokenizer_tokens=smollm2_vocab.num_tokenizer_tokens + len(extra),
+        _hash="",  # (a new vocabulary: its tables are its own)
+    )
+    empty_b, full_b = smollm2_vocab.vocab_size, smollm2_vocab.vocab_size + 1
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "pattern": "^([a-z]+ ?)*$", "maxLength": 500},
+            "b": {"type": "string", "pattern": "^(x|yz)*$", "minLength": 3, "maxLength": 400},
+        },
+        "required": ["a", "b"],
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
+        product = compile_json_schema(schema, vocab, strict=False, cache=False)
+    _forced(monkeypatch)
+    counted = compile_json_schema(schema, vocab, strict=False, cache=False)
+    assert isinstance(counted, UniqueItemsGrammar) and len(counted.text_patterns) == 2
+    ids = smollm2_tokenizer.encode('{"a":"hello world', add_special_tokens=False)
+    expected, found = product.matcher(), counted.matcher()
+    assert expected.accept_tokens(ids) == found.accept_tokens(ids) == len(ids)
+    allowed = found.allowed_token_ids()
+    assert np.array_equal(expected.allowed_token_ids(), allowed)
+    assert full_b in allowed and empty_b not in allowed

@@ -29,7 +29,17 @@ from formcast.grammar.json_schema.structural import MAX_UNROLLED_COPIES, STRING_
 )
 def test_huge_repetition_is_a_budget_error(smollm2_vocab, schema):
     with pytest.raises(CompileBudgetError, match="counted repetition of .* items"):
-        compile_json_schema(schema, smollm2_vocab, cache=False)
+        compile_json_schema(schema, smollm2_vocab, cache=False, route="cfg")
+
+
+def test_auto_route_counts_a_huge_max_length(smollm2_vocab):
+    """The auto route keeps ``maxLength: 10**12`` off the structural path: the automaton's
+    string is unbounded and the matcher counts (test_plain_string_guard)."""
+    grammar = compile_json_schema(
+        {"type": "string", "maxLength": 10**12}, smollm2_vocab, cache=False
+    )
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(b'"' + b"x" * 1000 + b'"') and matcher.is_accepting()
 
 
 def test_long_strings_below_the_limit_still_compile(smollm2_vocab):

@@ -1,0 +1,219 @@
+"""Plain strings bounded past the regex route's counter (``maxLength: 32767``): on the auto
+route the automaton keeps an unbounded string and the matcher counts its characters
+(``compiler._string_text``, ``length_guard``), instead of sending the whole schema to the
+structural path; a clash with another string schema at the same place, or an automaton over
+``GUARDED_ROUTE_MAX_STATES``, takes the structural path, which holds the bounds itself.
+
+Oracles: the structural route's grammar (chunked counted chains: the bounds inside the
+grammar, an independent construction) for masks over the whole SmolLM2 vocabulary at every
+position of every walk; ``jsonschema`` for instances.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from formcast.grammar.cfg.compiled import CompiledCFG
+from formcast.grammar.index.compiled_grammar import CompiledGrammar
+from formcast.grammar.json_schema import compile as schema_compile
+from formcast.grammar.json_schema.compile import compile_json_schema
+from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
+from formcast.grammar.json_schema.unique_plan import may_need_plan
+from formcast.grammar.json_schema.values import serialize
+from tests.grammar.schema_oracle import validator
+
+# lengths around the bounds: below minLength, at it, far inside (room for any token), and
+# within a token's length of maxLength (where the matcher walks the tokens one by one)
+LONG = {"type": "string", "minLength": 120, "maxLength": 300}
+SCHEMAS = [
+    LONG,
+    {"type": ["string", "null"], "maxLength": 280},
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "text": {"type": "string", "maxLength": 32767},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 260},
+            },
+            "note": {"type": "string", "minLength": 200, "maxLength": 5000},
+            "name": {"type": "string", "maxLength": 12},
+        },
+        "required": ["id", "text"],
+    },
+]
+
+
+def _text(size: int, alphabet: str = "ab cd, é") -> str:
+    return "".join(alphabet[(k * 7 + k // 3) % len(alphabet)] for k in range(size))
+
+
+STRINGS = [_text(n) for n in (0, 1, 119, 120, 121, 200, 279, 280, 281, 299, 300, 301)]
+STRINGS += ['say "hi" \\ now 😀 ' * 8, "x" * 310]
+OBJECTS = [
+    {"id": 1, "text": "short"},
+    {"id": 2, "text": _text(400), "tags": ["a", _text(260), "b"], "name": "n"},
+    {"id": 3, "text": "", "tags": [""]},
+    {"id": 4, "text": "t", "tags": [_text(261)]},
+    {"id": 5, "text": "t", "note": _text(200)},
+    {"id": 6, "text": "t", "note": _text(199)},
+    {"id": 7, "text": "t", "name": _text(13)},
+]
+
+
+def _values(schema):
+    if schema.get("type") == "object":
+        return OBJECTS
+    return STRINGS + ([None] if "null" in schema["type"] else [])
+
+
+@pytest.fixture(scope="module")
+def grammars():
+    return {}
+
+
+def _pair(grammars, index, vocab):
+    if index not in grammars:
+        schema = SCHEMAS[index]
+        counted = compile_json_schema(schema, vocab, strict=False, cache=False)
+        structural = compile_json_schema(schema, vocab, strict=False, cache=False, route="cfg")
+        grammars[index] = counted, structural
+    return grammars[index]
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_counted_on_the_regex_route(grammars, smollm2_vocab, index):
+    counted, structural = _pair(grammars, index, smollm2_vocab)
+    assert isinstance(counted, UniqueItemsGrammar) and counted.text_patterns
+    assert not isinstance(counted.inner, CompiledCFG)  # the regex route's automaton
+    assert not isinstance(structural, UniqueItemsGrammar)  # (bounds in its grammar)
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_walks_agree_with_jsonschema(grammars, smollm2_vocab, smollm2_tokenizer, index):
+    schema = SCHEMAS[index]
+    counted, _ = _pair(grammars, index, smollm2_vocab)
+    oracle = validator(schema)
+    verdicts = []
+    for value in _values(schema):
+        text = serialize(value, schema, schema)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = counted.matcher()
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value), text[:80]
+        verdicts.append(is_walked)
+    assert any(verdicts) and not all(verdicts)
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_masks_equal_the_structural_route(grammars, smollm2_vocab, smollm2_tokenizer, index):
+    """Every mask of every valid walk, over the whole vocabulary: the matcher's count
+    equals the structural route's chunked chains (bounds inside the grammar)."""
+    schema = SCHEMAS[index]
+    counted, structural = _pair(grammars, index, smollm2_vocab)
+    oracle = validator(schema)
+    num_walked = 0
+    for value in _values(schema):
+        if not oracle.is_valid(value):
+            continue
+        text = serialize(value, schema, schema)
+        expected, found = structural.matcher(), counted.matcher()
+        for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids()), (
+                text[:60],
+                found.num_accepted,
+            )
+            assert expected.accept_token(token_id) and found.accept_token(token_id)
+        assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids())
+        assert found.is_accepting()
+        num_walked += 1
+    assert num_walked >= 2
+
+
+def test_fill_bitmask_clears_the_refused_tokens(grammars, smollm2_vocab, smollm2_tokenizer):
+    """The in-place clearing of the bitmask row (CPU) matches ``allowed_token_ids``."""
+    from formcast.grammar import allocate_token_bitmask
+
+    counted, _ = _pair(grammars, 0, smollm2_vocab)
+    bitmask = allocate_token_bitmask(2, smollm2_vocab.vocab_size)
+    text = json.dumps(_text(150), ensure_ascii=False)
+    matcher = counted.matcher()
+    for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False)[:40]:
+        matcher.fill_bitmask(bitmask, 1)
+        words = bitmask[1].numpy().view(np.uint32)
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[: smollm2_vocab.vocab_size]
+        assert np.array_equal(np.flatnonzero(bits), matcher.allowed_token_ids())
+        assert matcher.accept_token(token_id)
+
+
+def test_clash_takes_the_structural_route(smollm2_vocab, smollm2_tokenizer):
+    """Two string schemas at one place (a union): the matcher could not tell which one it
+    counts, so the auto route compiles the structural path (bounds in the grammar), where
+    a pattern guard would be refused."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "home": {
+                "anyOf": [
+                    {"type": "string", "maxLength": 400},
+                    {"type": "string", "format": "date"},
+                ]
+            }
+        },
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, CompiledCFG)
+    oracle = validator(schema)
+    for value in [{"home": "2024-01-02"}, {"home": "x" * 400}, {"home": "x" * 401}]:
+        text = serialize(value, schema, schema)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = grammar.matcher()
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value)
+
+
+def test_large_automaton_takes_the_structural_route(monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    monkeypatch.setattr(schema_compile, "GUARDED_ROUTE_MAX_STATES", 10)
+    grammar = compile_json_schema(SCHEMAS[2], smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, CompiledCFG)
+    oracle = validator(SCHEMAS[2])
+    for value in OBJECTS[:5]:
+        text = serialize(value, SCHEMAS[2], SCHEMAS[2])
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = grammar.matcher()
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value)
+
+
+def test_regex_route_keeps_the_counter(smollm2_vocab):
+    """``route="regex"`` has no structural path to fall back to: the bound stays a counted
+    repetition in the automaton (no guard)."""
+    schema = {"type": "string", "maxLength": 300}
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False, route="regex")
+    assert isinstance(grammar, CompiledGrammar)
+
+
+def test_may_need_plan_sees_long_bounds():
+    assert may_need_plan('{"maxLength": 300}', 256)
+    assert may_need_plan('{"minLength":257}', 256)
+    assert not may_need_plan('{"maxLength": 256}', 256)
+    assert not may_need_plan('{"maxLength": 300}')  # (no counter limit on that route)
+
+
+def test_disk_cache_hit_keeps_the_count(smollm2_vocab, smollm2_tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORMCAST_CACHE", str(tmp_path))
+    schema = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 300}}}
+    first = compile_json_schema(schema, smollm2_vocab)
+    second = compile_json_schema(schema, smollm2_vocab)  # from disk: the plan is rebuilt
+    assert isinstance(second, UniqueItemsGrammar) and len(second.text_patterns) == 1
+    for size, expected in [(300, True), (301, False)]:
+        value = {"text": "a" * size}
+        ids = smollm2_tokenizer.encode(json.dumps(value), add_special_tokens=False)
+        for grammar in (first, second):
+            matcher = grammar.matcher()
+            is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+            assert is_walked is expected
