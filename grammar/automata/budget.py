@@ -67,12 +67,16 @@ class CompileBudget:
         Wall-clock seconds for the whole compilation.
     max_nfa_states:
         Most NFA states the expansion of counted repetitions may create.
+    max_determinized_nfa_states:
+        Most states of a built NFA that determinisation starts on (None: any; an early exit
+        where a caller has a cheaper route for larger automata).
     """
 
     max_states: int = DEFAULT_MAX_STATES
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_nfa_states: int = DEFAULT_MAX_NFA_STATES
     started_at: float = field(default_factory=time.perf_counter)
+    max_determinized_nfa_states: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_states < 1:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from formcast.errors import GrammarError
+from formcast.errors import CompileBudgetError, GrammarError
 from formcast.grammar import caches
 from formcast.grammar.automata.budget import (
     DEFAULT_MAX_STATES,
@@ -110,6 +110,7 @@ def regex_to_dfa(
     dialect: str = "python",
     max_states: int = DEFAULT_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_nfa_states: int | None = None,
 ) -> ByteDFA:
     """The minimal byte-level DFA of the strings that fullmatch ``pattern`` (memoised).
 
@@ -121,17 +122,20 @@ def regex_to_dfa(
     GrammarError
         Malformed or unsupported pattern (with its position), or an empty language.
     CompileBudgetError
-        More than ``max_states`` DFA states or more than ``timeout_s`` seconds.
+        More than ``max_states`` DFA states or ``timeout_s`` seconds, or an NFA of more
+        than ``max_nfa_states`` states (None: no such bound) to determinise.
     """
     is_tree = not isinstance(pattern, str)
-    key = (pattern, "tree" if is_tree else dialect, max_states)
+    key = (pattern, "tree" if is_tree else dialect, max_states, max_nfa_states)
     is_memoised = not is_tree or pattern.num_chars <= _DFA_MEMO_MAX_TREE_CHARS  # type: ignore[union-attr]
     with _DFA_MEMO_LOCK:
         found = _DFA_MEMO.get(key) if is_memoised else None
         if found is not None:
             _DFA_MEMO.move_to_end(key)
             return found
-    budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
+    budget = CompileBudget(
+        max_states=max_states, timeout_s=timeout_s, max_determinized_nfa_states=max_nfa_states
+    )
     node = strip_anchors(pattern if is_tree else parse_regex(pattern, dialect))  # type: ignore[arg-type]
     with gc_paused():
         try:
@@ -145,7 +149,7 @@ def regex_to_dfa(
     return dfa
 
 
-def _remember(key: tuple[str | Node, str, int], dfa: ByteDFA) -> None:
+def _remember(key: tuple[str | Node, str, int, int | None], dfa: ByteDFA) -> None:
     global _memo_cells
     with _DFA_MEMO_LOCK:
         old = _DFA_MEMO.pop(key, None)
@@ -167,7 +171,14 @@ def _node_to_dfa(node: Node, budget: CompileBudget) -> ByteDFA:
         framed = framed_automaton_dfa(node, budget)  # "<automaton>": minimised as built
         if framed is not None:
             return framed
-        dfa = determinize(build_nfa(node, budget), budget)
+        nfa = build_nfa(node, budget)
+        limit = budget.max_determinized_nfa_states
+        if limit is not None and nfa.num_states > limit:
+            raise CompileBudgetError(
+                f"compile budget exceeded: an automaton of {nfa.num_states} NFA states "
+                f"(more than {limit}) to determinise"
+            )
+        dfa = determinize(nfa, budget)
     return minimize(dfa, budget)
 
 
@@ -387,7 +398,7 @@ def compile_tree(
     kind: str,
     source: str,
     options: dict[str, object],
-    max_states: int | Callable[[], int] = DEFAULT_MAX_STATES,
+    max_states: int | Callable[[], int | None] = DEFAULT_MAX_STATES,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
     cache: bool = True,
@@ -404,7 +415,9 @@ def compile_tree(
         tree depends on: together they are the cache key, so they must determine the tree.
     max_states, timeout_s, eager_max_states, cache:
         As :func:`compile_regex`; ``max_states`` may be a function, called once the tree is
-        built (a budget that depends on what the tree holds).
+        built (a budget that depends on what the tree holds; None: the default): its limit
+        then holds for the NFA too, an exit before determinisation (a JSON-schema tree's NFA
+        is about as large as its DFA).
     marker_bytes:
         Bytes of the tree that are markers, not text (:func:`compile_dfa`).
 
@@ -438,7 +451,7 @@ def _compile_cached(
     source: str,
     options: dict[str, object],
     dialect: str,
-    max_states: int | Callable[[], int],
+    max_states: int | Callable[[], int | None],
     timeout_s: float,
     eager_max_states: int,
     cache: bool,
@@ -451,8 +464,19 @@ def _compile_cached(
     def build() -> CompiledGrammar:
         start = time.thread_time()
         pattern = make_pattern()
-        limit = max_states() if callable(max_states) else max_states
-        dfa = regex_to_dfa(pattern, dialect=dialect, max_states=limit, timeout_s=timeout_s)
+        limit, nfa_limit = max_states, None
+        if callable(max_states):
+            chosen = max_states()
+            limit = DEFAULT_MAX_STATES if chosen is None else chosen
+            nfa_limit = chosen
+        assert isinstance(limit, int)
+        dfa = regex_to_dfa(
+            pattern,
+            dialect=dialect,
+            max_states=limit,
+            timeout_s=timeout_s,
+            max_nfa_states=nfa_limit,
+        )
         # the index may add at most the automaton's own build time to the compile; the
         # states it did not reach are indexed in the background
         return compile_dfa(

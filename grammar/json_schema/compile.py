@@ -66,12 +66,7 @@ from typing import Any
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.automata.budget import compile_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
-from formcast.grammar.index.compile import (
-    DEFAULT_MAX_STATES,
-    compile_tree,
-    gc_paused,
-    warm_kernels,
-)
+from formcast.grammar.index.compile import compile_tree, gc_paused, warm_kernels
 from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.any_value.grammar import MARKER_BYTES, AnyValueGrammar
 from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_any_marker
@@ -463,9 +458,7 @@ def _compile_json_schema(
             timeout_s=timeout_s / 2 if is_auto else timeout_s,
             cache=cache,
             marker_bytes=MARKER_BYTES,
-            max_states=lambda: (
-                GUARDED_ROUTE_MAX_STATES if plan.has_route_guards else DEFAULT_MAX_STATES
-            ),
+            max_states=lambda: GUARDED_ROUTE_MAX_STATES if plan.has_route_guards else None,
         )
     except CompileBudgetError:
         if route == "regex":

@@ -217,3 +217,16 @@ def test_disk_cache_hit_keeps_the_count(smollm2_vocab, smollm2_tokenizer, tmp_pa
             matcher = grammar.matcher()
             is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
             assert is_walked is expected
+
+
+def test_nfa_bound_exits_before_determinisation():
+    """``max_nfa_states`` (the guarded route's budget, applied to the built NFA: its
+    unshared upper bound would refuse automata that fit) stops before determinising."""
+    from formcast.errors import CompileBudgetError
+    from formcast.grammar.index.compile import regex_to_dfa
+
+    pattern = "(alpha|beta|gamma)[a-z]{0,3}"
+    dfa = regex_to_dfa(pattern)
+    with pytest.raises(CompileBudgetError, match="NFA states"):
+        regex_to_dfa(pattern, max_nfa_states=5)
+    assert regex_to_dfa(pattern, max_nfa_states=1000).num_states == dfa.num_states
