@@ -69,7 +69,9 @@ class CompileBudget:
         Most NFA states the expansion of counted repetitions may create.
     max_determinized_nfa_states:
         Most states of a built NFA that determinisation starts on (None: any; an early exit
-        where a caller has a cheaper route for larger automata).
+        where a caller has a cheaper route for larger automata). Where set, the NFA builder
+        holds its growth to ``max_nfa_states`` as it builds, without refusing on its
+        unshared upper bound first.
     """
 
     max_states: int = DEFAULT_MAX_STATES

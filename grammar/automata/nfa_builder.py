@@ -71,7 +71,10 @@ def build_nfa(
     builder = _Builder(budget, chain_min_copies)
     # (into the builder's memo: its repetitions read the same counts again)
     num_unshared = unshared_states(node, budget, chain_min_copies, builder._counts)
-    budget.check_nfa_states(num_unshared, None)
+    if budget.max_determinized_nfa_states is None:
+        budget.check_nfa_states(num_unshared, None)
+    # (else the tight bound stops the build itself as the NFA passes it: the upper bound
+    # may be several times the NFA that sharing builds)
     return builder.standalone(node, 0)
 
 
@@ -129,7 +132,8 @@ def _unshared(
                 num = 1 + item * max(lo, 1)
             else:
                 num = (hi - lo) * (1 + item) + lo * item
-        budget.check_nfa_states(num, node.pos)  # the error names the repetition
+        if budget.max_determinized_nfa_states is None:  # (else the build holds the bound)
+            budget.check_nfa_states(num, node.pos)  # the error names the repetition
     elif isinstance(node, Lookahead):
         num = _unshared(node.guard, budget, chain_min_copies, counts)
     elif isinstance(node, Automaton):

@@ -133,9 +133,9 @@ def regex_to_dfa(
         if found is not None:
             _DFA_MEMO.move_to_end(key)
             return found
-    budget = CompileBudget(
-        max_states=max_states, timeout_s=timeout_s, max_determinized_nfa_states=max_nfa_states
-    )
+    budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
+    if max_nfa_states is not None:  # checked as the NFA grows (nfa_builder.build_nfa)
+        budget.max_nfa_states = budget.max_determinized_nfa_states = max_nfa_states
     node = strip_anchors(pattern if is_tree else parse_regex(pattern, dialect))  # type: ignore[arg-type]
     with gc_paused():
         try:

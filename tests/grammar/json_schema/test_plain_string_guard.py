@@ -220,13 +220,45 @@ def test_disk_cache_hit_keeps_the_count(smollm2_vocab, smollm2_tokenizer, tmp_pa
 
 
 def test_nfa_bound_exits_before_determinisation():
-    """``max_nfa_states`` (the guarded route's budget, applied to the built NFA: its
-    unshared upper bound would refuse automata that fit) stops before determinising."""
+    """``max_nfa_states`` (the guarded route's budget) holds the NFA as it is built (its
+    unshared upper bound, ~4x the built NFA for o9766, would refuse automata that fit)
+    and stops before determinising."""
     from formcast.errors import CompileBudgetError
     from formcast.grammar.index.compile import regex_to_dfa
 
     pattern = "(alpha|beta|gamma)[a-z]{0,3}"
     dfa = regex_to_dfa(pattern)
-    with pytest.raises(CompileBudgetError, match="NFA states"):
+    with pytest.raises(CompileBudgetError, match="more than 5"):
         regex_to_dfa(pattern, max_nfa_states=5)
     assert regex_to_dfa(pattern, max_nfa_states=1000).num_states == dfa.num_states
+
+
+def test_budget_reads_the_built_nfa_not_its_upper_bound(monkeypatch, smollm2_vocab):
+    """o9766's shape (one pattern at five places, in array items): the builder shares what
+    the unshared upper bound counts at every use; the budget holds the NFA built."""
+    from formcast.grammar.automata.budget import CompileBudget
+    from formcast.grammar.automata.nfa_builder import build_nfa, unshared_states
+    from formcast.grammar.index.compile import regex_to_dfa, strip_anchors
+    from formcast.grammar.json_schema.compile import marked_schema_tree
+    from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
+
+    hex_id = {"type": "string", "pattern": "^[A-Fa-f\\d]{24}$"}
+    item = {"type": "object", "properties": dict.fromkeys("abcde", hex_id)}
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": item},
+            "text": {"type": "string", "maxLength": 5000},
+        },
+    }
+    tree = marked_schema_tree(
+        schema, unique_plan=UniqueItemsPlan(), strict=False, max_count=256,
+        count_strings_above=256, share_refs=False,
+    )  # fmt: skip
+    node = strip_anchors(tree)
+    num_built = build_nfa(node, CompileBudget()).num_states
+    budget = max(2 * num_built, regex_to_dfa(tree).num_states)
+    assert unshared_states(node, CompileBudget()) > budget  # the bound would refuse it
+    monkeypatch.setattr(schema_compile, "GUARDED_ROUTE_MAX_STATES", budget)
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar) and not isinstance(grammar.inner, CompiledCFG)
