@@ -182,6 +182,7 @@ def marked_schema_tree(
     allow_automata: bool = True,
     share_refs: bool = True,
     count_strings_above: int | None = None,
+    guarded_max_states: int | None = None,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -198,7 +199,8 @@ def marked_schema_tree(
     ``$ref`` target again at each use (needed where ``unique_plan`` records instance paths).
     ``count_strings_above``: a plain string whose ``maxLength`` passes it (at least the
     vocabulary's longest token) keeps an unbounded tail, that bound counted by the matcher
-    (recorded in ``unique_plan``)."""
+    (recorded in ``unique_plan``); once one is, past ``guarded_max_states`` NFA states of
+    bounded strings the build stops (``CompileBudgetError``: the structural path)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(
@@ -215,6 +217,7 @@ def marked_schema_tree(
         allow_automata=allow_automata,
         share_refs=share_refs,
         count_strings_above=count_strings_above,
+        guarded_max_states=guarded_max_states,
     )
     try:
         tree = compiler.compile(compiler.root, "")
@@ -436,6 +439,7 @@ def _compile_json_schema(
             max_count=REGEX_ROUTE_MAX_COUNT if is_auto else None,
             share_refs=not may_need_plan(source, REGEX_ROUTE_MAX_COUNT if is_auto else None),
             count_strings_above=count_strings_above,
+            guarded_max_states=GUARDED_ROUTE_MAX_STATES if is_auto else None,
             **layout_options,
         )
         return tree

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
 from formcast.grammar import caches
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.nfa_builder import unshared_states
 from formcast.grammar.index.compile import regex_to_dfa
 from formcast.grammar.json_schema import (
     complement,
@@ -122,6 +124,7 @@ class SchemaCompiler:
         allow_automata: bool = True,
         share_refs: bool = True,
         count_strings_above: int | None = None,
+        guarded_max_states: int | None = None,
     ) -> None:
         self.root = root
         # the most regex characters a shared part may be written out with (see share; None:
@@ -153,6 +156,11 @@ class SchemaCompiler:
         # a plain string whose maxLength passes this has that bound counted by the matcher
         # (_string_text; None: never), its minLength (within max_count) in the automaton
         self.count_strings_above = count_strings_above
+        # with such a string counted: the most NFA states the counted strings may need
+        # together (_note_counted_states), and their tally
+        self.guarded_max_states = guarded_max_states
+        self.num_counted_states = 0
+        self._state_memo: dict = {}  # (nfa_builder.unshared_states' memo by node identity)
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
         # a plain $ref's result per (target pointer, depth where the layout depends on it),
@@ -840,8 +848,12 @@ class SchemaCompiler:
                 text = seq(QUOTE, repeat(JSON_CHAR, min_len, None), QUOTE)
                 key = (f"plain string, minLength {min_len}", 0, max_len)  # (the guard's text)
                 if self._count_length(key, text, ptr, "maxLength", True):
+                    self._note_counted_states(text, ptr)
                     return text, True
-            return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE), False
+            counted = seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
+            if above is not None and max_len is not None:
+                self._note_counted_states(counted, ptr)
+            return counted, False
         out = []
         for b in branches:
             nodes = ecma_pattern.padded(b)
@@ -927,6 +939,22 @@ class SchemaCompiler:
             kw,
         )
         return text, False
+
+    def _note_counted_states(self, text: Node, ptr: str) -> None:
+        """Tally the NFA states of a counted string's text (the auto route,
+        ``count_strings_above`` set). Once the matcher counts some string, strings needing
+        more than ``guarded_max_states`` states together make the structural path the
+        cheaper one: ``CompileBudgetError`` as soon as that is known, not after the whole
+        automaton is built (a flat object of hundreds of bounded strings)."""
+        self.num_counted_states += unshared_states(text, CompileBudget(), counts=self._state_memo)
+        plan, bound = self.unique_plan, self.guarded_max_states
+        if bound is None or plan is None or not plan.has_route_guards:
+            return
+        if self.num_counted_states > bound:
+            raise CompileBudgetError(
+                f"bounded strings need more than {bound} automaton states with some string "
+                f"counted by the matcher (at '{ptr or '#'}'): the structural path holds them"
+            )
 
     def _count_length(
         self,

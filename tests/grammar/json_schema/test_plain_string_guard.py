@@ -262,3 +262,26 @@ def test_budget_reads_the_built_nfa_not_its_upper_bound(monkeypatch, smollm2_voc
     monkeypatch.setattr(schema_compile, "GUARDED_ROUTE_MAX_STATES", budget)
     grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
     assert isinstance(grammar, UniqueItemsGrammar) and not isinstance(grammar.inner, CompiledCFG)
+
+
+def test_many_bounded_strings_stop_the_tree_early(smollm2_vocab):
+    """A flat object of bounded strings beside a counted one: their chains alone pass the
+    guarded route's budget, known while the tree is built (the flat wild schemas built
+    the whole tree and 100k+ NFA states first)."""
+    from formcast.errors import CompileBudgetError
+    from formcast.grammar.json_schema.compile import GUARDED_ROUTE_MAX_STATES, marked_schema_tree
+    from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
+
+    fields = {f"f{k}": {"type": "string", "maxLength": 200} for k in range(40)}
+    schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "maxLength": 5000}, **fields},
+    }
+    with pytest.raises(CompileBudgetError, match="bounded strings need more than"):
+        marked_schema_tree(
+            schema, unique_plan=UniqueItemsPlan(), strict=False, max_count=256,
+            count_strings_above=256, guarded_max_states=GUARDED_ROUTE_MAX_STATES,
+            share_refs=False,
+        )  # fmt: skip
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, CompiledCFG)
