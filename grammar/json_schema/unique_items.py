@@ -69,8 +69,8 @@ _QUOTE, _BACKSLASH, _BRACKET = 0x22, 0x5C, 0x5B
 # item-automaton masks: at most this many candidate tokens are walked one by one, more are
 # looked up in the automaton's token index (a whole-vocabulary walk on a state's first visit)
 _FEW_WALKED = 64
-# (guard, string automaton state, open containers) -> the quoted tokens refused there, per
-# grammar (_forbidden_free)
+# (guard, string automaton state, open containers, missing characters) -> the quoted tokens
+# refused there, per matcher (_forbidden_free)
 _MAX_FREE_MEMO = 256
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
