@@ -424,6 +424,29 @@ class UniqueItemsGrammar:
         self.source = inner.source
         self.vocab: Vocabulary = inner.vocab
         self.tables = _VocabTables.of(inner.vocab, inner.vocab_size)
+        self._words = dict(self.tables.words)
+        # a token that opens a counted string can break its bounds within itself: close it
+        # under min_len (a second quote), or pass max_len / leave it where no completion
+        # fits (any quote): those tokens are walked wherever a counted value may open
+        # ("open_text"; None: no counted string is at risk, e.g. a plain string whose
+        # min_len is in the automaton and whose max_len passes every token)
+        guards = [guard for _, guard in text_patterns]
+        num_quotes = self.tables.num_quotes
+        if any(
+            g.has_bounded_content
+            or (INFINITE if g.max_len is None else g.max_len) < self.tables.max_chars
+            for g in guards
+        ):
+            risky = num_quotes > 0
+        elif any(g.min_len > 0 for g in guards):
+            risky = num_quotes > 1
+        else:
+            risky = None
+        self.has_open_risk = risky is not None
+        if risky is not None:
+            self._words["open_text"] = pack_row(risky)
+            for kind in ("enter", "enter_string"):
+                self._words[kind] = self._words[kind] | self._words["open_text"]
 
     @property
     def vocab_size(self) -> int:
@@ -438,7 +461,7 @@ class UniqueItemsGrammar:
         """``(ceil(V/32),)`` uint32, packed like a bitmask row: the tokens the mask walks for
         ``kind`` (see `JsonCursor.check_kind`): those holding a byte that ends an item
         (integers: or made of ``-`` and ``0``), that open an array, or, for an enum, all."""
-        return self.tables.words[kind if isinstance(kind, str) else "enum"]
+        return self._words[kind if isinstance(kind, str) else "enum"]
 
     def __repr__(self) -> str:
         return (
@@ -639,7 +662,7 @@ class UniqueItemsMatcher:
 
     def forbidden_token_ids(self) -> np.ndarray:
         """Ids the inner grammar allows but that repeat an item (ascending)."""
-        kind = self._cursors[-1].check_kind()
+        kind = self._kind()
         if kind is None:
             return np.zeros(0, dtype=np.int64)
         return self._forbidden(kind, self._inner_words())
@@ -652,6 +675,15 @@ class UniqueItemsMatcher:
             )
         self._inner.fill_bitmask(self._scratch, 0)
         return self._scratch[0].numpy().view(np.uint32)
+
+    def _kind(self) -> Kind | None:
+        """`JsonCursor.check_kind`, or ``"open_text"`` where nothing else is walked but a
+        token may open a counted string and break its bounds within itself."""
+        cursor = self._cursors[-1]
+        kind = cursor.check_kind()
+        if kind is None and self.grammar.has_open_risk and cursor.text_guard is None:
+            return "open_text"
+        return kind
 
     def _forbidden(self, kind: Kind, inner_words: np.ndarray) -> np.ndarray:
         """The allowed candidates (``inner_words`` AND ``kind``'s words) that ``feed`` refuses."""
@@ -972,7 +1004,7 @@ class UniqueItemsMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""
         self._inner.fill_bitmask(bitmask, row)
-        kind = self._cursors[-1].check_kind()
+        kind = self._kind()
         if kind is None:
             return
         target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32

@@ -280,6 +280,8 @@ def test_disk_cache_hit_keeps_the_count(smollm2_vocab, smollm2_tokenizer, tmp_pa
 WIDE_SCHEMAS = [
     {"type": "string", "pattern": "^[a-z ]+(,[a-z ]+)*$", "minLength": 40, "maxLength": 300},
     {"type": "string", "pattern": "^[a-z ]+(-[0-9]{2})?$", "minLength": 50, "maxLength": 260},
+    # the pattern allows "": the token '""' opens and closes the string under minLength
+    {"type": "string", "pattern": "^([a-z]+ ?)*$", "minLength": 3, "maxLength": 300},
 ]
 WIDE_VALUES = [
     "the cat",
@@ -361,3 +363,58 @@ def test_fast_path_walks_tokens_that_open_another_counted_string(
     allowed = found.allowed_token_ids()
     assert np.array_equal(expected.allowed_token_ids(), allowed)
     assert full_b in allowed and empty_b not in allowed
+
+
+def test_token_that_opens_and_closes_a_counted_value(monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    """``""`` opens a counted string and closes it under ``minLength`` within one token:
+    refused wherever such a value may start (in an object too), as the product automaton
+    refuses it."""
+    inner = {"type": "string", "pattern": "^([a-z]+ ?)*$", "minLength": 3, "maxLength": 300}
+    schema = {"type": "object", "properties": {"a": inner, "b": {"type": "string"}}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
+        product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    _forced(monkeypatch)
+    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(counted, UniqueItemsGrammar)
+    empty = smollm2_tokenizer.convert_tokens_to_ids('""')
+    for value in [{"a": "abc", "b": ""}, {"b": "x"}]:
+        text = serialize(value, schema, schema)
+        expected, found = product.matcher(), counted.matcher()
+        for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            allowed = found.allowed_token_ids()
+            assert np.array_equal(expected.allowed_token_ids(), allowed), (text, found.num_accepted)
+            assert expected.accept_token(token_id) and found.accept_token(token_id)
+        assert found.is_accepting()
+    assert (
+        empty
+        not in compile_json_schema(inner, smollm2_vocab, strict=False, cache=False)
+        .matcher()
+        .allowed_token_ids()
+    )
+
+
+def test_token_that_opens_and_overfills_a_counted_value(monkeypatch, smollm2_vocab):
+    """A token that opens a counted string and passes ``maxLength`` within itself (a
+    synthetic one: SmolLM2 has none long enough for these bounds) is refused at the start."""
+    import dataclasses
+
+    extra = [b'"abcdefghij', b'"abc']
+    vocab = dataclasses.replace(
+        smollm2_vocab,
+        token_bytes=smollm2_vocab.token_bytes + tuple(extra),
+        vocab_size=smollm2_vocab.vocab_size + len(extra),
+        num_tokenizer_tokens=smollm2_vocab.num_tokenizer_tokens + len(extra),
+        _hash="",  # (a new vocabulary: its tables are its own)
+    )
+    too_long, short = smollm2_vocab.vocab_size, smollm2_vocab.vocab_size + 1
+    schema = {"type": "string", "pattern": "^([a-z]+ ?)*$", "maxLength": 5}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
+        product = compile_json_schema(schema, vocab, strict=False, cache=False)
+    _forced(monkeypatch)
+    counted = compile_json_schema(schema, vocab, strict=False, cache=False)
+    assert isinstance(counted, UniqueItemsGrammar)
+    allowed = counted.matcher().allowed_token_ids()
+    assert np.array_equal(product.matcher().allowed_token_ids(), allowed)
+    assert short in allowed and too_long not in allowed
