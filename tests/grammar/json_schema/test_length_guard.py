@@ -327,21 +327,25 @@ def test_wide_bounds_masks_equal_the_product_automaton(
     assert num_valid >= 2
 
 
+def _with_tokens(vocab, extra: list[bytes]):
+    """``vocab`` with the tokens ``extra`` appended (ids ``vocab.vocab_size`` on)."""
+    import dataclasses
+
+    return dataclasses.replace(
+        vocab,
+        token_bytes=vocab.token_bytes + tuple(extra),
+        vocab_size=vocab.vocab_size + len(extra),
+        num_tokenizer_tokens=vocab.num_tokenizer_tokens + len(extra),
+        _hash="",  # (a new vocabulary: its tables are its own)
+    )
+
+
 def test_fast_path_walks_tokens_that_open_another_counted_string(
     monkeypatch, smollm2_vocab, smollm2_tokenizer
 ):
     """A token that closes one counted string and opens (and closes) the next one: the fast
     path must walk it (SmolLM2 has no such token: two are added to its vocabulary)."""
-    import dataclasses
-
-    extra = [b'","b":""', b'","b":"xxx"']
-    vocab = dataclasses.replace(
-        smollm2_vocab,
-        token_bytes=smollm2_vocab.token_bytes + tuple(extra),
-        vocab_size=smollm2_vocab.vocab_size + len(extra),
-        num_tokenizer_tokens=smollm2_vocab.num_tokenizer_tokens + len(extra),
-        _hash="",  # (a new vocabulary: its tables are its own)
-    )
+    vocab = _with_tokens(smollm2_vocab, [b'","b":""', b'","b":"xxx"'])
     empty_b, full_b = smollm2_vocab.vocab_size, smollm2_vocab.vocab_size + 1
     schema = {
         "type": "object",
@@ -397,16 +401,7 @@ def test_token_that_opens_and_closes_a_counted_value(monkeypatch, smollm2_vocab,
 def test_token_that_opens_and_overfills_a_counted_value(monkeypatch, smollm2_vocab):
     """A token that opens a counted string and passes ``maxLength`` within itself (a
     synthetic one: SmolLM2 has none long enough for these bounds) is refused at the start."""
-    import dataclasses
-
-    extra = [b'"abcdefghij', b'"abc']
-    vocab = dataclasses.replace(
-        smollm2_vocab,
-        token_bytes=smollm2_vocab.token_bytes + tuple(extra),
-        vocab_size=smollm2_vocab.vocab_size + len(extra),
-        num_tokenizer_tokens=smollm2_vocab.num_tokenizer_tokens + len(extra),
-        _hash="",  # (a new vocabulary: its tables are its own)
-    )
+    vocab = _with_tokens(smollm2_vocab, [b'"abcdefghij', b'"abc'])
     too_long, short = smollm2_vocab.vocab_size, smollm2_vocab.vocab_size + 1
     schema = {"type": "string", "pattern": "^([a-z]+ ?)*$", "maxLength": 5}
     with pytest.MonkeyPatch.context() as patch:
