@@ -69,8 +69,8 @@ _QUOTE, _BACKSLASH, _BRACKET = 0x22, 0x5C, 0x5B
 # item-automaton masks: at most this many candidate tokens are walked one by one, more are
 # looked up in the automaton's token index (a whole-vocabulary walk on a state's first visit)
 _FEW_WALKED = 64
-# (guard, string automaton state, open containers, missing characters) -> the quoted tokens
-# refused there, per matcher (_forbidden_free)
+# cursor states -> the quoted tokens refused there, per matcher (_forbidden_free: guard,
+# string automaton state, open containers, missing characters; _forbidden_open)
 _MAX_FREE_MEMO = 256
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
@@ -445,6 +445,10 @@ class UniqueItemsGrammar:
         self.has_open_risk = risky is not None
         if risky is not None:
             self._words["open_text"] = pack_row(risky)
+            # those tokens' ids and bits in a packed row (_forbidden_open reads just them)
+            self.open_ids = np.flatnonzero(risky).astype(np.int64)
+            self.open_words = self.open_ids >> 5
+            self.open_shifts = (self.open_ids & 31).astype(np.uint32)
             for kind in ("enter", "enter_string"):
                 self._words[kind] = self._words[kind] | self._words["open_text"]
 
@@ -622,7 +626,7 @@ class UniqueItemsMatcher:
         self._eos_ids = frozenset(grammar.vocab.eos_token_ids)
         self._cursors: list[JsonCursor] = [JsonCursor(grammar.patterns, grammar.text_patterns)]
         self._scratch: torch.Tensor | None = None  # (1, W) int32 CPU row for the inner mask
-        # (guard, string state, open containers) -> {quoted token: refused} (_forbidden_free)
+        # cursor states -> {quoted token: refused} (_forbidden_free, _forbidden_open)
         self._free_refused: dict[tuple, dict[int, bool]] = {}
 
     @property
@@ -690,6 +694,8 @@ class UniqueItemsMatcher:
         cursor = self._cursors[-1]
         if self._inner.is_terminated():
             return np.zeros(0, dtype=np.int64)
+        if kind == "open_text":
+            return self._forbidden_open(cursor, inner_words)
         candidates = self.grammar.candidate_words(kind)
         num_words = min(len(candidates), len(inner_words))
         hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
@@ -911,6 +917,36 @@ class UniqueItemsMatcher:
             if end < 0 or not guard.fits(end, num_chars + int(tables.num_chars[t])):
                 bad.append(t)
         return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _forbidden_open(self, cursor: JsonCursor, inner_words: np.ndarray) -> np.ndarray:
+        """The ``"open_text"`` candidates the inner grammar allows (``inner_words``: its
+        packed row) that ``feed`` refuses: a few quoted tokens, their bits read alone, each
+        walked once per cursor state outside counted strings (everything ``feed`` reads
+        there; e.g. every position inside another string)."""
+        grammar = self.grammar
+        allowed = (inner_words[grammar.open_words] >> grammar.open_shifts) & 1
+        walked = grammar.open_ids[allowed.astype(bool)].tolist()
+        if not walked:
+            return _NO_IDS
+        key = (
+            "open", cursor.stack, cursor.mode, cursor.hex_left, cursor.is_key, cursor.raw,
+            cursor.item_state, cursor.object_raw, cursor.object_level,
+        )  # fmt: skip
+        decided = self._free_refused.get(key)
+        if decided is None:
+            if len(self._free_refused) >= _MAX_FREE_MEMO:
+                self._free_refused.pop(next(iter(self._free_refused)))
+            decided = self._free_refused[key] = {}
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        bad = []
+        for t in walked:
+            refused = decided.get(t)
+            if refused is None:
+                refused = t not in eos_ids and cursor.feed(token_bytes[t]) is None
+                decided[t] = refused
+            if refused:
+                bad.append(t)
+        return np.asarray(bad, dtype=np.int64)
 
     def _is_free(self, cursor: JsonCursor, guard: LengthGuard) -> bool:
         """Is the counted string pending at ``cursor`` in plain content with room for the
