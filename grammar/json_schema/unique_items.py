@@ -932,6 +932,11 @@ class UniqueItemsMatcher:
             "open", cursor.stack, cursor.mode, cursor.hex_left, cursor.is_key, cursor.raw,
             cursor.item_state, cursor.object_raw, cursor.object_level,
         )  # fmt: skip
+        return np.asarray(self._refused_once(cursor, key, walked), dtype=np.int64)
+
+    def _refused_once(self, cursor: JsonCursor, key: tuple, walked: list[int]) -> list[int]:
+        """The ``walked`` tokens ``cursor.feed`` refuses, each verdict kept under ``key`` (a
+        cursor state that fixes it) for the next mask there."""
         decided = self._free_refused.get(key)
         if decided is None:
             if len(self._free_refused) >= _MAX_FREE_MEMO:
@@ -946,7 +951,7 @@ class UniqueItemsMatcher:
                 decided[t] = refused
             if refused:
                 bad.append(t)
-        return np.asarray(bad, dtype=np.int64)
+        return bad
 
     def _is_free(self, cursor: JsonCursor, guard: LengthGuard) -> bool:
         """Is the counted string pending at ``cursor`` in plain content with room for the
@@ -990,20 +995,7 @@ class UniqueItemsMatcher:
         if not walked:
             return bad_heads
         key = (id(guard), cursor.text_state, cursor.stack, missing)
-        decided = self._free_refused.get(key)
-        if decided is None:
-            if len(self._free_refused) >= _MAX_FREE_MEMO:
-                self._free_refused.pop(next(iter(self._free_refused)))
-            decided = self._free_refused[key] = {}
-        token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        bad = []
-        for t in walked:
-            refused = decided.get(t)
-            if refused is None:
-                refused = t not in eos_ids and cursor.feed(token_bytes[t]) is None
-                decided[t] = refused
-            if refused:
-                bad.append(t)
+        bad = self._refused_once(cursor, key, walked)
         if not bad:
             return bad_heads
         return np.asarray(sorted({*bad_heads.tolist(), *bad}), dtype=np.int64)
