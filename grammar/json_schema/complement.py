@@ -1155,7 +1155,8 @@ def exclusive_branch(branch: Any, others: list[Any]) -> Any:
 
 
 def conditional(schema: dict, draft: str) -> dict:
-    """``schema`` with ``if``/``then``/``else`` written as ``(if and then) or (not if and else)``.
+    """``schema`` with ``if``/``then``/``else`` written as ``(if and then) or (not if and else)``
+    (``then or not if`` without ``else``, ``if or else`` without ``then``).
 
     Parameters
     ----------
@@ -1182,6 +1183,12 @@ def conditional(schema: dict, draft: str) -> dict:
         part = then
     elif condition is False:
         part = otherwise
+    elif is_trivial(otherwise):
+        # (if and then) or not if == then or not if: one intersection fewer, and the
+        # branches keep the schemas' own keywords (then's arrays are not cut by if's)
+        part = {"anyOf": [then, {"not": condition}]}
+    elif is_trivial(then):
+        part = {"anyOf": [condition, otherwise]}  # if or (not if and else) == if or else
     else:
         part = {
             "anyOf": [

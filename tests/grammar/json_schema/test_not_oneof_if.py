@@ -271,6 +271,17 @@ def test_if_then_else_with_required_and_type_conditions():
     check(ranged, NUMBERS + [15, 12, 20.0])
 
 
+def test_if_with_only_then_or_only_else():
+    # written as "then or not if" / "if or else": the same languages as the full expansion
+    ranged = {"type": "integer", "if": {"minimum": 10}, "then": {"multipleOf": 5}}
+    check(ranged, [0, 3, 9, 10, 12, 15, 20, 21, "x"])
+    low = {"type": "integer", "if": {"maximum": 2}, "else": {"multipleOf": 3}}
+    check(low, [-3, 0, 2, 3, 4, 6, 7, 9, 1.5])
+    keyed = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+             "if": {"required": ["a"]}, "then": {"required": ["b"]}}  # fmt: skip
+    check(keyed, [{}, {"a": 1}, {"a": 1, "b": "x"}, {"b": "x"}, {"a": "s"}])
+
+
 def test_if_alone_then_without_if_and_old_drafts():
     assert to_regex({"type": "integer", "if": {"minimum": 3}}) == to_regex({"type": "integer"})
     assert to_regex({"type": "integer", "then": {"minimum": 3}}) == to_regex({"type": "integer"})

@@ -426,6 +426,55 @@ def test_enum_domains_past_the_enumeration_budget(grammars, smollm2_vocab, smoll
     assert walk(compile_json_schema(short, smollm2_vocab, cache=False), smollm2_tokenizer, '["M"]')
 
 
+# pyproject.toml's [project] (PEP 621): "version" is required unless "dynamic" names it
+PROJECT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "version": {"type": "string"},
+        "dynamic": {"type": "array", "uniqueItems": True, "items": {"enum": DAYS + ["version"]}},
+    },
+    "required": ["name"],
+    "if": {"not": {"properties": {"dynamic": {"contains": {"const": "version"}}}}},
+    "then": {"required": ["version"]},
+}
+
+
+def test_if_then_around_a_unique_enum_array(smollm2_vocab, smollm2_tokenizer):
+    # "then or not if": both branches write "dynamic" with the same item domain, one with
+    # contains, so one guard serves both (the full expansion wrote "items but not version"
+    # in one branch: another item kind at the same place, refused)
+    grammar = compile_json_schema(PROJECT, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(PROJECT)
+    seen = {True: 0, False: 0}
+    for value in [
+        {"name": "p", "version": "1"},
+        {"name": "p"},
+        {"name": "p", "dynamic": ["version"]},
+        {"name": "p", "dynamic": ["MO", "version", "TU"]},
+        {"name": "p", "dynamic": ["MO", "version", "MO"]},
+        {"name": "p", "dynamic": ["version", "version"]},
+        {"name": "p", "dynamic": ["MO", "TU"]},
+        {"name": "p", "version": "1", "dynamic": ["MO", "TU"]},
+        {"name": "p", "version": "1", "dynamic": ["TU", "TU"]},
+        {"name": "p", "version": "1", "dynamic": DAYS + ["version"]},
+        {"name": "p", "dynamic": DAYS},
+    ]:
+        text = serialize(value, PROJECT, PROJECT)
+        is_valid = oracle.is_valid(value)
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] >= 4 and seen[False] >= 4
+    # all eight other values used, no version yet: only "version" can start an item
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(serialize({"name": "p"}, PROJECT, PROJECT)[:-1].encode())
+    body = ", ".join(json.dumps(d) for d in DAYS)
+    assert matcher.accept_bytes(f', "dynamic": [{body}, "'.encode())
+    assert not matcher.fork().accept_bytes(b'M"')
+    assert matcher.accept_bytes(b'version"]}') and matcher.is_accepting()
+
+
 PATTERNED = {
     "type": "object",
     "properties": {
