@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
-from formcast.grammar.json_schema.unique_plan import ELEMENT, ITEM_KINDS, OBJECT_KIND, EnumDomain
+from formcast.grammar.json_schema.unique_plan import (
+    ANY_KIND,
+    ELEMENT,
+    ITEM_KINDS,
+    OBJECT_KIND,
+    EnumDomain,
+)
 from formcast.grammar.json_schema.values import equality_key
 from formcast.grammar.regex.combinators import alt, joined, opt, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import EMPTY, Node, to_python_regex
@@ -143,14 +149,20 @@ def _num_arrays(num_values: int, min_n: int, max_n: int | None) -> int:
 
 
 def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
-    """``"string"``, ``"integer"`` or ``"number"`` if every proper prefix of an item has
-    infinitely many completions (so that no finite set of earlier items can leave the matcher
-    stuck; integers but for ``0``, which the matcher handles), else None.
+    """``"string"``, ``"integer"``, ``"number"``, ``"object"`` or ``"any"`` if every proper
+    prefix of an item has infinitely many completions (so that no finite set of earlier items
+    can leave the matcher stuck; integers but for ``0``, any value but for the prefixes of
+    ``true``/``false``/``null``, which the matcher handles), else None.
 
     Unbounded integers and numbers are open; a string is open without other keywords than
     ``minLength``, and with ``pattern`` / ``format`` / ``maxLength`` when its automaton is
-    (`_is_open`: ``^[a-z_][a-z0-9_]*$`` is, ``maxLength`` never is)."""
+    (`_is_open`: ``^[a-z_][a-z0-9_]*$`` is, ``maxLength`` never is); items without validation
+    keywords (``true``, ``{}``, annotations only) are any value."""
     s = c._resolve(rest, ptr + "/items")
+    if s is True or (isinstance(s, dict) and not set(s) & VALIDATION_KEYWORDS):
+        return ANY_KIND
+    if _is_open_mix(c, s, ptr):
+        return ANY_KIND  # (the inner grammar keeps the types; the matcher compares values)
     if not isinstance(s, dict) or not isinstance(s.get("type"), str):
         return None
     kind = s["type"]
@@ -168,6 +180,21 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
     with c.child(), c.at(ELEMENT):
         item_tree = c.compile_exact(rest, ptr + "/items")
     return kind if item_tree is not None and _is_open(item_tree) else None
+
+
+def _is_open_mix(c: SchemaCompiler, s: Any, ptr: str) -> bool:
+    """Are the items arrays of any values, or any of other open types beside them (only
+    ``type`` given: ``array`` and ``string`` / ``number`` / ``boolean`` / ``null`` / an open
+    ``object``)? Every proper prefix then has infinitely many completions, but those of the
+    literals (the matcher's any-value checks); ``integer`` is not (``0`` completes alone)."""
+    if not isinstance(s, dict) or set(s) & VALIDATION_KEYWORDS != {"type"}:
+        return False
+    types = [s["type"]] if isinstance(s["type"], str) else s["type"]
+    if not isinstance(types, list) or "array" not in types:
+        return False
+    if not set(types) <= {"array", "string", "number", "boolean", "null", OBJECT_KIND}:
+        return False
+    return OBJECT_KIND not in types or _is_open_object(c, s, {"type"}, ptr)
 
 
 def _is_open_object(c: SchemaCompiler, s: dict, keywords: set[str], ptr: str) -> bool:

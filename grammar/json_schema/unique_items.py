@@ -49,7 +49,9 @@ from formcast.grammar.index.kernels import set_bit_ids
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
 from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
 from formcast.grammar.json_schema.unique_plan import (
+    ANY_KIND,
     ELEMENT,
+    OBJECT_KIND,
     EnumDomain,
     Kind,
     MemberKey,
@@ -57,6 +59,7 @@ from formcast.grammar.json_schema.unique_plan import (
     path_matches,
     pattern_positions,
 )
+from formcast.grammar.json_schema.values import equality_key
 
 if TYPE_CHECKING:
     from formcast.grammar.index.vocabulary import Vocabulary
@@ -75,6 +78,14 @@ _MAX_FREE_MEMO = 256
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
 _ZERO_TEXTS = (b"0", b"-0")
+# any-value items: the literals whose every prefix completes one way only, with their keys
+_LITERAL_KEYS = tuple(
+    (text, equality_key(json.loads(text))) for text in (b"true", b"false", b"null")
+)
+# any-value items: bytes after a string item's closing quote that complete or start nothing
+_INERT_AFTER_STRING = frozenset(b",] \t\n\r")
+_ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE) + b"truefalsn")
+_TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
 
 
 class _Frame:
@@ -181,8 +192,8 @@ class JsonCursor:
         the array and complete two equal items within one token."""
         if self.text_guard is not None:
             return "length"
-        if self.object_raw is not None:
-            return "object"  # (no guarded array inside: UniqueItemsPlan.check)
+        if self.object_raw is not None:  # (no guarded array inside: UniqueItemsPlan.check)
+            return self.stack[self.object_level - 1].kind  # the array's: object or any
         if self.stack:
             top = self.stack[-1]
             if top.kind is not None:
@@ -301,10 +312,12 @@ class JsonCursor:
             if byte == 0x7B or byte == 0x5B:  # '{' '['
                 path = _value_path(stack)
                 if byte == 0x7B:
-                    if top is not None and top.kind == "object" and object_raw is None:
+                    if top is not None and top.kind in _TEXT_KINDS and object_raw is None:
                         object_raw, object_level = bytearray(b"{"), len(stack)
                     stack.append(_Frame(True, path))
                 else:
+                    if top is not None and top.kind == ANY_KIND and object_raw is None:
+                        object_raw, object_level = bytearray(b"["), len(stack)
                     kind = self._kind_at(path)
                     # expects_key in an ItemAutomaton array: an item must come (after ',')
                     stack.append(_Frame(False, path, expects_key=False, kind=kind))
@@ -349,6 +362,11 @@ class JsonCursor:
             if mode == _LITERAL and bytes(raw) in _ZERO_TEXTS:
                 if top.kind == "integer" and 0 in top.seen:
                     return None  # "0" / "-0" can only complete as 0, already an item
+            elif mode == _LITERAL and top.kind == ANY_KIND:
+                pending = bytes(raw)
+                for text, key in _LITERAL_KEYS:
+                    if text.startswith(pending) and key in top.seen:
+                        return None  # a prefix of a literal that is already an item
             elif isinstance(top.kind, EnumDomain) and not top.kind.has_unused(bytes(raw), top.seen):
                 return None  # only used values start like this
         out = JsonCursor.__new__(JsonCursor)
@@ -381,6 +399,8 @@ def _value_path(stack: list[_Frame]) -> Path:
 def _complete(stack: list[_Frame], raw: bytearray) -> bool:
     """Record the completed item ``raw`` of the guarded array on top; False if a repeat."""
     top = stack[-1]
+    if top.kind == ANY_KIND:  # values of several types: compared by their equality keys
+        return _complete_value(stack, raw)
     value = json.loads(raw)
     if value in top.seen:
         return False
@@ -393,10 +413,12 @@ def _complete_value(stack: list[_Frame], raw: bytearray) -> bool:
     """Record the completed item ``raw`` of the ItemAutomaton array on top (by its
     `equality_key`); False if it repeats an item."""
     top = stack[-1]
-    key = item_key(bytes(raw))
+    text = bytes(raw)
+    key = item_key(text)
     if key in top.seen:
         return False
-    stack[-1] = top.but(seen=top.seen | {key})
+    texts = top.seen_texts | {text} if text[:1] == b'"' else top.seen_texts
+    stack[-1] = top.but(seen=top.seen | {key}, seen_texts=texts)
     return True
 
 
@@ -490,7 +512,8 @@ class _VocabTables:
         # before that quote; the other tokens holding a quote are walked
         ids_by_head: dict[bytes, list[int]] = {}
         walked: list[int] = []
-        names = ("string", "integer", "number", "enum", "enter", "enter_string", "object", "length")
+        names = ("string", "integer", "number", "enum", "enter", "enter_string", "object", "any",
+                 "length")  # fmt: skip
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
@@ -518,7 +541,7 @@ class _VocabTables:
         for token_id, data in enumerate(vocab.token_bytes[:vocab_size]):
             if not data:
                 continue
-            for name in ("string", "integer", "number", "enum", "object", "length"):
+            for name in ("string", "integer", "number", "enum", "object", "any", "length"):
                 flags[name][token_id] = _is_candidate(name, data)
             self.num_closers[token_id] = min(data.count(0x7D) + data.count(0x5D), 1000)
             self.has_digit[token_id] = any(0x30 <= b <= 0x39 for b in data)
@@ -613,6 +636,8 @@ def _is_candidate(name: str, data: bytes) -> bool:
         return _QUOTE in data
     if name == "object":
         return 0x7D in data  # '}': the only byte that completes an object item
+    if name == "any":  # a byte that ends an item, or a letter of true/false/null
+        return any(b in _ANY_CANDIDATE_BYTES for b in data)
     return not _NUMBER.issuperset(data) or (name == "integer" and set(data) <= {0x2D, 0x30})
 
 
@@ -713,6 +738,8 @@ class UniqueItemsMatcher:
         if token_ids.size == 0:
             return token_ids
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        if kind == ANY_KIND:
+            return self._forbidden_any(cursor, token_ids)
         if top is not None and isinstance(top.kind, ItemAutomaton):
             return self._forbidden_items(cursor, top.kind, top.seen, token_ids)
         if top is not None and top.kind == "string" and cursor.mode in (_BETWEEN, _STRING):
@@ -782,6 +809,42 @@ class UniqueItemsMatcher:
             token_ids = token_ids[tables.num_closers[token_ids] >= depth]
             if cursor.mode != _BETWEEN and cursor.mode != _LITERAL:
                 token_ids = token_ids[tables.num_quotes[token_ids] > 0]
+        bad = [
+            t
+            for t in token_ids.tolist()
+            if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
+        ]
+        return np.asarray(bad, dtype=np.int64)
+
+    def _forbidden_any(self, cursor: JsonCursor, token_ids: np.ndarray) -> np.ndarray:
+        """The allowed candidate ``token_ids`` that ``feed`` refuses in an array of any values.
+
+        Inside a container item only a token with a closer for every frame open in it can
+        complete it; inside a string item only a quote ends it, and a token with one quote
+        (no backslash before it) followed by inert bytes repeats an item iff pending text +
+        its head + ``"`` is a completed string's text. The other candidates are walked."""
+        tables, token_bytes, eos_ids = self.grammar.tables, self._token_bytes, self._eos_ids
+        token_ids = token_ids[token_ids < len(tables.num_quotes)]
+        mode = cursor.mode
+        if cursor.object_raw is not None:
+            depth = len(cursor.stack) - cursor.object_level
+            token_ids = token_ids[tables.num_closers[token_ids] >= depth]
+            if mode != _BETWEEN and mode != _LITERAL:
+                token_ids = token_ids[tables.num_quotes[token_ids] > 0]
+        elif mode != _BETWEEN and mode != _LITERAL:
+            token_ids = token_ids[tables.num_quotes[token_ids] > 0]
+            if mode == _STRING and cursor.raw is not None:
+                pending, texts, heads = cursor.raw, cursor.stack[-1].seen_texts, tables.heads
+                bad = []
+                for t in token_ids.tolist():
+                    head = heads.get(t)
+                    data = token_bytes[t]
+                    if head is not None and _INERT_AFTER_STRING.issuperset(data[len(head) + 1 :]):
+                        if pending + head + b'"' in texts:
+                            bad.append(t)
+                    elif t not in eos_ids and cursor.feed(data) is None:
+                        bad.append(t)
+                return np.asarray(bad, dtype=np.int64)
         bad = [
             t
             for t in token_ids.tolist()

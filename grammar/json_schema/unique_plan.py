@@ -54,6 +54,10 @@ ITEM_KINDS = ("string", "integer", "number")
 # objects whose every proper prefix has infinitely many completions (extra keys stay open
 # until the closing brace): the matcher compares completed items as JSON values
 OBJECT_KIND = "object"
+# any JSON value (an items schema without validation keywords): every proper prefix of an item
+# has infinitely many completions but those of ``true``/``false``/``null``, which the matcher
+# excludes when that literal is already an item; containers are kept as text like objects
+ANY_KIND = "any"
 
 # the most paths one shared pattern expands to (its use sites, transitively); past it the
 # pattern starts with "**" (any place: coarser, never wrong)
@@ -327,8 +331,8 @@ def pattern_positions(pattern: Path, path: tuple[str, ...]) -> set[int]:
 
 def _reads_items(kind: Kind) -> bool:
     """Does the matcher keep this kind's items as one text (an `ItemAutomaton`, an open
-    object), so that no guarded array may sit inside them?"""
-    return kind == OBJECT_KIND or not isinstance(kind, str | EnumDomain)
+    object, any value), so that no guarded array may sit inside them?"""
+    return kind in (OBJECT_KIND, ANY_KIND) or not isinstance(kind, str | EnumDomain)
 
 
 def _shown(path: Path) -> str:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from formcast.errors import SchemaError
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
-from formcast.grammar.json_schema.values import serialize
+from formcast.grammar.json_schema.values import equality_key, serialize
 from tests.grammar.schema_oracle import validator
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
@@ -29,6 +29,8 @@ INTEGERS = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
 NUMBERS = {"type": "array", "items": {"type": "number"}, "uniqueItems": True}
 DAYS = ["MO", "TU", "WE", "TH", "FR", "SA", "SU", "M"]  # 8 values: 109,601 distinct arrays
 WEEKDAYS = {"type": "array", "items": {"enum": DAYS}, "uniqueItems": True}
+ANYTHING = {"type": "array", "uniqueItems": True}  # items of any value
+NESTED = {"type": "array", "items": {"type": ["array", "string", "null"]}, "uniqueItems": True}
 TAGS = {"type": "array", "items": {"$ref": "#/$defs/tag"}, "uniqueItems": True, "maxItems": 4}
 DOCUMENT = {
     "type": "object",
@@ -64,6 +66,7 @@ def grammars(smollm2_vocab):
             ("numbers", NUMBERS),
             ("document", DOCUMENT),
             ("weekdays", WEEKDAYS),
+            ("anything", ANYTHING),
         ]
     }
 
@@ -136,7 +139,8 @@ def _completed_items(text: str) -> tuple[list, str]:
             value, end = decoder.raw_decode(text, i)
         except ValueError:
             return items, text[i:]
-        if not isinstance(value, str) and (end == len(text) or text[end] in ".eE+-0123456789"):
+        is_scalar = not isinstance(value, str | list | dict)
+        if is_scalar and (end == len(text) or text[end] in ".eE+-0123456789"):
             return items, text[i:]  # more of the number may follow ("2" of "2.5")
         items.append(value)
         i = end
@@ -146,8 +150,12 @@ def _completed_items(text: str) -> tuple[list, str]:
 def _has_completion(text: bytes, kind: str) -> bool:
     decoded = text.decode("utf-8", errors="replace")
     items, pending = _completed_items(decoded)
-    if any(a == b for i, a in enumerate(items) for b in items[i + 1 :]):
+    keys = [equality_key(item) for item in items]  # (True != 1, 1 == 1.0, objects unordered)
+    if len(set(keys)) < len(keys):
         return False
+    if kind == "any":  # only a prefix of true / false / null completes one way alone
+        literals = [text for text in ("true", "false", "null") if text.startswith(pending)]
+        return not pending or not literals or equality_key(json.loads(literals[0])) not in keys
     if kind == "enum":  # a value not used yet must start like the pending text
         unused = [json.dumps(d) for d in DAYS if d not in items]
         if decoded.rstrip().endswith(",") and not pending:
@@ -164,6 +172,8 @@ def _has_completion(text: bytes, kind: str) -> bool:
         ("integers", "integer", "[0, 1, 10, 2, 100, -1]"),
         ("numbers", "number", "[2, 1.5, 20, 2.5, 2e3, -1]"),
         ("weekdays", "enum", '["M", "MO", "TU", "WE", "TH", "FR", "SA", "SU"]'),
+        ("anything", "any", '[1, true, "a", [1, 2], {"a": 1}, null, 1.5, [], {}, false, "b", 0]'),
+        ("anything", "any", '[[true], {"a": [1, {}]}, "true", "", 10, {"b": null}, [[]], [0]]'),
     ],
 )
 def test_masks_agree_with_the_completion_oracle(grammars, smollm2_tokenizer, name, kind, text):
@@ -174,7 +184,11 @@ def test_masks_agree_with_the_completion_oracle(grammars, smollm2_tokenizer, nam
         t
         for t, data in enumerate(token_bytes)
         if data
-        and (set(data) & set(b'"\\,]-0123456789.eE') or rng.random() < 0.01 or kind == "enum")
+        and (
+            set(data) & set(b'"\\,]-0123456789.eE' + (b"[]{}truefalsn" if kind == "any" else b""))
+            or rng.random() < 0.01
+            or kind == "enum"
+        )
     ]
     matcher = grammar.matcher()
     prefix = b""
@@ -246,9 +260,9 @@ def test_refused_where_the_matcher_cannot_tell_arrays_apart(smollm2_vocab):
         ({"anyOf": [STRINGS, {"type": "array", "items": {"type": "integer"}}]}, "/anyOf/0"),
         ({"properties": {"t": STRINGS}, "additionalProperties": True}, None),
         ({"anyOf": [STRINGS, INTEGERS]}, "/anyOf/1"),
-        # items holding values nested without bound: no item automaton, not an open object
-        ({"type": "array", "items": {"type": "array"}, "uniqueItems": True}, ""),
-        ({"not": {"type": "string"}, "type": "array", "uniqueItems": True}, ""),
+        # items holding values nested without bound: no item automaton, not an open kind
+        ({"type": "array", "items": {"type": "array", "maxItems": 2}, "uniqueItems": True}, ""),
+        ({"type": "array", "items": {"type": ["array", "integer"]}, "uniqueItems": True}, ""),
     ]:
         if pointer is None:  # extras exclude the declared name: no clash
             assert isinstance(
@@ -402,10 +416,49 @@ def test_disk_cache_hit_keeps_the_guard(smollm2_vocab, smollm2_tokenizer, tmp_pa
 
 
 def test_contains_with_unique_items_is_refused_not_ignored(smollm2_vocab):
-    schema = {"type": "array", "contains": {"const": 1}, "uniqueItems": True}
+    # items of any number >= 3 or any other value: neither an open kind nor an automaton
+    schema = {"type": "array", "items": {"minimum": 3}, "contains": {"const": 4},
+              "uniqueItems": True}  # fmt: skip
     with pytest.raises(SchemaError) as info:
         compile_json_schema(schema, smollm2_vocab, cache=False)
     assert info.value.keyword == "uniqueItems"
+
+
+def test_items_of_any_value(grammars, smollm2_vocab, smollm2_tokenizer):
+    # compared as jsonschema compares them: true != 1, 1 == 1.0, objects by their members
+    # (any order), containers nested; a pending prefix of a used literal is refused
+    tagged = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True,
+              "items": {"description": "anything"}, "contains": {"const": 1}}}}  # fmt: skip
+    cases = [
+        (ANYTHING, grammars["anything"], [
+            [1, True], [1, 1.0], [0, False], [None, None], ["1", 1], [[1], [1]], [[1], [1, 2]],
+            [{"a": 1, "b": 2}, {"b": 2, "a": 1}], [{"a": [1]}, {"a": [1.0]}], [{}, []],
+            [True, False, None, 0, "", [], {}], [[True], [1]], ["a", "b", "a"],
+        ]),
+        (NESTED, compile_json_schema(NESTED, smollm2_vocab, cache=False), [
+            [[1], [1]], [[1], [1.0, 2]], ["a", ["a"]], [None, [None]], [[], []], [[[]], []],
+        ]),
+        (tagged, compile_json_schema(tagged, smollm2_vocab, cache=False), [
+            {"tags": [1]}, {"tags": [2]}, {"tags": [1, 1]}, {"tags": [2, 1, True]},
+            {"tags": [[1], 1, [1]]}, {},
+        ]),
+    ]  # fmt: skip
+    for schema, grammar, values in cases:
+        assert isinstance(grammar, UniqueItemsGrammar)
+        oracle = validator(schema)
+        seen = {True: 0, False: 0}
+        for value in values:
+            text = serialize(value, schema, schema)
+            is_valid = oracle.is_valid(value)
+            assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+            seen[is_valid] += 1
+        assert seen[True] and seen[False]
+    # spellings serialize would not write, and literal prefixes
+    grammar = grammars["anything"]
+    for text, is_valid in [("[1e0, 1]", False), ('[{"a":1,"b":[]}, {"b":[],"a":1.0}]', False),
+                           ("[null, nul", False), ("[true, false, tr", False)]:  # fmt: skip
+        matcher = grammar.matcher()
+        assert matcher.accept_bytes(text.encode()) == is_valid, text
 
 
 def test_enum_domains_past_the_enumeration_budget(grammars, smollm2_vocab, smollm2_tokenizer):
@@ -698,3 +751,35 @@ def test_branching_reference_chains_expand_within_a_budget(smollm2_vocab, smollm
             value = {"b": value}
         text = json.dumps(value, separators=(",", ":"))
         assert walk(grammar, smollm2_tokenizer, text) == oracle.is_valid(value)
+
+
+def test_any_value_token_that_ends_a_string_and_completes_another_item(smollm2_vocab):
+    """A token that closes a string item and completes a number item after it is walked, not
+    judged by the string before its quote (SmolLM2 has none: two are added)."""
+    from tests.grammar.json_schema.test_length_guard import _with_tokens
+
+    vocab = _with_tokens(smollm2_vocab, [b'",1,', b'",2,'])
+    repeat, fresh = smollm2_vocab.vocab_size, smollm2_vocab.vocab_size + 1
+    grammar = compile_json_schema(ANYTHING, vocab, cache=False)
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(b'[1,"a')
+    allowed = set(matcher.allowed_token_ids().tolist())
+    assert repeat not in allowed and fresh in allowed
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 1.5, -0.5])
+    | st.sampled_from(["", "a", "1", "true"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from("ab"), inner,
+                                                                max_size=2),
+    max_leaves=4,
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(st.lists(_JSON_VALUES, max_size=4))
+def test_generated_lists_of_any_values(grammars, smollm2_tokenizer, values):
+    # equal pairs are frequent (few leaves): both outcomes occur across the examples
+    text = serialize(values, ANYTHING, ANYTHING)
+    is_valid = validator(ANYTHING).is_valid(values)
+    assert walk(grammars["anything"], smollm2_tokenizer, text) == is_valid, text
