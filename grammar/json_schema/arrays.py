@@ -182,6 +182,22 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
     return kind if item_tree is not None and _is_open(item_tree) else None
 
 
+def _prefix_item_kind(c: SchemaCompiler, prefix: list, rest: Any, ptr: str) -> str | None:
+    """One open kind for the items of a tuple array (``prefixItems`` and the rest): the
+    positions' common kind, or ``"any"`` for a mix of string, number, open object and any
+    items (every proper prefix of an item completes in infinitely many ways whatever its
+    position, but a literal's); None otherwise (``integer`` beside another kind: ``0``
+    completes alone at its positions only)."""
+    kinds = [_open_item_kind(c, item, ptr) for item in prefix]
+    if rest is not False:
+        kinds.append(_open_item_kind(c, rest, ptr))
+    if None in kinds:
+        return None
+    if len(set(kinds)) == 1:
+        return kinds[0]
+    return ANY_KIND if set(kinds) <= {"string", "number", OBJECT_KIND, ANY_KIND} else None
+
+
 def _is_open_mix(c: SchemaCompiler, s: Any, ptr: str) -> bool:
     """Are the items arrays of any values, or any of other open types beside them (only
     ``type`` given: ``array`` and ``string`` / ``number`` / ``boolean`` / ``null`` / an open
@@ -312,6 +328,11 @@ def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> Node | None:
             kind = _item_automaton(c, rest, ptr)
             if kind is not None and not kind.has_values(min_n):
                 return None  # fewer distinct values than minItems
+        if kind is not None:
+            plan.note_unique(kind, ptr)
+            return array_tree(c, unguarded, ptr, True)
+    if plan is not None and prefix and plan.num_negations == 0:
+        kind = _prefix_item_kind(c, prefix, rest, ptr)
         if kind is not None:
             plan.note_unique(kind, ptr)
             return array_tree(c, unguarded, ptr, True)

@@ -783,3 +783,33 @@ def test_generated_lists_of_any_values(grammars, smollm2_tokenizer, values):
     text = serialize(values, ANYTHING, ANYTHING)
     is_valid = validator(ANYTHING).is_valid(values)
     assert walk(grammars["anything"], smollm2_tokenizer, text) == is_valid, text
+
+
+def test_tuple_arrays(smollm2_vocab, smollm2_tokenizer):
+    # prefixItems (and draft-07's array items) of open kinds: one kind for every position, or
+    # any value for a mix; integer beside another kind is refused (0 completes alone there)
+    mixed = {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}],
+             "items": {"type": "string"}, "uniqueItems": True}  # fmt: skip
+    old = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+           "items": [{"type": "string"}], "additionalItems": {"type": "string"},
+           "uniqueItems": True}  # fmt: skip
+    cases = [
+        (mixed, [["a", 1, "b"], ["a", 1, "a"], ["1", 1], ["a", 1.5, "1.5"], ["a"], [1, 1]]),
+        (old, [["a", "b"], ["a", "a"], ["a", "b", "a"], []]),
+    ]
+    for schema, values in cases:
+        grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+        assert isinstance(grammar, UniqueItemsGrammar)
+        oracle = validator(schema)
+        seen = {True: 0, False: 0}
+        for value in values:
+            text = serialize(value, schema, schema)
+            is_valid = oracle.is_valid(value)
+            assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+            seen[is_valid] += 1
+        assert seen[True] and seen[False]
+    counted = {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+               "uniqueItems": True}  # fmt: skip
+    with pytest.raises(SchemaError) as info:
+        compile_json_schema(counted, smollm2_vocab, cache=False)
+    assert info.value.keyword == "uniqueItems"
