@@ -84,7 +84,8 @@ _LITERAL_KEYS = tuple(
 )
 # any-value items: bytes after a string item's closing quote that complete or start nothing
 _INERT_AFTER_STRING = frozenset(b",] \t\n\r")
-_ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE) + b"truefalsn")
+_LITERAL_LETTERS = frozenset(b"truefalsn")
+_ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE)) | _LITERAL_LETTERS
 _TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
 
 
@@ -590,6 +591,7 @@ class _VocabTables:
         self.quoted_open_words = self.quoted_open_ids >> 5  # their bits in a packed row
         self.quoted_open_shifts = (self.quoted_open_ids & 31).astype(np.uint32)
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
+        self._build_any_tables(vocab_size)
         self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
         # counted strings, as packed rows: plain tokens, the others, and per k the plain
         # tokens adding more than k characters ((max_chars + 1, ceil(V/32)) uint32)
@@ -598,6 +600,68 @@ class _VocabTables:
         self.more_chars_words = np.stack(
             [pack_row(self.is_plain_text & (self.num_chars > k)) for k in range(self.max_chars + 1)]
         )
+
+    def _build_any_tables(self, vocab_size: int) -> None:
+        """Items of any value (`UniqueItemsMatcher._forbidden_any`): packed rows of the tokens
+        holding a quote, a closer; those walked inside a string item (a quote, but not one
+        quote with no backslash before it and inert bytes after it: ``inert_ids_by_head``);
+        between items (two quotes, a closer, a comma, whitespace after another byte, a
+        literal's letter last); in a pending number or literal (the kind's candidates)."""
+        is_inert_head = np.zeros(vocab_size, dtype=bool)
+        by_head: dict[bytes, list[int]] = {}
+        is_between = np.zeros(vocab_size, dtype=bool)
+        is_known = np.zeros(vocab_size, dtype=bool)  # between items: settled by a lookup
+        by_text: dict[bytes, list[int]] = {}
+        by_literal: dict[str, list[int]] = {}
+        for token_id, data in enumerate(self._token_bytes):
+            if not data:
+                continue
+            head = self.heads.get(token_id)
+            if head is not None and _INERT_AFTER_STRING.issuperset(data[len(head) + 1 :]):
+                is_inert_head[token_id] = True
+                by_head.setdefault(head, []).append(token_id)
+            stripped = data.lstrip(bytes(_WHITESPACE))
+            if stripped[:1] == b'"' and self.num_quotes[token_id] == 1:
+                continue  # it opens a string item and ends inside it
+            is_between[token_id] = (
+                self.num_quotes[token_id] > 1
+                or self.num_closers[token_id] > 0
+                or self.has_comma[token_id]
+                or data[-1] in _LITERAL_LETTERS
+                or any(b in _WHITESPACE for b in stripped)
+            )
+            if not is_between[token_id]:
+                continue
+            # an item the token starts and completes (a string, then inert bytes), or a
+            # literal it leaves pending or completes: repeated iff that value is an item
+            end = stripped.find(_QUOTE, 1) + 1 if stripped[:1] == b'"' else 0
+            if end and _BACKSLASH not in stripped[:end]:
+                if _INERT_AFTER_STRING.issuperset(stripped[end:]):
+                    by_text.setdefault(stripped[:end], []).append(token_id)
+                    is_known[token_id] = True
+                continue
+            if stripped[:2] in (b"[]", b"{}") and _INERT_AFTER_STRING.issuperset(stripped[2:]):
+                by_literal.setdefault(item_key(stripped[:2]), []).append(token_id)
+                is_known[token_id] = True
+                continue
+            for text, key in _LITERAL_KEYS:
+                head = stripped[: len(text)]
+                rest = stripped[len(text) :]
+                if head and text.startswith(head) and (not rest or head == text):
+                    if _INERT_AFTER_STRING.issuperset(rest):
+                        by_literal.setdefault(key, []).append(token_id)
+                        is_known[token_id] = True
+        self.inert_ids_by_head = {h: tuple(ids) for h, ids in by_head.items()}
+        self.any_item_ids_by_text = {text: tuple(ids) for text, ids in by_text.items()}
+        self.any_literal_ids = {key: tuple(ids) for key, ids in by_literal.items()}
+        has_quote = self.num_quotes > 0
+        self.any_words = {
+            "quote": pack_row(has_quote),
+            "closer": pack_row(self.num_closers > 0),
+            "string_walk": pack_row(has_quote & ~is_inert_head),
+            "between": pack_row(is_between & ~is_known),
+            "literal": self.words["any"],
+        }
 
     def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
         """The tokens whose bytes continue ``prefix`` along one of ``texts``."""
@@ -721,6 +785,8 @@ class UniqueItemsMatcher:
             return np.zeros(0, dtype=np.int64)
         if kind == "open_text":
             return self._forbidden_open(cursor, inner_words)
+        if kind == ANY_KIND:
+            return self._forbidden_any(cursor, inner_words)
         candidates = self.grammar.candidate_words(kind)
         num_words = min(len(candidates), len(inner_words))
         hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
@@ -738,8 +804,6 @@ class UniqueItemsMatcher:
         if token_ids.size == 0:
             return token_ids
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        if kind == ANY_KIND:
-            return self._forbidden_any(cursor, token_ids)
         if top is not None and isinstance(top.kind, ItemAutomaton):
             return self._forbidden_items(cursor, top.kind, top.seen, token_ids)
         if top is not None and top.kind == "string" and cursor.mode in (_BETWEEN, _STRING):
@@ -816,35 +880,57 @@ class UniqueItemsMatcher:
         ]
         return np.asarray(bad, dtype=np.int64)
 
-    def _forbidden_any(self, cursor: JsonCursor, token_ids: np.ndarray) -> np.ndarray:
-        """The allowed candidate ``token_ids`` that ``feed`` refuses in an array of any values.
+    def _forbidden_any(self, cursor: JsonCursor, inner_words: np.ndarray) -> np.ndarray:
+        """The tokens ``inner_words`` allows that ``feed`` refuses in an array of any values.
 
         Inside a container item only a token with a closer for every frame open in it can
-        complete it; inside a string item only a quote ends it, and a token with one quote
-        (no backslash before it) followed by inert bytes repeats an item iff pending text +
-        its head + ``"`` is a completed string's text. The other candidates are walked."""
+        complete it (and, in a string, a quote first). Inside a string item only a quote ends
+        it: a token with one quote (no backslash before it) and inert bytes after it repeats
+        an item iff pending text + its head + ``"`` is a completed string's text (looked up by
+        head), the other quote tokens are walked. Between items a token can complete one or
+        leave a literal's prefix only with two quotes, a closer, a comma, whitespace after
+        another byte or a literal's letter last (`_VocabTables.any_words`); before the first
+        item is complete, only with a comma as well."""
         tables, token_bytes, eos_ids = self.grammar.tables, self._token_bytes, self._eos_ids
-        token_ids = token_ids[token_ids < len(tables.num_quotes)]
+        words = tables.any_words
+        num_words = min(len(inner_words), len(words["quote"]))
+        hits = inner_words[:num_words].copy()  # (W,) uint32
         mode = cursor.mode
-        if cursor.object_raw is not None:
+        in_container = cursor.object_raw is not None
+        array = cursor.stack[cursor.object_level - 1] if in_container else cursor.stack[-1]
+        if not array.seen:
+            hits &= tables.comma_words[:num_words]
+        if in_container:
+            hits &= words["closer"][:num_words]
+            if mode != _BETWEEN and mode != _LITERAL:
+                hits &= words["quote"][:num_words]
+            token_ids = set_bit_ids(hits)
             depth = len(cursor.stack) - cursor.object_level
             token_ids = token_ids[tables.num_closers[token_ids] >= depth]
-            if mode != _BETWEEN and mode != _LITERAL:
-                token_ids = token_ids[tables.num_quotes[token_ids] > 0]
-        elif mode != _BETWEEN and mode != _LITERAL:
-            token_ids = token_ids[tables.num_quotes[token_ids] > 0]
-            if mode == _STRING and cursor.raw is not None:
-                pending, texts, heads = cursor.raw, cursor.stack[-1].seen_texts, tables.heads
-                bad = []
-                for t in token_ids.tolist():
-                    head = heads.get(t)
-                    data = token_bytes[t]
-                    if head is not None and _INERT_AFTER_STRING.issuperset(data[len(head) + 1 :]):
-                        if pending + head + b'"' in texts:
+        elif mode == _STRING and cursor.raw is not None:
+            pending, bad = cursor.raw, []
+            for text in array.seen_texts:
+                if len(text) > len(pending) and text.startswith(pending):
+                    for t in tables.inert_ids_by_head.get(text[len(pending) : -1], ()):
+                        if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1:
                             bad.append(t)
-                    elif t not in eos_ids and cursor.feed(data) is None:
+            walked = set_bit_ids(hits & words["string_walk"][:num_words])
+            bad += [t for t in walked.tolist() if cursor.feed(token_bytes[t]) is None]
+            return np.asarray(sorted(bad), dtype=np.int64)
+        elif mode == _BETWEEN:
+            bad = []
+            known = [tables.any_literal_ids.get(key, ()) for key in array.seen]
+            known += [tables.any_item_ids_by_text.get(text, ()) for text in array.seen_texts]
+            for ids in known:
+                for t in ids:
+                    if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1:
                         bad.append(t)
-                return np.asarray(bad, dtype=np.int64)
+            walked = set_bit_ids(hits & words["between"][:num_words])
+            bad += [t for t in walked.tolist() if cursor.feed(token_bytes[t]) is None]
+            return np.asarray(sorted(bad), dtype=np.int64)
+        else:
+            name = "literal" if mode == _LITERAL else "quote"
+            token_ids = set_bit_ids(hits & words[name][:num_words])
         bad = [
             t
             for t in token_ids.tolist()

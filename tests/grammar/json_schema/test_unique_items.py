@@ -813,3 +813,17 @@ def test_tuple_arrays(smollm2_vocab, smollm2_tokenizer):
     with pytest.raises(SchemaError) as info:
         compile_json_schema(counted, smollm2_vocab, cache=False)
     assert info.value.keyword == "uniqueItems"
+
+
+def test_any_value_string_item_completed_by_its_head(grammars):
+    # inside a string item, a token whose bytes before its quote complete a used string
+    # (looked up by that head) is refused; another head is not
+    grammar = grammars["anything"]
+    ids_of = {data: t for t, data in enumerate(grammar.vocab.token_bytes)}
+    repeats = [ids_of[d] for d in (b'."', b'.",') if d in ids_of]
+    fresh = [ids_of[d] for d in (b'?"', b'?",') if d in ids_of]
+    assert repeats and fresh
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(b'[1, "a.", "a')
+    allowed = set(matcher.allowed_token_ids().tolist())
+    assert not allowed & set(repeats) and set(fresh) <= allowed
