@@ -13,14 +13,26 @@ Items likewise: the longest ``prefixItems`` (2019-09: array ``items``) of the su
 evaluated, or every item if one has ``items`` (2019-09: schema ``items`` or
 ``additionalItems``); ``unevaluatedItems: U`` is ``items: U`` (2019-09: ``additionalItems``)
 after ``prefixItems`` padded with ``true`` to that length. ``contains`` evaluates the items
-it matches, which depends on the instance: refused, as are the branch cases and an
-``unevaluated*`` inside a subschema applied in place (its own evaluated set differs).
+it matches, which depends on the instance: refused, as is an ``unevaluated*`` inside a
+subschema applied in place (its own evaluated set differs).
+
+Branches (``unevaluatedProperties`` only). A ``oneOf`` / ``anyOf`` / ``if`` among the in-place
+subschemas adds what its validating branches evaluate, so the closure is written per choice
+of validating branches and the schema gets ``anyOf`` over the choices, each ``allOf`` of the
+chosen branches and their closure (the applicators themselves stay and still decide
+validity): ``oneOf`` -- exactly one branch validates, so one choice per branch; ``anyOf`` --
+the validating branches are some nonempty subset, and a subset's closure only grows with it,
+so one choice per subset (at most ``MAX_BRANCH_CHOICES``); ``if`` -- ``if`` and ``then``
+when ``if`` validates (``if`` evaluates too), else ``else``. Several applicators multiply
+their choices. A branch with branches or ``unevaluated*`` of its own is refused, as are
+``dependentSchemas`` and ``$dynamicRef`` beside the keyword.
 
 In draft-04/06/07 the keywords do not exist (unknown keywords are ignored there).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from formcast.errors import SchemaError
@@ -29,6 +41,10 @@ from formcast.grammar.json_schema.refs import resolve_ref
 KEYWORDS = ("unevaluatedProperties", "unevaluatedItems")
 _OLD_DRAFTS = ("draft4", "draft6", "draft7")
 _BRANCHES = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "$dynamicRef")
+# branch applicators whose validating branches are expanded (unevaluatedProperties)
+_EXPANDED = ("anyOf", "oneOf", "if", "then", "else")
+# the most choices of validating branches written out (anyOf: one per nonempty subset)
+MAX_BRANCH_CHOICES = 64
 
 
 def express_unevaluated(schema: dict, root: Any, draft: str, pointer: str) -> dict:
@@ -44,7 +60,12 @@ def express_unevaluated(schema: dict, root: Any, draft: str, pointer: str) -> di
     if draft in _OLD_DRAFTS:
         return out  # unknown keywords there
     reached = _in_place(schema, root, draft, pointer)
-    if "unevaluatedProperties" in schema:
+    if "unevaluatedProperties" in schema and any(k in s for s in reached for k in _EXPANDED):
+        _check(reached, schema, "unevaluatedProperties", pointer, (), _EXPANDED)
+        part = _branch_choices(schema, reached, root, draft, pointer)
+        if part is not None:
+            out["allOf"] = [*out.get("allOf", []), part]
+    elif "unevaluatedProperties" in schema:
         _check(reached, schema, "unevaluatedProperties", pointer, ())
         if not any("additionalProperties" in s for s in reached):
             properties = dict(schema.get("properties") or {})
@@ -86,9 +107,113 @@ def _in_place(schema: dict, root: Any, draft: str, pointer: str) -> list[dict]:
     return found
 
 
-def _check(reached: list[dict], schema: dict, keyword: str, pointer: str, extra: tuple) -> None:
+def _branch_choices(
+    schema: dict, reached: list[dict], root: Any, draft: str, pointer: str
+) -> dict | None:
+    """``anyOf`` over the choices of validating branches, each with its closure under
+    ``unevaluatedProperties`` (module docstring); None if every property is evaluated."""
+    choices: list[tuple[list[Any], list[dict]]] = [([], [])]  # (branches, their in-place nodes)
+    for node in reached:
+        for options in _applicator_options(node, root, draft, pointer):
+            choices = [
+                (schemas + more, nodes + more_nodes)
+                for schemas, nodes in choices
+                for more, more_nodes in options
+            ]
+            if len(choices) > MAX_BRANCH_CHOICES:
+                raise SchemaError(
+                    f"unevaluatedProperties over more than {MAX_BRANCH_CHOICES} choices of "
+                    "validating branches is not supported",
+                    pointer=pointer,
+                    keyword="unevaluatedProperties",
+                )
+    parts = []
+    for schemas, nodes in choices:
+        closure = _closure([*reached, *nodes], schema["unevaluatedProperties"])
+        if closure is None and not schemas:
+            return None  # every property is evaluated whatever validates
+        parts.append({"allOf": [*schemas, closure if closure is not None else True]})
+    return {"anyOf": parts}
+
+
+def _applicator_options(
+    node: dict, root: Any, draft: str, pointer: str
+) -> list[list[tuple[list[Any], list[dict]]]]:
+    """Per branch applicator of ``node``: its choices ``(schemas that validate, their
+    in-place nodes)``."""
+    found = []
+    if isinstance(node.get("oneOf"), list):
+        found.append([([b], _branch_nodes(b, root, draft, pointer)) for b in node["oneOf"]])
+    if isinstance(node.get("anyOf"), list):
+        branches = node["anyOf"]
+        if 2 ** len(branches) - 1 > MAX_BRANCH_CHOICES:
+            raise SchemaError(
+                f"unevaluatedProperties beside an anyOf of {len(branches)} branches (one choice "
+                f"per subset that validates: over {MAX_BRANCH_CHOICES})",
+                pointer=pointer,
+                keyword="unevaluatedProperties",
+            )
+        options = []
+        for size in range(1, len(branches) + 1):
+            for subset in itertools.combinations(branches, size):
+                nodes = [n for b in subset for n in _branch_nodes(b, root, draft, pointer)]
+                options.append((list(subset), nodes))
+        found.append(options)
+    if "if" in node:
+        condition = node["if"]
+        then, otherwise = node.get("then", True), node.get("else", True)
+        found.append([
+            ([condition, then], _branch_nodes(condition, root, draft, pointer)
+             + _branch_nodes(then, root, draft, pointer)),
+            ([{"not": condition}, otherwise], _branch_nodes(otherwise, root, draft, pointer)),
+        ])  # fmt: skip
+    return found
+
+
+def _branch_nodes(branch: Any, root: Any, draft: str, pointer: str) -> list[dict]:
+    """The in-place nodes of one branch (refused if it has branches or unevaluated*)."""
+    if not isinstance(branch, dict):
+        return []
+    nodes = _in_place(branch, root, draft, pointer)
+    for node in nodes:
+        for key in _BRANCHES + KEYWORDS:
+            if key in node:
+                raise SchemaError(
+                    f"unevaluatedProperties over a branch with {key!r} of its own is not supported",
+                    pointer=pointer,
+                    keyword="unevaluatedProperties",
+                )
+    return nodes
+
+
+def _closure(nodes: list[dict], unevaluated: Any) -> dict | None:
+    """``additionalProperties: unevaluated`` beside every name and pattern ``nodes``
+    evaluate (as ``true``), or None if one of them evaluates every property."""
+    if any("additionalProperties" in node for node in nodes):
+        return None
+    properties: dict[str, Any] = {}
+    patterns: dict[str, Any] = {}
+    for node in nodes:
+        for name in node.get("properties") or {}:
+            properties.setdefault(name, True)
+        for pattern in node.get("patternProperties") or {}:
+            patterns.setdefault(pattern, True)
+    closure: dict[str, Any] = {"additionalProperties": unevaluated}
+    if properties:
+        closure["properties"] = properties
+    if patterns:
+        closure["patternProperties"] = patterns
+    return closure
+
+
+def _check(
+    reached: list[dict], schema: dict, keyword: str, pointer: str, extra: tuple,
+    allowed: tuple = (),
+) -> None:  # fmt: skip
     for node in reached:
         for key in _BRANCHES + extra:
+            if key in allowed:
+                continue
             if key in node:
                 raise SchemaError(
                     f"{keyword} beside {key!r} (here or in an allOf / $ref applied in place): "

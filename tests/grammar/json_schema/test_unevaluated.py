@@ -46,6 +46,28 @@ SCHEMAS = {
         "unevaluatedItems": {"type": "boolean"},
         "maxItems": 3,
     },
+    # branches: what the validating branches evaluate (one choice per branch / subset / if)
+    "oneof_branches": {
+        "properties": {"id": {"type": "integer"}},
+        "oneOf": [
+            {"properties": {"name": {"enum": ["a", "b"]}}, "required": ["name"]},
+            {"properties": {"zz": {"type": "string"}}, "required": ["zz"]},
+        ],
+        "unevaluatedProperties": False,
+    },
+    "anyof_branches": {
+        "$defs": {"named": {"properties": {"name": {"enum": ["a", "b"]}}, "required": ["name"]}},
+        "properties": {"id": {"type": "integer"}},
+        "anyOf": [{"$ref": "#/$defs/named"}, {"properties": {"zz": {"type": "string"}}}],
+        "unevaluatedProperties": False,
+    },
+    "if_then_else": {
+        "properties": {"id": {"type": "integer"}},
+        "if": {"properties": {"name": {"const": "a"}}, "required": ["name"]},
+        "then": {"properties": {"x_ok": {"type": "boolean"}}},
+        "else": {"properties": {"zz": {"type": "string"}}},
+        "unevaluatedProperties": False,
+    },
     "ignored_in_draft7": {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "properties": {"id": {"type": "integer"}},
@@ -63,6 +85,10 @@ OBJECT_VALUES = [
     {"id": 1, "zz": "long"},
     {"name": "a"},
     {"id": 1, "name": "a", "zz": "q"},
+    {"id": 1, "name": "a", "x_ok": True},
+    {"id": 1, "name": "c", "zz": "q"},
+    {"zz": "q"},
+    {"id": 1, "name": "a", "zz": 5},
 ]
 ARRAY_VALUES = [
     list(v)
@@ -93,7 +119,7 @@ def test_regex_route_equals_jsonschema(name):
     assert seen == {True, False}
 
 
-@pytest.mark.parametrize("name", ["ref_closed", "items_2020"])
+@pytest.mark.parametrize("name", ["ref_closed", "items_2020", "oneof_branches", "if_then_else"])
 def test_structural_route_equals_jsonschema(smollm2_vocab, name):
     schema = SCHEMAS[name]
     grammar = compile_json_schema_cfg(schema, smollm2_vocab, strict=False)
@@ -107,8 +133,11 @@ def test_structural_route_equals_jsonschema(smollm2_vocab, name):
 @pytest.mark.parametrize(
     ("schema", "pointer"),
     [
-        ({"anyOf": [BASE, {"properties": {"n": {}}}], "unevaluatedProperties": False}, ""),
-        ({"properties": {"a": {"if": BASE, "then": BASE, "unevaluatedProperties": False}}}, "/properties/a"),
+        ({"dependentSchemas": {"id": BASE}, "unevaluatedProperties": False}, ""),
+        ({"oneOf": [{"anyOf": [BASE]}, BASE], "unevaluatedProperties": False}, ""),
+        ({"anyOf": [{"properties": {str(i): {}}} for i in range(7)],
+          "unevaluatedProperties": False}, ""),
+        ({"properties": {"a": {"if": {"anyOf": [BASE]}, "then": BASE, "unevaluatedProperties": False}}}, "/properties/a"),
         ({"contains": {"type": "integer"}, "unevaluatedItems": False}, ""),
         ({"allOf": [{**BASE, "unevaluatedProperties": False}], "unevaluatedProperties": False}, ""),
     ],
