@@ -319,7 +319,9 @@ class JsonCursor:
                 else:
                     if top is not None and top.kind == ANY_KIND and object_raw is None:
                         object_raw, object_level = bytearray(b"["), len(stack)
-                    kind = self._kind_at(path)
+                    # inside an item of any value no guard applies (UniqueItemsPlan.check)
+                    is_free = object_raw is not None and stack[object_level - 1].kind == ANY_KIND
+                    kind = None if is_free else self._kind_at(path)
                     # expects_key in an ItemAutomaton array: an item must come (after ',')
                     stack.append(_Frame(False, path, expects_key=False, kind=kind))
             elif byte == 0x7D or byte == 0x5D:  # '}' ']'
@@ -339,7 +341,8 @@ class JsonCursor:
                 mode = _STRING
                 top = stack[-1] if stack else None
                 is_key = top is not None and top.is_object and top.expects_key
-                if not is_key and self.text_patterns:
+                is_free = object_raw is not None and stack[object_level - 1].kind == ANY_KIND
+                if not is_key and self.text_patterns and not is_free:
                     text_guard = self._text_guard_at(_value_path(stack))
                     if text_guard is not None:
                         text_state, num_chars = text_guard.step(text_guard.start, byte)[0], 0

@@ -335,6 +335,12 @@ def _reads_items(kind: Kind) -> bool:
     return kind in (OBJECT_KIND, ANY_KIND) or not isinstance(kind, str | EnumDomain)
 
 
+def _ignores_inside(kind: Kind) -> bool:
+    """Does the matcher apply no guard inside this kind's items (any value: no schema inside
+    to guard; an `ItemAutomaton`'s items may hold a guarded array, refused instead)?"""
+    return kind == ANY_KIND
+
+
 def _shown(path: Path) -> str:
     shown = [seg if isinstance(seg, str) else getattr(seg, "name", "*") for seg in path]
     return "/".join(shown) or "(root)"
@@ -458,15 +464,25 @@ class UniqueItemsPlan:
                 for other in unique_paths[i + 1 :]
                 if self.unique[other][0] != kind and paths_meet(path, other)
             ]
-            # the matcher reads the items of an ItemAutomaton array as plain text: no
-            # guarded array may sit inside them
+            # the matcher reads the items of an ItemAutomaton array (an open object, any
+            # value) as one text: no guarded array may sit inside them. Inside an any-value
+            # item it applies no guard at all (no schema sits there), so only patterns that
+            # also match elsewhere (a recursive nonterminal's "**") meet there: not refused
             clash += [
                 other
                 for other, (other_kind, _) in self.unique.items()
                 if other != path
                 and (
-                    (_reads_items(kind) and paths_meet(other, (*path, ELEMENT, ANY_PATH)))
-                    or (_reads_items(other_kind) and paths_meet(path, (*other, ELEMENT, ANY_PATH)))
+                    (
+                        _reads_items(kind)
+                        and not _ignores_inside(kind)
+                        and paths_meet(other, (*path, ELEMENT, ANY_PATH))
+                    )
+                    or (
+                        _reads_items(other_kind)
+                        and not _ignores_inside(other_kind)
+                        and paths_meet(path, (*other, ELEMENT, ANY_PATH))
+                    )
                 )
             ]
             if not clash:

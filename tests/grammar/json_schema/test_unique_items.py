@@ -827,3 +827,37 @@ def test_any_value_string_item_completed_by_its_head(grammars):
     assert matcher.accept_bytes(b'[1, "a.", "a')
     allowed = set(matcher.allowed_token_ids().tolist())
     assert not allowed & set(repeats) and set(fresh) <= allowed
+
+
+def test_any_value_items_in_a_recursive_schema(smollm2_vocab, smollm2_tokenizer):
+    # the guard's pattern ("**", kids, [], tags) also matches inside its own items, where
+    # values are unconstrained: no guard applies there (an array named tags may repeat)
+    schema = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "tags": {"type": "array", "uniqueItems": True},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for value in [
+        {"tags": [{"tags": [1, 1]}], "kids": [{"tags": [1, 2]}]},
+        {"tags": [[1, 1], {"tags": ["a", "a"]}]},
+        {"tags": [{"kids": [{"tags": [1, 1]}]}]},  # matches ("**", kids, [], tags): free
+        {"kids": [{"tags": [1, 1]}]},
+        {"kids": [{"kids": [{"tags": [{"a": 1}, {"a": 1.0}]}]}]},
+        {"tags": [{"tags": [1]}, {"tags": [1]}]},
+    ]:
+        text = serialize(value, schema, schema)
+        is_valid = oracle.is_valid(value)
+        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] and seen[False]
