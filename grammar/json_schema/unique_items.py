@@ -553,10 +553,11 @@ class _VocabTables:
             end = next((k for k, b in enumerate(data) if b not in _NUMBER), len(data))
             if end < len(data) and not any(0x30 <= b <= 0x39 for b in data[end:]):
                 self.number_heads[token_id] = data[:end]
-            # an array opened by the token can get a complete item inside it only if a quote,
-            # a digit or a brace follows the bracket
+            # an array opened by the token holds a repeat within it only with two items, so a
+            # comma after the bracket (its first item alone repeats nothing, and with nothing
+            # used no pending first item is a dead end)
             tail = data[data.find(_BRACKET) + 1 :] if _BRACKET in data else b""
-            opens_items = _QUOTE in tail or 0x7D in tail or any(0x30 <= b <= 0x39 for b in tail)
+            opens_items = 0x2C in tail
             flags["enter"][token_id] = opens_items
             flags["enter_string"][token_id] = opens_items and _QUOTE in data
             num_quotes = min(data.count(_QUOTE), 2)
