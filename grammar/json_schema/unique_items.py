@@ -919,7 +919,11 @@ class UniqueItemsMatcher:
                         if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1:
                             bad.append(t)
             walked = set_bit_ids(hits & words["string_walk"][:num_words])
-            bad += [t for t in walked.tolist() if cursor.feed(token_bytes[t]) is None]
+            bad += [
+                t
+                for t in walked.tolist()
+                if t not in eos_ids and cursor.feed(token_bytes[t]) is None
+            ]
             return np.asarray(sorted(bad), dtype=np.int64)
         elif mode == _BETWEEN:
             bad = []
@@ -930,7 +934,11 @@ class UniqueItemsMatcher:
                     if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1:
                         bad.append(t)
             walked = set_bit_ids(hits & words["between"][:num_words])
-            bad += [t for t in walked.tolist() if cursor.feed(token_bytes[t]) is None]
+            bad += [
+                t
+                for t in walked.tolist()
+                if t not in eos_ids and cursor.feed(token_bytes[t]) is None
+            ]
             return np.asarray(sorted(bad), dtype=np.int64)
         else:
             name = "literal" if mode == _LITERAL else "quote"
