@@ -159,9 +159,8 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
     (`_is_open`: ``^[a-z_][a-z0-9_]*$`` is, ``maxLength`` never is); items without validation
     keywords (``true``, ``{}``, annotations only) are any value."""
     s = c._resolve(rest, ptr + "/items")
-    if s is True or (isinstance(s, dict) and not set(s) & VALIDATION_KEYWORDS):
-        return ANY_KIND
-    if _is_open_mix(c, s, ptr):
+    is_unconstrained = s is True or (isinstance(s, dict) and not set(s) & VALIDATION_KEYWORDS)
+    if is_unconstrained or _is_open_mix(c, s, ptr):
         return ANY_KIND  # (the inner grammar keeps the types; the matcher compares values)
     if not isinstance(s, dict) or not isinstance(s.get("type"), str):
         return None
@@ -184,9 +183,10 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
 
 def _prefix_item_kind(c: SchemaCompiler, prefix: list, rest: Any, ptr: str) -> str | None:
     """One open kind for the items of a tuple array (``prefixItems`` and the rest): the
-    positions' common kind, or ``"any"`` for a mix of string, number and any items (every proper prefix of an item completes in infinitely many ways whatever its
-    position, but a literal's); None otherwise (``integer`` beside another kind: ``0``
-    completes alone at its positions only)."""
+    positions' common kind, or ``"any"`` for a mix of string, number and any items (every
+    proper prefix of an item completes in infinitely many ways whatever its position, but a
+    literal's); None otherwise (``integer`` beside another kind: ``0`` completes alone at
+    its positions only)."""
     kinds = [_open_item_kind(c, item, ptr) for item in prefix]
     if rest is not False:
         kinds.append(_open_item_kind(c, rest, ptr))

@@ -895,7 +895,7 @@ class UniqueItemsMatcher:
         leave a literal's prefix only with two quotes, a closer, a comma, whitespace after
         another byte or a literal's letter last (`_VocabTables.any_words`); before the first
         item is complete, only with a comma as well."""
-        tables, token_bytes, eos_ids = self.grammar.tables, self._token_bytes, self._eos_ids
+        tables = self.grammar.tables
         words = tables.any_words
         num_words = min(len(inner_words), len(words["quote"]))
         hits = inner_words[:num_words].copy()  # (W,) uint32
@@ -912,43 +912,45 @@ class UniqueItemsMatcher:
             depth = len(cursor.stack) - cursor.object_level
             token_ids = token_ids[tables.num_closers[token_ids] >= depth]
         elif mode == _STRING and cursor.raw is not None:
-            pending, bad = cursor.raw, []
+            # a string item completed by a token's head: looked up; other quote tokens walk
+            pending, known = cursor.raw, []
             for text in array.seen_texts:
                 if len(text) > len(pending) and text.startswith(pending):
-                    for t in tables.inert_ids_by_head.get(text[len(pending) : -1], ()):
-                        if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1:
-                            bad.append(t)
-            walked = set_bit_ids(hits & words["string_walk"][:num_words])
-            bad += [
-                t
-                for t in walked.tolist()
-                if t not in eos_ids and cursor.feed(token_bytes[t]) is None
-            ]
-            return np.asarray(sorted(bad), dtype=np.int64)
+                    known.append(tables.inert_ids_by_head.get(text[len(pending) : -1], ()))
+            return self._known_and_walked(cursor, hits, known, words["string_walk"])
         elif mode == _BETWEEN:
-            bad = []
+            # an item a token starts and completes, or a literal prefix: looked up
             known = [tables.any_literal_ids.get(key, ()) for key in array.seen]
             known += [tables.any_item_ids_by_text.get(text, ()) for text in array.seen_texts]
-            for ids in known:
-                for t in ids:
-                    if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1:
-                        bad.append(t)
-            walked = set_bit_ids(hits & words["between"][:num_words])
-            bad += [
-                t
-                for t in walked.tolist()
-                if t not in eos_ids and cursor.feed(token_bytes[t]) is None
-            ]
-            return np.asarray(sorted(bad), dtype=np.int64)
+            return self._known_and_walked(cursor, hits, known, words["between"])
         else:
             name = "literal" if mode == _LITERAL else "quote"
             token_ids = set_bit_ids(hits & words[name][:num_words])
+        return np.asarray(self._walk_refused(cursor, token_ids), dtype=np.int64)
+
+    def _known_and_walked(
+        self, cursor: JsonCursor, hits: np.ndarray, known: list[tuple[int, ...]], walk: np.ndarray
+    ) -> np.ndarray:
+        """The ids of ``known`` (refused by lookup) allowed in ``hits``, and the tokens of
+        ``hits & walk`` that ``feed`` refuses, ascending."""
+        num_words = len(hits)
         bad = [
+            t
+            for ids in known
+            for t in ids
+            if t >> 5 < num_words and (int(hits[t >> 5]) >> (t & 31)) & 1
+        ]
+        bad += self._walk_refused(cursor, set_bit_ids(hits & walk[:num_words]))
+        return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _walk_refused(self, cursor: JsonCursor, token_ids: np.ndarray) -> list[int]:
+        """The ``token_ids`` (not EOS) whose bytes ``cursor.feed`` refuses."""
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        return [
             t
             for t in token_ids.tolist()
             if t < len(token_bytes) and t not in eos_ids and cursor.feed(token_bytes[t]) is None
         ]
-        return np.asarray(bad, dtype=np.int64)
 
     def _forbidden_items(
         self, cursor: JsonCursor, automaton: ItemAutomaton, seen: frozenset, token_ids: np.ndarray

@@ -56,6 +56,18 @@ def walk(grammar, tokenizer, text: str) -> bool:
     return matcher.is_accepting()
 
 
+def walks_agree(grammar, tokenizer, schema, values) -> dict[bool, int]:
+    """Each value's text walked token by token <=> jsonschema validity; counts by validity."""
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for value in values:
+        text = serialize(value, schema, schema)
+        is_valid = oracle.is_valid(value)
+        assert walk(grammar, tokenizer, text) == is_valid, text
+        seen[is_valid] += 1
+    return seen
+
+
 @pytest.fixture(scope="module")
 def grammars(smollm2_vocab):
     return {
@@ -445,13 +457,7 @@ def test_items_of_any_value(grammars, smollm2_vocab, smollm2_tokenizer):
     ]  # fmt: skip
     for schema, grammar, values in cases:
         assert isinstance(grammar, UniqueItemsGrammar)
-        oracle = validator(schema)
-        seen = {True: 0, False: 0}
-        for value in values:
-            text = serialize(value, schema, schema)
-            is_valid = oracle.is_valid(value)
-            assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
-            seen[is_valid] += 1
+        seen = walks_agree(grammar, smollm2_tokenizer, schema, values)
         assert seen[True] and seen[False]
     # spellings serialize would not write, and literal prefixes
     grammar = grammars["anything"]
@@ -499,25 +505,24 @@ def test_if_then_around_a_unique_enum_array(smollm2_vocab, smollm2_tokenizer):
     # in one branch: another item kind at the same place, refused)
     grammar = compile_json_schema(PROJECT, smollm2_vocab, cache=False)
     assert isinstance(grammar, UniqueItemsGrammar)
-    oracle = validator(PROJECT)
-    seen = {True: 0, False: 0}
-    for value in [
-        {"name": "p", "version": "1"},
-        {"name": "p"},
-        {"name": "p", "dynamic": ["version"]},
-        {"name": "p", "dynamic": ["MO", "version", "TU"]},
-        {"name": "p", "dynamic": ["MO", "version", "MO"]},
-        {"name": "p", "dynamic": ["version", "version"]},
-        {"name": "p", "dynamic": ["MO", "TU"]},
-        {"name": "p", "version": "1", "dynamic": ["MO", "TU"]},
-        {"name": "p", "version": "1", "dynamic": ["TU", "TU"]},
-        {"name": "p", "version": "1", "dynamic": DAYS + ["version"]},
-        {"name": "p", "dynamic": DAYS},
-    ]:
-        text = serialize(value, PROJECT, PROJECT)
-        is_valid = oracle.is_valid(value)
-        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
-        seen[is_valid] += 1
+    seen = walks_agree(
+        grammar,
+        smollm2_tokenizer,
+        PROJECT,
+        [
+            {"name": "p", "version": "1"},
+            {"name": "p"},
+            {"name": "p", "dynamic": ["version"]},
+            {"name": "p", "dynamic": ["MO", "version", "TU"]},
+            {"name": "p", "dynamic": ["MO", "version", "MO"]},
+            {"name": "p", "dynamic": ["version", "version"]},
+            {"name": "p", "dynamic": ["MO", "TU"]},
+            {"name": "p", "version": "1", "dynamic": ["MO", "TU"]},
+            {"name": "p", "version": "1", "dynamic": ["TU", "TU"]},
+            {"name": "p", "version": "1", "dynamic": DAYS + ["version"]},
+            {"name": "p", "dynamic": DAYS},
+        ],
+    )
     assert seen[True] >= 4 and seen[False] >= 4
     # all eight other values used, no version yet: only "version" can start an item
     matcher = grammar.matcher()
@@ -569,18 +574,17 @@ def test_guards_beside_a_not_on_other_keywords(smollm2_vocab, smollm2_tokenizer)
     }
     grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
     assert isinstance(grammar, UniqueItemsGrammar)
-    oracle = validator(schema)
-    seen = {True: 0, False: 0}
-    for value in [
-        {"lib": ["a", "b"], "outDir": "d"},
-        {"lib": ["a", "a"], "outDir": "d"},
-        {"lib": ["a"], "outDir": "d", "outFile": "f"},
-        {"lib": [], "outFile": "f"},
-    ]:
-        text = serialize(value, schema, schema)
-        is_valid = oracle.is_valid(value)
-        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
-        seen[is_valid] += 1
+    seen = walks_agree(
+        grammar,
+        smollm2_tokenizer,
+        schema,
+        [
+            {"lib": ["a", "b"], "outDir": "d"},
+            {"lib": ["a", "a"], "outDir": "d"},
+            {"lib": ["a"], "outDir": "d", "outFile": "f"},
+            {"lib": [], "outFile": "f"},
+        ],
+    )
     assert seen[True] and seen[False]
     # a uniqueItems inside the negated schema is refused, never guarded
     negated = {"type": "array", "not": STRINGS}
@@ -800,13 +804,7 @@ def test_tuple_arrays(smollm2_vocab, smollm2_tokenizer):
     for schema, values in cases:
         grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
         assert isinstance(grammar, UniqueItemsGrammar)
-        oracle = validator(schema)
-        seen = {True: 0, False: 0}
-        for value in values:
-            text = serialize(value, schema, schema)
-            is_valid = oracle.is_valid(value)
-            assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
-            seen[is_valid] += 1
+        seen = walks_agree(grammar, smollm2_tokenizer, schema, values)
         assert seen[True] and seen[False]
     counted = {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
                "uniqueItems": True}  # fmt: skip
@@ -846,18 +844,17 @@ def test_any_value_items_in_a_recursive_schema(smollm2_vocab, smollm2_tokenizer)
     }
     grammar = compile_json_schema(schema, smollm2_vocab, cache=False)
     assert isinstance(grammar, UniqueItemsGrammar)
-    oracle = validator(schema)
-    seen = {True: 0, False: 0}
-    for value in [
-        {"tags": [{"tags": [1, 1]}], "kids": [{"tags": [1, 2]}]},
-        {"tags": [[1, 1], {"tags": ["a", "a"]}]},
-        {"tags": [{"kids": [{"tags": [1, 1]}]}]},  # matches ("**", kids, [], tags): free
-        {"kids": [{"tags": [1, 1]}]},
-        {"kids": [{"kids": [{"tags": [{"a": 1}, {"a": 1.0}]}]}]},
-        {"tags": [{"tags": [1]}, {"tags": [1]}]},
-    ]:
-        text = serialize(value, schema, schema)
-        is_valid = oracle.is_valid(value)
-        assert walk(grammar, smollm2_tokenizer, text) == is_valid, text
-        seen[is_valid] += 1
+    seen = walks_agree(
+        grammar,
+        smollm2_tokenizer,
+        schema,
+        [
+            {"tags": [{"tags": [1, 1]}], "kids": [{"tags": [1, 2]}]},
+            {"tags": [[1, 1], {"tags": ["a", "a"]}]},
+            {"tags": [{"kids": [{"tags": [1, 1]}]}]},  # matches ("**", kids, [], tags): free
+            {"kids": [{"tags": [1, 1]}]},
+            {"kids": [{"kids": [{"tags": [{"a": 1}, {"a": 1.0}]}]}]},
+            {"tags": [{"tags": [1]}, {"tags": [1]}]},
+        ],
+    )
     assert seen[True] and seen[False]
