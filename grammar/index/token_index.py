@@ -236,6 +236,7 @@ class VocabTable:
     _eos: np.ndarray | None = field(default=None, repr=False, compare=False)
     _by_length: np.ndarray | None = field(default=None, repr=False, compare=False)
     _num_longer: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _after_quote: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def _computed_once(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The read-only array cached in field ``name``, built by ``build`` on first use."""
@@ -245,6 +246,21 @@ class VocabTable:
             found.flags.writeable = False
             object.__setattr__(self, name, found)
         return found
+
+    def max_chars_after_quote(self) -> int:
+        """The most characters (bytes that start a UTF-8 character) a text token holds after
+        one of its ``"`` bytes and before the next: the most a token that opens a JSON string
+        can put into it (computed once)."""
+
+        def build() -> np.ndarray:
+            most = 0
+            for row in np.flatnonzero((self.matrix == 0x22).any(axis=1)).tolist():
+                data = self.matrix[row, : self.lengths[row]].tobytes()
+                for part in data.split(b'"')[1:]:
+                    most = max(most, sum(1 for b in part if not 0x80 <= b < 0xC0))
+            return np.asarray(most, dtype=np.int64)
+
+        return int(self._computed_once("_after_quote", build))
 
     def rows_by_length(self) -> tuple[np.ndarray, np.ndarray]:
         """``(rows (T,) int64, num_longer (L + 1,) int64)``: the trie rows by decreasing byte

@@ -183,6 +183,7 @@ def marked_schema_tree(
     share_refs: bool = True,
     count_strings_above: int | None = None,
     guarded_max_states: int | None = None,
+    count_strings_floor: int | None = None,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -199,8 +200,10 @@ def marked_schema_tree(
     ``$ref`` target again at each use (needed where ``unique_plan`` records instance paths).
     ``count_strings_above``: a plain string whose ``maxLength`` passes it (at least the
     vocabulary's longest token) keeps an unbounded tail, that bound counted by the matcher
-    (recorded in ``unique_plan``); once one is, past ``guarded_max_states`` NFA states of
-    bounded strings the build stops (``CompileBudgetError``: the structural path)."""
+    (recorded in ``unique_plan``), and then every later plain string whose ``maxLength``
+    passes ``count_strings_floor`` (at least the most characters a token puts into a string
+    it opens); once one is, past ``guarded_max_states`` NFA states of bounded strings the
+    build stops (``CompileBudgetError``: the structural path)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(
@@ -218,6 +221,7 @@ def marked_schema_tree(
         share_refs=share_refs,
         count_strings_above=count_strings_above,
         guarded_max_states=guarded_max_states,
+        count_strings_floor=count_strings_floor,
     )
     try:
         tree = compiler.compile(compiler.root, "")
@@ -414,11 +418,13 @@ def _compile_json_schema(
     plan = UniqueItemsPlan()
     source = json.dumps(root, sort_keys=True, ensure_ascii=False)
     # plain strings bounded past the counter keep the regex route, their maxLength counted
-    # by the matcher, where no token can pass that bound within itself
-    count_strings_above = None
+    # by the matcher, where no token can pass that bound within itself; once one is, every
+    # later one longer than what a token can put into a string it opens
+    count_strings_above = count_strings_floor = None
     if is_auto:
-        longest = int(vocab_table(vocab).lengths.max(initial=0))
-        count_strings_above = max(REGEX_ROUTE_MAX_COUNT, longest)
+        table = vocab_table(vocab)
+        count_strings_above = max(REGEX_ROUTE_MAX_COUNT, int(table.lengths.max(initial=0)))
+        count_strings_floor = min(table.max_chars_after_quote(), count_strings_above)
 
     def make_tree() -> Node:
         plan.reset()
@@ -440,6 +446,7 @@ def _compile_json_schema(
             share_refs=not may_need_plan(source, REGEX_ROUTE_MAX_COUNT if is_auto else None),
             count_strings_above=count_strings_above,
             guarded_max_states=GUARDED_ROUTE_MAX_STATES if is_auto else None,
+            count_strings_floor=count_strings_floor,
             **layout_options,
         )
         return tree

@@ -125,6 +125,7 @@ class SchemaCompiler:
         share_refs: bool = True,
         count_strings_above: int | None = None,
         guarded_max_states: int | None = None,
+        count_strings_floor: int | None = None,
     ) -> None:
         self.root = root
         # the most regex characters a shared part may be written out with (see share; None:
@@ -159,6 +160,9 @@ class SchemaCompiler:
         # with such a string counted: the most NFA states the counted strings may need
         # together (_note_counted_states), and their tally
         self.guarded_max_states = guarded_max_states
+        # once one string is counted, every later plain string whose maxLength passes this
+        # (at least what a token can put into a string it opens) is counted too
+        self.count_strings_floor = count_strings_floor
         self.num_counted_states = 0
         self._state_memo: dict = {}  # (nfa_builder.unshared_states' memo by node identity)
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
@@ -844,10 +848,16 @@ class SchemaCompiler:
                 # maxLength (a clash with another string schema at its place takes the
                 # structural path instead: UniqueItemsPlan.check). No token can open the
                 # string and pass maxLength within itself (maxLength > ``above``, at least
-                # the longest token), so the count starts at the opening quote
+                # the most characters a token puts into a string it opens), so the count
+                # starts at the opening quote
                 text = seq(QUOTE, repeat(JSON_CHAR, min_len, None), QUOTE)
                 key = (f"plain string, minLength {min_len}", 0, max_len)  # (the guard's text)
                 if self._count_length(key, text, ptr, "maxLength", True):
+                    # the matcher counts strings now: each later one it can count costs it
+                    # a few table reads, the automaton ~14 states per character
+                    floor = self.count_strings_floor
+                    if floor is not None:
+                        self.count_strings_above = min(floor, above)
                     self._note_counted_states(text, ptr)
                     return text, True
             counted = seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
@@ -945,7 +955,7 @@ class SchemaCompiler:
         ``count_strings_above`` set). Once the matcher counts some string, strings needing
         more than ``guarded_max_states`` states together make the structural path the
         cheaper one: ``CompileBudgetError`` as soon as that is known, not after the whole
-        automaton is built (a flat object of hundreds of bounded strings)."""
+        automaton is built (bounded strings written out before the first counted one)."""
         self.num_counted_states += unshared_states(text, CompileBudget(), counts=self._state_memo)
         plan, bound = self.unique_plan, self.guarded_max_states
         if bound is None or plan is None or not plan.has_route_guards:
@@ -973,13 +983,16 @@ class SchemaCompiler:
         if plan is None or plan.num_negations > 0 or self.num_exact > 0:
             return False
         if key not in self._length_guards:
-            _, min_len, max_len = key
-            try:
-                dfa = complement.byte_dfa(text)
-                guard = LengthGuard(dfa, min_len, max_len) if dfa is not None else None
-            except (CompileBudgetError, GrammarError, ValueError):
-                guard = None
-            self._length_guards[key] = guard
+            source, min_len, max_len = key
+            base = self._length_guards.get((source, min_len, None), False)
+            if base is False:  # (the analysis is shared by every max_len)
+                try:
+                    dfa = complement.byte_dfa(text)
+                    base = LengthGuard(dfa, min_len, None) if dfa is not None else None
+                except (CompileBudgetError, GrammarError, ValueError):
+                    base = None
+                self._length_guards[(source, min_len, None)] = base
+            self._length_guards[key] = None if base is None else base.with_max_len(max_len)
         guard = self._length_guards[key]
         if guard is None:
             return False

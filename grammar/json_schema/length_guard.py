@@ -27,6 +27,7 @@ pairs decides.
 from __future__ import annotations
 
 import collections
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -67,7 +68,7 @@ class LengthGuard:
         full = dfa.transitions[:, dfa.byte_to_class]  # (N, 256)
         self._rows = scalar_rows(full)
         self.is_accepting: list[bool] = dfa.is_accepting.tolist()
-        modes = _modes(self._rows, self.start)
+        modes, hex_left = _modes(self._rows, self.start)
         # (N, 256) weights: 1 where the byte starts a character of the content
         starts = np.ones(256, dtype=bool)
         starts[0x80:0xC0] = False
@@ -88,8 +89,22 @@ class LengthGuard:
         self.has_bounded_content = bool(
             (is_content & (self.longest < INFINITE) & ~dfa.is_accepting).any()
         )
+        self._is_content: list[bool] = is_content.tolist()
+        self._modes: list[int] = modes
+        self._hex_left: list[int] = hex_left
+        self.is_plain_count = _is_plain_count(
+            self._rows, self._weights, self.shortest, modes, min_len
+        )
         self._fits: dict[tuple[int, int], bool] = {}  # (state, characters) -> fits (search)
         self._transitions = LazyTransitions(dfa)
+
+    def with_max_len(self, max_len: int | None) -> LengthGuard:
+        """The same automaton and ``min_len`` under another ``max_len`` (its analysis
+        shared: nothing but `fits`'s searches depends on ``max_len``)."""
+        other = copy.copy(self)
+        other.max_len = max_len
+        other._fits = {}
+        return other
 
     def step(self, state: int, byte: int) -> tuple[int, int]:
         """``(state after byte, characters it adds)``; state ``-1``: the text cannot go on."""
@@ -111,6 +126,20 @@ class LengthGuard:
         if not self.is_accepting[state]:
             return None
         return num_chars < self.min_len
+
+    def shortest_at(self, state: int) -> int:
+        """The fewest characters any completion from ``state`` adds."""
+        return self._shortest_list[state]
+
+    def escape_left(self, state: int) -> tuple[bool, int]:
+        """``(after a backslash, hex digits of a \\uXXXX still to read)`` at ``state``
+        (``(False, 0)`` in the content or outside the string)."""
+        return self._modes[state] == _ESCAPE, self._hex_left[state]
+
+    def is_content(self, state: int) -> bool:
+        """Is ``state`` inside the string's content, not after a backslash or in ``\\uXXXX``
+        (a byte there starts a character unless it continues a UTF-8 one)?"""
+        return self._is_content[state]
 
     def token_ends(self, state: int, vocab: Vocabulary) -> np.ndarray:
         """``(V,)`` int32: the state each token ends in when its bytes all stay inside the
@@ -142,8 +171,36 @@ class LengthGuard:
         return f"LengthGuard({self.dfa.num_states} states, {self.min_len}..{self.max_len})"
 
 
-def _modes(rows: Sequence[Sequence[int]], start: int) -> list[int]:
-    """The lexical mode of each state (breadth first from ``start``)."""
+def _is_plain_count(
+    rows: Sequence[Sequence[int]],
+    weights: Sequence[Sequence[int]],
+    shortest: np.ndarray,
+    modes: Sequence[int],
+    min_len: int,
+) -> bool:
+    """Does every byte read inside the string (content, after a backslash, in ``\\uXXXX``)
+    that keeps it open take ``shortest`` down by its weight (to at least 0), with no
+    ``min_len`` of the guard's own? Then (the counted plain strings, ``"CHAR{m,}"``) a text
+    in a content state that fits its bounds still fits after bytes that keep the string
+    open iff their characters fit the room left: ``shortest`` after them is
+    ``max(shortest - chars, 0)``, at most the room left then."""
+    if min_len > 0:
+        return False
+    for state, mode in enumerate(modes):
+        if mode not in (_CONTENT, _ESCAPE, _HEX):
+            continue
+        row, weight, left = rows[state], weights[state], int(shortest[state])
+        for byte, target in enumerate(row):
+            if target < 0 or modes[target] == _CLOSED:
+                continue
+            if shortest[target] != max(left - weight[byte], 0):
+                return False
+    return True
+
+
+def _modes(rows: Sequence[Sequence[int]], start: int) -> tuple[list[int], list[int]]:
+    """The lexical mode of each state and, in ``\\uXXXX``, the hex digits still to read
+    (breadth first from ``start``)."""
     modes = [-1] * len(rows)
     modes[start] = _OPEN
     hex_left = [0] * len(rows)
@@ -160,7 +217,7 @@ def _modes(rows: Sequence[Sequence[int]], start: int) -> list[int]:
                 queue.append(target)
             elif (modes[target], hex_left[target]) != (after, left):
                 raise ValueError("a state of the string automaton has two lexical modes")
-    return modes
+    return modes, hex_left
 
 
 def _next_mode(mode: int, hex_left: int, byte: int) -> tuple[int, int]:

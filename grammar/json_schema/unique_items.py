@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numba
 import numpy as np
@@ -46,6 +46,7 @@ import torch
 
 from formcast.bitmask import pack_row
 from formcast.grammar.index.kernels import set_bit_ids
+from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
 from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
 from formcast.grammar.json_schema.unique_plan import (
@@ -76,6 +77,16 @@ _FEW_WALKED = 64
 # string automaton state, open containers, missing characters; _forbidden_open)
 _MAX_FREE_MEMO = 256
 _NO_IDS = np.zeros(0, dtype=np.int64)
+_MANY_IDS = 64  # refused ids cleared from a mask with one vectorised pass above this many
+
+
+class _PackedRefusal(NamedTuple):
+    """Refused tokens as a packed row (many, read off a table) plus a few ids."""
+
+    words: np.ndarray  # (W,) uint32, packed like a bitmask row
+    ids: np.ndarray  # (k,) int64
+
+
 _BETWEEN, _STRING, _ESCAPE, _HEX, _LITERAL = range(5)  # cursor modes
 _ZERO_TEXTS = (b"0", b"-0")
 # any-value items: the literals whose every prefix completes one way only, with their keys
@@ -460,7 +471,7 @@ class UniqueItemsGrammar:
         num_quotes = self.tables.num_quotes
         if any(
             g.has_bounded_content
-            or (INFINITE if g.max_len is None else g.max_len) < self.tables.max_chars
+            or (INFINITE if g.max_len is None else g.max_len) < self.tables.max_open_chars
             for g in guards
         ):
             risky = num_quotes > 0
@@ -540,6 +551,9 @@ class _VocabTables:
             dtype=bool,
         )  # fmt: skip
         self.max_chars = int(self.num_chars.max(initial=0))
+        self.first_bytes = np.array([data[0] if data else -1 for data in self._token_bytes])
+        # the most characters a token puts into a string it opens (after its quote)
+        self.max_open_chars = vocab_table(vocab).max_chars_after_quote()
         # object items: how many '}' / ']' a token holds (it closes at most that many frames)
         self.num_closers = np.zeros(vocab_size, dtype=np.int16)
         for token_id, data in enumerate(vocab.token_bytes[:vocab_size]):
@@ -603,6 +617,36 @@ class _VocabTables:
         self.other_words = pack_row(~self.is_plain_text)
         self.more_chars_words = np.stack(
             [pack_row(self.is_plain_text & (self.num_chars > k)) for k in range(self.max_chars + 1)]
+        )
+        self._build_plain_count_tables(vocab_size)
+
+    def _build_plain_count_tables(self, vocab_size: int) -> None:
+        """Counted plain strings (`UniqueItemsMatcher._forbidden_plain_count`): the tokens
+        settled by their characters alone when read from a string's content -- those that
+        keep it open (escapes included), and those whose closing quote is followed by inert
+        bytes (no quote, bracket, brace or backslash) -- as packed rows: all of them
+        (``settled_words``), the closing ones (``closing_words``), the closing ones with a
+        closer after the quote (``closing_closer_words``), and per ``k`` those adding more
+        than ``k`` characters before the quote or in all (``more_string_chars_words``,
+        ``(max_chars + 1, ceil(V/32))``)."""
+        string_chars = self.num_chars.copy()  # (V,) the plain tokens' count stands
+        is_settled = self.is_plain_text.copy()
+        is_closing = np.zeros(vocab_size, dtype=bool)
+        for token_id in np.flatnonzero(~self.is_plain_text).tolist():
+            data = self._token_bytes[token_id]
+            if not data:
+                continue
+            num_chars, closed_at = _string_effect(data)
+            string_chars[token_id] = num_chars
+            if closed_at < 0:
+                is_settled[token_id] = True
+            elif not any(b in data[closed_at + 1 :] for b in b'"[{\\'):
+                is_settled[token_id] = is_closing[token_id] = True
+        self.settled_words = pack_row(is_settled)
+        self.closing_words = pack_row(is_closing)
+        self.closing_closer_words = pack_row(is_closing & (self.num_closers > 0))
+        self.more_string_chars_words = np.stack(
+            [pack_row(is_settled & (string_chars > k)) for k in range(self.max_chars + 1)]
         )
 
     def _build_any_tables(self, vocab_size: int) -> None:
@@ -762,7 +806,10 @@ class UniqueItemsMatcher:
         kind = self._kind()
         if kind is None:
             return np.zeros(0, dtype=np.int64)
-        return self._forbidden(kind, self._inner_words())
+        bad = self._forbidden(kind, self._inner_words())
+        if isinstance(bad, _PackedRefusal):
+            return np.union1d(set_bit_ids(bad.words), bad.ids)
+        return bad
 
     def _inner_words(self) -> np.ndarray:
         """The inner grammar's mask row as uint32 words (filled into a CPU scratch row)."""
@@ -782,7 +829,7 @@ class UniqueItemsMatcher:
             return "open_text"
         return kind
 
-    def _forbidden(self, kind: Kind, inner_words: np.ndarray) -> np.ndarray:
+    def _forbidden(self, kind: Kind, inner_words: np.ndarray) -> np.ndarray | _PackedRefusal:
         """The allowed candidates (``inner_words`` AND ``kind``'s words) that ``feed`` refuses."""
         cursor = self._cursors[-1]
         if self._inner.is_terminated():
@@ -1020,7 +1067,9 @@ class UniqueItemsMatcher:
                 bad.append(t)
         return bad
 
-    def _forbidden_length(self, cursor: JsonCursor, hits: np.ndarray) -> np.ndarray:
+    def _forbidden_length(
+        self, cursor: JsonCursor, hits: np.ndarray
+    ) -> np.ndarray | _PackedRefusal:
         """The allowed tokens (packed ``hits``, ``(W,)`` uint32) that ``feed`` refuses in a
         counted string.
 
@@ -1038,8 +1087,17 @@ class UniqueItemsMatcher:
         num_words = len(hits)
         if self._is_free(cursor, guard):
             return self._forbidden_free(cursor, hits)
-        walked = set_bit_ids(hits & tables.other_words[:num_words]).tolist()
         room = INFINITE if guard.max_len is None else guard.max_len - num_chars
+        top = cursor.stack[-1] if cursor.stack else None
+        # a quote that closes the string: decided by the guard alone where the rest of the
+        # token is structure feed checks nothing in (no guarded array holds the string, whose
+        # item would complete at the quote; no object item kept whose end a closer could be)
+        may_close_by_head = (top is None or top.kind is None) and cursor.mode == _STRING
+        if guard.is_plain_count and guard.shortest_at(state) <= room:
+            if guard.is_content(state):
+                return self._forbidden_plain_count(cursor, hits, room, may_close_by_head)
+            return self._forbidden_plain_count_in_escape(cursor, hits, room)
+        walked = set_bit_ids(hits & tables.other_words[:num_words]).tolist()
         # plain tokens that might leave too little room (more than ``room - max_shortest``
         # characters), or all while too few characters for min_len may remain
         most = room - guard.max_shortest  # (a plain token adding more is risky)
@@ -1052,13 +1110,7 @@ class UniqueItemsMatcher:
         else:
             risky_words = None
         plain = _NO_IDS if risky_words is None else set_bit_ids(hits & risky_words)
-        # a quote that closes the string: decided by the guard alone where the rest of the
-        # token is structure feed checks nothing in (no guarded array holds the string, whose
-        # item would complete at the quote; no object item kept whose end a closer could be)
-        top = cursor.stack[-1] if cursor.stack else None
-        heads = tables.closing_heads
-        if (top is not None and top.kind is not None) or cursor.mode != _STRING:
-            heads = {}
+        heads = tables.closing_heads if may_close_by_head else {}
         is_kept_object = cursor.object_raw is not None
         bad = []
         for t in walked:
@@ -1076,10 +1128,65 @@ class UniqueItemsMatcher:
             bad += [t for t in plain.tolist() if cursor.feed(token_bytes[t]) is None]
             return np.asarray(sorted(bad), dtype=np.int64)
         ends = guard.token_ends(state, self.grammar.vocab)[plain]  # (k,)
-        for t, end in zip(plain.tolist(), ends.tolist(), strict=True):
-            if end < 0 or not guard.fits(end, num_chars + int(tables.num_chars[t])):
+        added = tables.num_chars[plain] - _escape_bytes(guard, state, tables, plain)  # (k,)
+        for t, end, num_added in zip(plain.tolist(), ends.tolist(), added.tolist(), strict=True):
+            if end < 0 or not guard.fits(end, num_chars + num_added):
                 bad.append(t)
         return np.asarray(sorted(bad), dtype=np.int64)
+
+    def _forbidden_plain_count(
+        self, cursor: JsonCursor, hits: np.ndarray, room: int, may_close_by_head: bool
+    ) -> _PackedRefusal:
+        """`_forbidden_length` for a guard with `LengthGuard.is_plain_count` in a content
+        state whose text fits (``room`` characters left). A token that keeps the string open
+        (escapes included) is refused iff it adds more than ``room`` characters; one whose
+        quote closes it, with inert bytes after (``may_close_by_head``: nothing after the
+        quote is checked there but a closer ending a kept object item), iff its characters
+        before the quote do: the inner grammar follows the same string texts, so the token
+        is a valid continuation and, closing, leaves it at its minLength or more. Both read
+        off tables (`_VocabTables._build_plain_count_tables`); the other tokens with a quote
+        or a backslash (a few) are walked."""
+        tables = self.grammar.tables
+        num_words = len(hits)
+        settled = tables.settled_words[:num_words]
+        if not may_close_by_head:
+            settled = settled & ~tables.closing_words[:num_words]
+        elif cursor.object_raw is not None:
+            settled = settled & ~tables.closing_closer_words[:num_words]
+        refused_words = np.zeros(num_words, dtype=np.uint32)
+        if room < len(tables.more_string_chars_words):
+            refused_words = hits & settled & tables.more_string_chars_words[room, :num_words]
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        walked = [
+            t
+            for t in set_bit_ids(hits & ~settled).tolist()
+            if t not in eos_ids and cursor.feed(token_bytes[t]) is None
+        ]
+        return _PackedRefusal(refused_words, np.asarray(walked, dtype=np.int64))
+
+    def _forbidden_plain_count_in_escape(
+        self, cursor: JsonCursor, hits: np.ndarray, room: int
+    ) -> _PackedRefusal:
+        """`_forbidden_plain_count` after a backslash or inside ``\\uXXXX`` (a token
+        ended there): a token without a quote or a backslash first finishes the escape,
+        its first byte (``\\u``: and four hex digits) or the hex digits left adding no
+        character (ASCII bytes the content count holds once each), then adds its other
+        characters; refused iff those pass ``room`` (vectorised over the vocabulary). The
+        tokens with a quote or a backslash are walked."""
+        tables = self.grammar.tables
+        guard = cursor.text_guard
+        assert guard is not None
+        skipped = _escape_bytes(guard, cursor.text_state, tables)  # (V,)
+        is_over = tables.is_plain_text & (tables.num_chars - skipped > room)  # (V,)
+        num_words = len(hits)
+        refused_words = hits & pack_row(is_over)[:num_words]
+        token_bytes, eos_ids = self._token_bytes, self._eos_ids
+        walked = [
+            t
+            for t in set_bit_ids(hits & tables.other_words[:num_words]).tolist()
+            if t not in eos_ids and cursor.feed(token_bytes[t]) is None
+        ]
+        return _PackedRefusal(refused_words, np.asarray(walked, dtype=np.int64))
 
     def _forbidden_open(self, cursor: JsonCursor, inner_words: np.ndarray) -> np.ndarray:
         """The ``"open_text"`` candidates the inner grammar allows (``inner_words``: its
@@ -1204,10 +1311,24 @@ class UniqueItemsMatcher:
         else:
             inner_words = self._inner_words()
         bad = self._forbidden(kind, inner_words)
+        is_cpu = target.device.type == "cpu" and target.is_contiguous()
+        if isinstance(bad, _PackedRefusal):
+            num_words = len(bad.words)
+            if is_cpu:
+                inner_words[:num_words] &= ~bad.words
+            else:
+                keep = torch.from_numpy((~bad.words).view(np.int32)).to(target.device)
+                target[:num_words] &= keep
+            bad = bad.ids
         if bad.size == 0:
             return
         words = bad >> 5
-        if target.device.type == "cpu" and target.is_contiguous():
+        if is_cpu and bad.size > _MANY_IDS:
+            clear = np.zeros(len(inner_words), dtype=np.uint32)  # (W,) the bits to clear
+            np.bitwise_or.at(clear, words, np.left_shift(1, bad & 31).astype(np.uint32))
+            inner_words &= ~clear
+            return
+        if is_cpu:
             # in place through the numpy view (a torch index-put costs ~0.3 ms here)
             for word, bit in zip(words.tolist(), (bad & 31).tolist(), strict=True):
                 inner_words[word] &= np.uint32(~(1 << bit) & 0xFFFFFFFF)
@@ -1267,6 +1388,40 @@ class UniqueItemsMatcher:
 
     def __repr__(self) -> str:
         return f"UniqueItemsMatcher(accepted={self.num_accepted}, inner={self._inner!r})"
+
+
+def _escape_bytes(
+    guard: LengthGuard, state: int, tables: _VocabTables, token_ids: np.ndarray | None = None
+) -> np.ndarray:
+    """``(V,)`` (or over ``token_ids``) int64: the leading bytes of each token without a
+    quote or a backslash that finish an escape pending at ``state`` (after a backslash: the
+    escaped byte, ``u`` with four hex digits; inside ``\\uXXXX``: the digits left). They
+    are ASCII, each counted once in ``tables.num_chars``, and add no character."""
+    ids = slice(None) if token_ids is None else token_ids
+    is_escape, hex_left = guard.escape_left(state)
+    lengths = tables.lengths[ids]
+    if is_escape:
+        return np.where(tables.first_bytes[ids] == 0x75, np.minimum(lengths, 5), 1)  # \u
+    return np.minimum(lengths, hex_left)
+
+
+def _string_effect(data: bytes) -> tuple[int, int]:
+    """``(characters, index of the closing quote or -1)`` of ``data`` read from a JSON
+    string's content: a byte there starts a character unless it continues a UTF-8 one or is
+    the closing quote; an escape is one character, counted at its backslash."""
+    num_chars, hex_left, is_escape = 0, 0, False
+    for index, byte in enumerate(data):
+        if hex_left:
+            hex_left -= 1
+        elif is_escape:
+            is_escape = False
+            hex_left = 4 if byte == 0x75 else 0  # \uXXXX
+        elif byte == _QUOTE:
+            return num_chars, index
+        else:
+            is_escape = byte == _BACKSLASH
+            num_chars += not 0x80 <= byte < 0xC0
+    return num_chars, -1
 
 
 def _num_chars(data: bytes) -> int:

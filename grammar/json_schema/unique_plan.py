@@ -282,6 +282,8 @@ def _segment_matches(pattern: Segment, segment: str) -> bool:
 
 def paths_meet(first: Path, second: Path) -> bool:
     """Can one concrete path match both patterns (``"**"``: any run of segments)?"""
+    if ANY_PATH not in first and ANY_PATH not in second:  # segment by segment
+        return len(first) == len(second) and all(map(_segments_meet, first, second))
 
     @functools.cache
     def meet(i: int, j: int) -> bool:

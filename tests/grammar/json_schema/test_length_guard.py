@@ -95,6 +95,19 @@ def _forced(monkeypatch):
     monkeypatch.setattr(compiler, "GUARD_MAX_STATES", 1)
 
 
+def _product_and_counted(schema, vocab, monkeypatch):
+    """``schema`` compiled with every product automaton built (the bounds inside one
+    automaton: the oracle), then with the matcher counting (`_forced`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
+        product = compile_json_schema(schema, vocab, strict=False, cache=False)
+    assert not isinstance(product, UniqueItemsGrammar)
+    _forced(monkeypatch)
+    counted = compile_json_schema(schema, vocab, strict=False, cache=False)
+    assert isinstance(counted, UniqueItemsGrammar)
+    return product, counted
+
+
 SCHEMAS = [
     {"type": "string", "pattern": "^[a-z]+(\\.[a-z]+)*$", "minLength": 3, "maxLength": 9},
     {"type": "string", "format": "uri", "maxLength": 24},
@@ -299,13 +312,7 @@ def test_wide_bounds_masks_equal_the_product_automaton(
     index, monkeypatch, smollm2_vocab, smollm2_tokenizer
 ):
     schema = WIDE_SCHEMAS[index]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
-        product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
-    assert not isinstance(product, UniqueItemsGrammar)
-    _forced(monkeypatch)
-    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
-    assert isinstance(counted, UniqueItemsGrammar)
+    product, counted = _product_and_counted(schema, smollm2_vocab, monkeypatch)
     oracle = validator(schema)
     num_valid = 0
     for value in WIDE_VALUES:
@@ -375,12 +382,7 @@ def test_token_that_opens_and_closes_a_counted_value(monkeypatch, smollm2_vocab,
     refuses it."""
     inner = {"type": "string", "pattern": "^([a-z]+ ?)*$", "minLength": 3, "maxLength": 300}
     schema = {"type": "object", "properties": {"a": inner, "b": {"type": "string"}}}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiler, "COUNTED_ABOVE_STATES", compiler.GUARD_MAX_STATES)
-        product = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
-    _forced(monkeypatch)
-    counted = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
-    assert isinstance(counted, UniqueItemsGrammar)
+    product, counted = _product_and_counted(schema, smollm2_vocab, monkeypatch)
     empty = smollm2_tokenizer.convert_tokens_to_ids('""')
     for value in [{"a": "abc", "b": ""}, {"b": "x"}]:
         text = serialize(value, schema, schema)
@@ -413,3 +415,93 @@ def test_token_that_opens_and_overfills_a_counted_value(monkeypatch, smollm2_voc
     allowed = counted.matcher().allowed_token_ids()
     assert np.array_equal(product.matcher().allowed_token_ids(), allowed)
     assert short in allowed and too_long not in allowed
+
+
+def test_token_after_a_backslash_counts_the_escape_once(
+    monkeypatch, smollm2_vocab, smollm2_tokenizer
+):
+    """A token that ends on a backslash leaves the guard inside an escape: the next token's
+    first byte finishes it (``\\n``: one character, counted at the backslash), so near
+    ``maxLength`` a token like ``nab`` adds two characters, not three (with more than
+    ``_FEW_WALKED`` such tokens checked by table, not walked). Masks at every position, the
+    escape split across tokens, equal the product automaton's."""
+    schema = {"type": "string", "pattern": "^[a-z]+(\\n[a-z]+)*$", "minLength": 3, "maxLength": 7}
+    product, counted = _product_and_counted(schema, smollm2_vocab, monkeypatch)
+    assert not counted.text_patterns[0][1].is_plain_count  # (its own minLength)
+    backslash = smollm2_tokenizer.convert_tokens_to_ids("\\")
+    oracle = validator(schema)
+    num_checked = 0
+    for value in ["ab\ncd", "abcd\nab", "abcd\nabc", "abcd\nnab", "abcde\nab"]:
+        head, tail = json.dumps(value).split("\\", 1)
+        ids = [
+            *smollm2_tokenizer.encode(head, add_special_tokens=False),
+            backslash,
+            *smollm2_tokenizer.encode(tail, add_special_tokens=False),
+        ]
+        assert smollm2_tokenizer.decode(ids) == json.dumps(value)
+        expected, found = product.matcher(), counted.matcher()
+        is_walked = True
+        for token_id in ids:
+            assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids())
+            num_checked += 1
+            is_walked = found.accept_token(token_id)
+            assert is_walked == expected.accept_token(token_id)
+            if not is_walked:
+                break
+        assert (is_walked and found.is_accepting()) == oracle.is_valid(value)
+    assert num_checked >= 6
+
+
+def test_max_len_variants_share_the_analysis():
+    """`LengthGuard.with_max_len`: the same automaton under another bound decides `fits`
+    like a guard built for that bound."""
+    base = _guard("^(ab|c)+$", 2, None)
+    for max_len in (2, 3, 5, None):
+        built, shared = _guard("^(ab|c)+$", 2, max_len), base.with_max_len(max_len)
+        assert shared.max_len == max_len and base.max_len is None
+        for state in range(built.dfa.num_states):
+            for num_chars in range(8):
+                assert shared.fits(state, num_chars) == built.fits(state, num_chars)
+
+
+def test_plain_count_only_for_plain_strings():
+    """`LengthGuard.is_plain_count`: true for ``"CHAR{m,}"`` with no minLength of the
+    guard's own (a character always takes the shortest completion down by one), false for
+    a pattern (``a`` after ``a`` in ``(ab|c)+`` keeps the text from closing) or with
+    ``min_len``."""
+    from formcast.grammar.json_schema.charset import JSON_CHAR
+    from formcast.grammar.regex.combinators import repeat
+
+    for min_count in (0, 3):
+        text = seq(compiler.QUOTE, repeat(JSON_CHAR, min_count, None), compiler.QUOTE)
+        dfa = complement.byte_dfa(text)
+        assert LengthGuard(dfa, 0, 10).is_plain_count
+        assert not LengthGuard(dfa, 1, 10).is_plain_count
+    assert not _guard("^(ab|c)+$", 0, 9).is_plain_count
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.text(max_size=12).filter(lambda s: not any(0xD800 <= ord(c) < 0xE000 for c in s)))
+def test_string_effect_counts_json_characters(value):
+    """`unique_items._string_effect` from a string's content: the characters of the JSON
+    text ``json.dumps(value)`` (escapes once), and where its closing quote is."""
+    from formcast.grammar.json_schema.unique_items import _string_effect
+
+    # formcast's spelling (raw characters), and with every non-ASCII BMP one as \\uXXXX
+    spellings = [json.dumps(value, ensure_ascii=False)]
+    if all(ord(c) < 0x10000 for c in value):
+        spellings.append(json.dumps(value))
+    for spelling in spellings:
+        body = spelling[1:].encode()  # content + '"'
+        assert _string_effect(body + b",1") == (len(value), len(body) - 1)
+        assert _string_effect(body[:-1]) == (len(value), -1)
+
+
+def test_max_chars_after_quote_is_the_vocabulary_maximum(smollm2_vocab):
+    from formcast.grammar.index.token_index import vocab_table
+
+    most = 0
+    for data in smollm2_vocab.token_bytes:
+        for part in (data or b"").split(b'"')[1:]:
+            most = max(most, sum(1 for b in part if not 0x80 <= b < 0xC0))
+    assert vocab_table(smollm2_vocab).max_chars_after_quote() == most > 0

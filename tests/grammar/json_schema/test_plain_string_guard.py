@@ -264,12 +264,12 @@ def test_budget_reads_the_built_nfa_not_its_upper_bound(monkeypatch, smollm2_voc
     assert isinstance(grammar, UniqueItemsGrammar) and not isinstance(grammar.inner, CompiledCFG)
 
 
-def test_many_bounded_strings_stop_the_tree_early(smollm2_vocab):
-    """A flat object of bounded strings beside a counted one: their chains alone pass the
-    guarded route's budget, known while the tree is built (the flat wild schemas built
-    the whole tree and 100k+ NFA states first)."""
-    from formcast.errors import CompileBudgetError
-    from formcast.grammar.json_schema.compile import GUARDED_ROUTE_MAX_STATES, marked_schema_tree
+def test_strings_after_a_counted_one_are_counted(smollm2_vocab):
+    """A flat object of bounded strings beside a counted one: once the matcher counts a
+    string, every later plain string longer than a token can put into a string it opens is
+    counted too (the flat wild schemas built 100k+ NFA states of chains), so the schema
+    keeps the regex route with a small automaton."""
+    from formcast.grammar.json_schema.compile import marked_schema_tree
     from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
 
     fields = {f"f{k}": {"type": "string", "maxLength": 200} for k in range(40)}
@@ -277,11 +277,141 @@ def test_many_bounded_strings_stop_the_tree_early(smollm2_vocab):
         "type": "object",
         "properties": {"text": {"type": "string", "maxLength": 5000}, **fields},
     }
+    plan = UniqueItemsPlan()
+    marked_schema_tree(
+        schema, unique_plan=plan, strict=False, max_count=256, count_strings_above=256,
+        count_strings_floor=3, share_refs=False,
+    )  # fmt: skip
+    assert len(plan.text_patterns()) == 41
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar) and not isinstance(grammar.inner, CompiledCFG)
+    assert len(grammar.text_patterns) == 41
+
+
+def test_chains_before_a_counted_string_stop_the_tree_early(smollm2_vocab):
+    """Bounded strings written out before the first counted one still count against the
+    guarded route's budget, known while the tree is built."""
+    from formcast.errors import CompileBudgetError
+    from formcast.grammar.json_schema.compile import GUARDED_ROUTE_MAX_STATES, marked_schema_tree
+    from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
+
+    fields = {f"f{k}": {"type": "string", "maxLength": 200} for k in range(40)}
+    schema = {
+        "type": "object",
+        "properties": {**fields, "text": {"type": "string", "maxLength": 5000}},
+    }
     with pytest.raises(CompileBudgetError, match="bounded strings need more than"):
         marked_schema_tree(
             schema, unique_plan=UniqueItemsPlan(), strict=False, max_count=256,
             count_strings_above=256, guarded_max_states=GUARDED_ROUTE_MAX_STATES,
-            share_refs=False,
+            count_strings_floor=3, share_refs=False,
         )  # fmt: skip
     grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
     assert isinstance(grammar, CompiledCFG)
+
+
+# short counted strings (after a counted one): every position within a token of maxLength,
+# escapes, multi-byte characters, minLength in the automaton, a nullable string, array items
+SHORT = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "maxLength": 5000},
+        "code": {"type": "string", "maxLength": 4},
+        "name": {"type": ["string", "null"], "maxLength": 12},
+        "word": {"type": "string", "minLength": 2, "maxLength": 9},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}},
+        "meta": {
+            "type": "object",
+            "properties": {"key": {"type": "string", "maxLength": 5}},
+            "additionalProperties": True,
+        },
+    },
+    "required": ["text"],
+}
+SHORT_VALUES = [
+    {"text": "t", "code": "abcd", "name": "hello world!", "word": "ab"},
+    {"text": "t", "code": "abcde"},
+    {"text": "t", "code": 'a"\\b'},
+    {"text": "t", "code": "a\\bcd"},
+    {"text": "t", "name": "é😀\n\t\u0001abcdefg"},
+    {"text": "t", "name": "é😀\n\t\u0001abcdefgh"},
+    {"text": "t", "name": None, "word": "a"},
+    {"text": "t", "word": "123456789", "tags": ["", "abcdef", "x y"]},
+    {"text": "t", "word": "1234567890"},
+    {"text": "t", "tags": ["abcdefg"]},
+    {"text": "t", "meta": {"key": "12345", "other": "anything at all"}},
+    {"text": "t", "meta": {"key": "123456"}},
+    {"text": "t", "meta": {"key": "ab", "z": {"key": "123456789"}}},
+]
+
+
+@pytest.fixture(scope="module")
+def short_pair(smollm2_vocab):
+    counted = compile_json_schema(SHORT, smollm2_vocab, strict=False, cache=False)
+    structural = compile_json_schema(SHORT, smollm2_vocab, strict=False, cache=False, route="cfg")
+    return counted, structural
+
+
+def test_short_strings_are_counted(short_pair):
+    counted, _ = short_pair
+    assert isinstance(counted, UniqueItemsGrammar) and not isinstance(counted.inner, CompiledCFG)
+    assert len(counted.text_patterns) == 6
+    assert all(guard.is_plain_count for _, guard in counted.text_patterns)
+
+
+def test_short_strings_walk_like_jsonschema(short_pair, smollm2_tokenizer):
+    counted, _ = short_pair
+    oracle = validator(SHORT)
+    verdicts = []
+    for value in SHORT_VALUES:
+        text = serialize(value, SHORT, SHORT)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = counted.matcher()
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value), text
+        verdicts.append(is_walked)
+    assert sum(verdicts) == 6
+
+
+def test_short_strings_masks_equal_the_structural_route(short_pair, smollm2_tokenizer):
+    """Every mask of every valid walk over the whole vocabulary, each string character by
+    character (every count within a token of maxLength): the tables of
+    `_forbidden_plain_count` equal the structural route's counted chains."""
+    counted, structural = short_pair
+    oracle = validator(SHORT)
+    num_masks = 0
+    for value in SHORT_VALUES:
+        if not oracle.is_valid(value):
+            continue
+        text = serialize(value, SHORT, SHORT)
+        pieces = [smollm2_tokenizer.encode(text, add_special_tokens=False)]
+        pieces.append(  # one token per character where the vocabulary has it
+            [ids[0] for ch in text if len(ids := smollm2_tokenizer.encode(ch)) == 1]
+        )
+        for ids in pieces:
+            if smollm2_tokenizer.decode(ids) != text:
+                continue
+            expected, found = structural.matcher(), counted.matcher()
+            for token_id in ids:
+                assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids())
+                assert expected.accept_token(token_id) and found.accept_token(token_id)
+                num_masks += 1
+            assert found.is_accepting()
+    assert num_masks > 200
+
+
+def test_fill_bitmask_clears_many_refused_tokens(short_pair, smollm2_vocab, smollm2_tokenizer):
+    """Near a short bound most of the vocabulary is refused (a packed row and the
+    vectorised clearing): the row equals ``allowed_token_ids``."""
+    from formcast.grammar import allocate_token_bitmask
+
+    counted, _ = short_pair
+    bitmask = allocate_token_bitmask(2, smollm2_vocab.vocab_size)
+    text = serialize({"text": "", "code": "abcd"}, SHORT, SHORT)
+    matcher = counted.matcher()
+    for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        matcher.fill_bitmask(bitmask, 1)
+        words = bitmask[1].numpy().view(np.uint32)
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[: smollm2_vocab.vocab_size]
+        assert np.array_equal(np.flatnonzero(bits), matcher.allowed_token_ids())
+        assert matcher.accept_token(token_id)

@@ -858,3 +858,25 @@ def test_any_value_items_in_a_recursive_schema(smollm2_vocab, smollm2_tokenizer)
         ],
     )
     assert seen[True] and seen[False]
+
+
+def test_paths_meet_without_wildcards_agrees_with_concrete_paths():
+    """`unique_plan.paths_meet` on patterns without ``**`` (segment by segment) against
+    brute force: some concrete path over a small alphabet matches both."""
+    import itertools
+
+    from formcast.grammar.json_schema.unique_plan import ELEMENT, path_matches, paths_meet
+
+    segments = ["a", "b", ELEMENT, ("", frozenset({"a"})), ("", frozenset({"a", "b"}))]
+    concrete = ["a", "b", "c", ELEMENT]
+    num_meeting = 0
+    for size_first, size_second in itertools.product(range(3), repeat=2):
+        for first in itertools.product(segments, repeat=size_first):
+            for second in itertools.product(segments, repeat=size_second):
+                expected = any(
+                    path_matches(first, path) and path_matches(second, path)
+                    for path in itertools.product(concrete, repeat=size_first)
+                )
+                assert paths_meet(first, second) == expected, (first, second)
+                num_meeting += expected
+    assert num_meeting > 10
