@@ -66,15 +66,25 @@ from typing import Any
 from formcast.errors import CompileBudgetError, SchemaError
 from formcast.grammar.automata.budget import compile_deadline
 from formcast.grammar.automata.byte_dfa import ByteDFA
-from formcast.grammar.index.compile import compile_tree, gc_paused, warm_kernels
+from formcast.grammar.index.compile import (
+    DEFAULT_EAGER_MAX_STATES,
+    compile_tree,
+    gc_paused,
+    warm_kernels,
+)
 from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.any_value.grammar import MARKER_BYTES, AnyValueGrammar
 from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_any_marker
+from formcast.grammar.json_schema.keyword_types import has_string_patterns
 from formcast.grammar.json_schema.layout import make_layout
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
-from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan, may_need_plan
+from formcast.grammar.json_schema.unique_plan import (
+    UniqueItemsPlan,
+    chained_chars,
+    may_need_plan,
+)
 from formcast.grammar.regex.syntax_tree import Node, to_python_regex
 
 DEFAULT_MAX_REGEX_CHARS = 4_000_000
@@ -94,6 +104,13 @@ REGEX_ROUTE_MAX_COUNT = 256  # a larger counted repetition takes the structural 
 # this keeps such schemas near the 100 ms compile target; the structural route's first
 # visits cost ~0.1-0.5 ms at each object member (issue 24)
 GUARDED_ROUTE_MAX_STATES = 8_000
+# bounded strings written out as counted chains (~14 automaton states per character) may take
+# this many states together; past it the matcher counts the later ones (a few table reads a
+# mask), so the automaton stays within what the index builds eagerly (a DFA past
+# DEFAULT_EAGER_MAX_STATES is indexed state by state on first use: ~35-300 us a first visit
+# inside a chain, every position a new state)
+CHAIN_ROUTE_MAX_STATES = DEFAULT_EAGER_MAX_STATES // 2
+CHAIN_STATES_PER_CHAR = 14  # (the estimate that picks the schemas to budget, see chained_chars)
 DEFAULT_TIMEOUT_S = 20.0
 
 
@@ -184,6 +201,7 @@ def marked_schema_tree(
     count_strings_above: int | None = None,
     guarded_max_states: int | None = None,
     count_strings_floor: int | None = None,
+    chain_max_states: int | None = None,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -202,8 +220,10 @@ def marked_schema_tree(
     vocabulary's longest token) keeps an unbounded tail, that bound counted by the matcher
     (recorded in ``unique_plan``), and then every later plain string whose ``maxLength``
     passes ``count_strings_floor`` (at least the most characters a token puts into a string
-    it opens); once one is, past ``guarded_max_states`` NFA states of bounded strings the
-    build stops (``CompileBudgetError``: the structural path)."""
+    it opens), as after ``chain_max_states`` NFA states of bounded strings written out
+    (needs ``share_refs=False``: the plan records instance paths); once one is, past
+    ``guarded_max_states`` NFA states of bounded strings the build stops
+    (``CompileBudgetError``: the structural path)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(
@@ -222,6 +242,7 @@ def marked_schema_tree(
         count_strings_above=count_strings_above,
         guarded_max_states=guarded_max_states,
         count_strings_floor=count_strings_floor,
+        chain_max_states=chain_max_states,
     )
     try:
         tree = compiler.compile(compiler.root, "")
@@ -426,6 +447,20 @@ def _compile_json_schema(
         count_strings_above = max(REGEX_ROUTE_MAX_COUNT, int(table.lengths.max(initial=0)))
         count_strings_floor = min(table.max_chars_after_quote(), count_strings_above)
 
+    # the matcher may count strings (a plan then records instance paths: no shared $refs)
+    # where the keywords ask for it or where the chains may pass CHAIN_ROUTE_MAX_STATES; not
+    # beside patterns and formats, whose automata's cost the state budgets do not see (a
+    # union of hostname / ipv4 / ipv6 determinises in ~0.1 s: such schemas keep the
+    # structural path the chains send them to)
+    max_count = REGEX_ROUTE_MAX_COUNT if is_auto else None
+    is_chain_heavy = (
+        is_auto
+        and chained_chars(source, REGEX_ROUTE_MAX_COUNT) * CHAIN_STATES_PER_CHAR
+        > CHAIN_ROUTE_MAX_STATES
+        and not has_string_patterns(root)
+    )
+    needs_plan = is_chain_heavy or may_need_plan(source, max_count)
+
     def make_tree() -> Node:
         plan.reset()
         tree = marked_schema_tree(
@@ -443,10 +478,11 @@ def _compile_json_schema(
             # e.g. maxLength 4096: ~14 DFA states per counted character (raised as soon as the
             # part holding it is built, not after the whole document)
             max_count=REGEX_ROUTE_MAX_COUNT if is_auto else None,
-            share_refs=not may_need_plan(source, REGEX_ROUTE_MAX_COUNT if is_auto else None),
+            share_refs=not needs_plan,
             count_strings_above=count_strings_above,
             guarded_max_states=GUARDED_ROUTE_MAX_STATES if is_auto else None,
             count_strings_floor=count_strings_floor,
+            chain_max_states=CHAIN_ROUTE_MAX_STATES if is_chain_heavy else None,
             **layout_options,
         )
         return tree
@@ -482,7 +518,7 @@ def _compile_json_schema(
         return structural()
     if reads_marker(grammar.dfa):
         grammar = AnyValueGrammar(grammar, make_layout(**layout_options))
-    if not plan.is_filled and may_need_plan(source, REGEX_ROUTE_MAX_COUNT if is_auto else None):
+    if not plan.is_filled and needs_plan:
         make_tree()
     if plan.needs_matcher:
         return UniqueItemsGrammar(grammar, plan.patterns(), plan.text_patterns())

@@ -71,6 +71,7 @@ ANY_WINDOW = 0
 
 MARKER = 0x01  # the unbounded-value marker's code point (see any_marker)
 QUOTE = literal('"')
+_PLAIN_TEXT = seq(QUOTE, repeat(JSON_CHAR, 0, None), QUOTE)  # any JSON string's text
 _NULL, _TRUE, _FALSE = literal("null"), literal("true"), literal("false")
 
 
@@ -126,6 +127,7 @@ class SchemaCompiler:
         count_strings_above: int | None = None,
         guarded_max_states: int | None = None,
         count_strings_floor: int | None = None,
+        chain_max_states: int | None = None,
     ) -> None:
         self.root = root
         # the most regex characters a shared part may be written out with (see share; None:
@@ -160,9 +162,11 @@ class SchemaCompiler:
         # with such a string counted: the most NFA states the counted strings may need
         # together (_note_counted_states), and their tally
         self.guarded_max_states = guarded_max_states
-        # once one string is counted, every later plain string whose maxLength passes this
-        # (at least what a token can put into a string it opens) is counted too
+        # once one string is counted, or the bounded strings written out need more than
+        # chain_max_states NFA states together, every later plain string whose maxLength
+        # passes this (at least what a token can put into a string it opens) is counted too
         self.count_strings_floor = count_strings_floor
+        self.chain_max_states = chain_max_states
         self.num_counted_states = 0
         self._state_memo: dict = {}  # (nfa_builder.unshared_states' memo by node identity)
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
@@ -842,17 +846,19 @@ class SchemaCompiler:
                 above is not None
                 and max_len is not None
                 and max_len > above
+                and min_len <= max_len
                 and (self.max_count is None or min_len <= self.max_count)
             ):
                 # the automaton keeps minLength and an unbounded tail; the matcher counts
-                # maxLength (a clash with another string schema at its place takes the
-                # structural path instead: UniqueItemsPlan.check). No token can open the
+                # maxLength on the plain string's text (a clash with another string schema
+                # at its place takes the structural path instead: UniqueItemsPlan.check),
+                # one guard per maxLength whatever the minLength. No token can open the
                 # string and pass maxLength within itself (maxLength > ``above``, at least
                 # the most characters a token puts into a string it opens), so the count
                 # starts at the opening quote
                 text = seq(QUOTE, repeat(JSON_CHAR, min_len, None), QUOTE)
-                key = (f"plain string, minLength {min_len}", 0, max_len)  # (the guard's text)
-                if self._count_length(key, text, ptr, "maxLength", True):
+                key = ("plain string", 0, max_len)  # (the guard's text)
+                if self._count_length(key, _PLAIN_TEXT, ptr, "maxLength", True):
                     # the matcher counts strings now: each later one it can count costs it
                     # a few table reads, the automaton ~14 states per character
                     floor = self.count_strings_floor
@@ -862,6 +868,11 @@ class SchemaCompiler:
                     return text, True
             counted = seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
             if above is not None and max_len is not None:
+                floor = self.count_strings_floor
+                if floor is not None and max_len > floor and self._passes_chain_budget(counted):
+                    # from this string on, the matcher counts (the chain is not written)
+                    self.count_strings_above = min(floor, above)
+                    return self._string_text(s, ptr)
                 self._note_counted_states(counted, ptr)
             return counted, False
         out = []
@@ -951,7 +962,7 @@ class SchemaCompiler:
         return text, False
 
     def _note_counted_states(self, text: Node, ptr: str) -> None:
-        """Tally the NFA states of a counted string's text (the auto route,
+        """Tally the NFA states of a bounded string's text (the auto route,
         ``count_strings_above`` set). Once the matcher counts some string, strings needing
         more than ``guarded_max_states`` states together make the structural path the
         cheaper one: ``CompileBudgetError`` as soon as that is known, not after the whole
@@ -965,6 +976,16 @@ class SchemaCompiler:
                 f"bounded strings need more than {bound} automaton states with some string "
                 f"counted by the matcher (at '{ptr or '#'}'): the structural path holds them"
             )
+
+    def _passes_chain_budget(self, chain: Node) -> bool:
+        """Would writing out ``chain`` (a bounded string's counted text) take the bounded
+        strings past ``chain_max_states`` NFA states together? (Then the matcher counts it
+        and every later one: the automaton stays small enough to index eagerly.)"""
+        bound = self.chain_max_states
+        if bound is None:
+            return False
+        num_states = unshared_states(chain, CompileBudget(), counts=self._state_memo)
+        return self.num_counted_states + num_states > bound
 
     def _count_length(
         self,

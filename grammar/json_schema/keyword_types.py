@@ -191,3 +191,21 @@ def subschemas(schema: dict, pointer: str) -> list[tuple[Any, str]]:
         else:
             raise _fail("items", items, "a schema or an array of schemas", pointer)
     return found
+
+
+def has_string_patterns(root: Any) -> bool:
+    """Does some subschema of ``root`` (reached through the keywords that hold schemas)
+    have a ``pattern`` or ``format``? True as well for a malformed keyword (the compiler
+    reports it)."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        schema, pointer = stack.pop()
+        if not isinstance(schema, dict):
+            continue
+        if isinstance(schema.get("pattern"), str) or isinstance(schema.get("format"), str):
+            return True
+        try:
+            stack += subschemas(schema, pointer)
+        except SchemaError:
+            return True
+    return False

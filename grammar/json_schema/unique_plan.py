@@ -242,6 +242,15 @@ def may_need_plan(source: str, max_count: int | None = None) -> bool:
 
 
 _LENGTH_BOUND = re.compile(r'"m(?:ax|in)Length":\s*(\d+)')
+_MAX_LENGTH = re.compile(r'"maxLength":\s*(\d+)')
+
+
+def chained_chars(source: str, max_count: int) -> int:
+    """The characters of the bounded strings the schema text ``source`` may write out as
+    counted chains: ``maxLength + 1`` for each bound within ``max_count`` (an estimate that
+    chooses where the automaton's chains are budgeted, not a bound)."""
+    bounds = (int(bound) for bound in _MAX_LENGTH.findall(source))
+    return sum(bound + 1 for bound in bounds if bound <= max_count)
 
 
 def any_key_except(names: list[str]) -> Segment:

@@ -290,7 +290,8 @@ def test_strings_after_a_counted_one_are_counted(smollm2_vocab):
 
 def test_chains_before_a_counted_string_stop_the_tree_early(smollm2_vocab):
     """Bounded strings written out before the first counted one still count against the
-    guarded route's budget, known while the tree is built."""
+    guarded route's budget, known while the tree is built; the auto route budgets the
+    chains first (`CHAIN_ROUTE_MAX_STATES`), so the later strings are counted instead."""
     from formcast.errors import CompileBudgetError
     from formcast.grammar.json_schema.compile import GUARDED_ROUTE_MAX_STATES, marked_schema_tree
     from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan
@@ -307,7 +308,62 @@ def test_chains_before_a_counted_string_stop_the_tree_early(smollm2_vocab):
             count_strings_floor=3, share_refs=False,
         )  # fmt: skip
     grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
-    assert isinstance(grammar, CompiledCFG)
+    assert isinstance(grammar, UniqueItemsGrammar) and not isinstance(grammar.inner, CompiledCFG)
+    assert 30 < len(grammar.text_patterns) <= 41
+
+
+def test_chains_past_their_budget_count_the_later_strings(smollm2_vocab, smollm2_tokenizer):
+    """Without a string counted, bounded strings are chains in the automaton until they
+    would need more than ``CHAIN_ROUTE_MAX_STATES`` states; the matcher counts the later
+    ones (the automaton stays within the eager index), exactly."""
+    from formcast.grammar.json_schema.compile import CHAIN_ROUTE_MAX_STATES
+
+    fields = {f"f{k}": {"type": "string", "maxLength": 200} for k in range(40)}
+    schema = {"type": "object", "properties": fields}
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar) and not isinstance(grammar.inner, CompiledCFG)
+    assert 30 < len(grammar.text_patterns) < 40  # (the first ones are chains)
+    assert grammar.inner.schema_grammar.dfa.num_states < 2 * CHAIN_ROUTE_MAX_STATES
+    structural = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False, route="cfg")
+    oracle = validator(schema)
+    for size in (199, 200, 201):
+        value = {"f0": "a" * size, "f39": "b" * size}
+        text = serialize(value, schema, schema)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = grammar.matcher()
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value) == (size <= 200)
+    text = serialize({"f1": "x" * 198, "f38": "y" * 199}, schema, schema)
+    expected, found = structural.matcher(), grammar.matcher()
+    for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids())
+        assert expected.accept_token(token_id) and found.accept_token(token_id)
+
+
+def test_chain_budget_not_beside_patterns(smollm2_vocab):
+    """A schema with a pattern or a format keeps its chains (their route as before: format
+    automata cost more than the state budgets see)."""
+    fields = {f"f{k}": {"type": "string", "maxLength": 200} for k in range(40)}
+    schema = {"type": "object", "properties": {**fields, "day": {"format": "date"}}}
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False)
+    assert not isinstance(grammar, UniqueItemsGrammar)
+
+
+def test_has_string_patterns_reads_schema_positions():
+    from formcast.grammar.json_schema.keyword_types import has_string_patterns
+
+    assert has_string_patterns({"items": {"properties": {"a": {"pattern": "^x$"}}}})
+    assert has_string_patterns({"$defs": {"d": {"format": "date"}}})
+    assert not has_string_patterns({"self": {"format": "jsonschema"}, "type": "object"})
+    assert not has_string_patterns({"enum": [{"pattern": "x"}], "const": {"format": "y"}})
+    assert not has_string_patterns({"properties": {"pattern": {"type": "string"}}})
+
+
+def test_chained_chars_reads_the_bounds_within_the_counter():
+    from formcast.grammar.json_schema.unique_plan import chained_chars
+
+    source = '{"a": {"maxLength": 10}, "b": {"maxLength":300}, "c": {"minLength": 5}}'
+    assert chained_chars(source, 256) == 11
 
 
 # short counted strings (after a counted one): every position within a token of maxLength,
