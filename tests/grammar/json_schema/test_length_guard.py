@@ -505,3 +505,31 @@ def test_max_chars_after_quote_is_the_vocabulary_maximum(smollm2_vocab):
         for part in (data or b"").split(b'"')[1:]:
             most = max(most, sum(1 for b in part if not 0x80 <= b < 0xC0))
     assert vocab_table(smollm2_vocab).max_chars_after_quote() == most > 0
+
+
+def test_fill_bitmask_many_refusals_and_strided_rows(monkeypatch, smollm2_vocab, smollm2_tokenizer):
+    """Near a pattern guard's maxLength most plain tokens are refused by id (cleared in one
+    vectorised pass) and a row that is a strided view takes the torch path: both rows equal
+    ``allowed_token_ids`` at every position."""
+    import torch
+
+    from formcast.grammar import allocate_token_bitmask
+
+    _forced(monkeypatch)
+    grammar = compile_json_schema(SCHEMAS[0], smollm2_vocab, strict=False, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    num_words = allocate_token_bitmask(1, smollm2_vocab.vocab_size).shape[1]
+    bitmask = allocate_token_bitmask(1, smollm2_vocab.vocab_size)
+    strided = torch.zeros(2 * num_words, dtype=torch.int32)[::2]  # (W,), not contiguous
+    matcher = grammar.matcher()
+    num_many = 0
+    for token_id in smollm2_tokenizer.encode('"a.bcdefgh"', add_special_tokens=False):
+        allowed = matcher.allowed_token_ids()
+        num_many += smollm2_vocab.vocab_size - len(allowed) > 40_000
+        for row in (bitmask[0], strided):
+            matcher.fill_bitmask(row)
+            words = row.contiguous().numpy().view(np.uint32)
+            bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+            assert np.array_equal(np.flatnonzero(bits[: smollm2_vocab.vocab_size]), allowed)
+        assert matcher.accept_token(token_id)
+    assert num_many > 0

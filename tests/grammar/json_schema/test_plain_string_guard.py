@@ -459,15 +459,20 @@ def test_short_strings_masks_equal_the_structural_route(short_pair, smollm2_toke
 def test_fill_bitmask_clears_many_refused_tokens(short_pair, smollm2_vocab, smollm2_tokenizer):
     """Near a short bound most of the vocabulary is refused (a packed row and the
     vectorised clearing): the row equals ``allowed_token_ids``."""
+    import torch
+
     from formcast.grammar import allocate_token_bitmask
 
     counted, _ = short_pair
     bitmask = allocate_token_bitmask(2, smollm2_vocab.vocab_size)
+    strided = torch.zeros(2 * bitmask.shape[1], dtype=torch.int32)[::2]  # (the torch path)
     text = serialize({"text": "", "code": "abcd"}, SHORT, SHORT)
     matcher = counted.matcher()
     for token_id in smollm2_tokenizer.encode(text, add_special_tokens=False):
-        matcher.fill_bitmask(bitmask, 1)
-        words = bitmask[1].numpy().view(np.uint32)
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[: smollm2_vocab.vocab_size]
-        assert np.array_equal(np.flatnonzero(bits), matcher.allowed_token_ids())
+        for row in (bitmask[1], strided):
+            matcher.fill_bitmask(row)
+            words = row.contiguous().numpy().view(np.uint32)
+            bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+            allowed = np.flatnonzero(bits[: smollm2_vocab.vocab_size])
+            assert np.array_equal(allowed, matcher.allowed_token_ids())
         assert matcher.accept_token(token_id)
