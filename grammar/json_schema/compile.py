@@ -323,8 +323,10 @@ def compile_json_schema(
     route:
         ``"auto"`` (default): one byte DFA (regex path: fastest masks) when the schema is not
         recursive, its regex has at most ``regex_route_chars`` characters and no counted
-        repetition over ``REGEX_ROUTE_MAX_COUNT`` (e.g. ``maxLength``), and its automaton
-        builds within half of ``timeout_s``; otherwise the structural context-free path
+        repetition over ``REGEX_ROUTE_MAX_COUNT`` (a plain string's ``maxLength`` past it, or
+        past ``CHAIN_ROUTE_MAX_STATES`` states of bounded strings, is counted by the
+        matcher instead), and its automaton builds within half of ``timeout_s``; otherwise
+        the structural context-free path
         (``structural``: one nonterminal per ``$ref`` target and per large sub-schema,
         automata per leaf). ``"regex"`` / ``"cfg"`` force one path.
     max_any_depth:
