@@ -869,9 +869,15 @@ class SchemaCompiler:
             counted = seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE)
             if above is not None and max_len is not None:
                 floor = self.count_strings_floor
-                if floor is not None and max_len > floor and self._passes_chain_budget(counted):
-                    # from this string on, the matcher counts (the chain is not written)
-                    self.count_strings_above = min(floor, above)
+                if (
+                    floor is not None
+                    and floor < above
+                    and max_len > floor
+                    and self._passes_chain_budget(counted)
+                ):
+                    # from this string on, the matcher counts where it can (the chain is
+                    # written only where it cannot: once, as ``above`` is the floor then)
+                    self.count_strings_above = floor
                     return self._string_text(s, ptr)
                 self._note_counted_states(counted, ptr)
             return counted, False

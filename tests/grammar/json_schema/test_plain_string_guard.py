@@ -476,3 +476,25 @@ def test_fill_bitmask_clears_many_refused_tokens(short_pair, smollm2_vocab, smol
             allowed = np.flatnonzero(bits[: smollm2_vocab.vocab_size])
             assert np.array_equal(allowed, matcher.allowed_token_ids())
         assert matcher.accept_token(token_id)
+
+
+def test_chain_budget_where_the_matcher_cannot_count(smollm2_vocab):
+    """Past the chain budget with no plan to record guards (or inside a complement), the
+    strings stay chains: the switch to the floor happens once, then they are written out."""
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.json_schema.compile import marked_schema_tree
+
+    fields = {f"f{k}": {"type": "string", "maxLength": 20} for k in range(6)}
+    schema = {"type": "object", "properties": fields}
+    tree = marked_schema_tree(
+        schema, strict=False, max_count=256, count_strings_above=256, count_strings_floor=3,
+        chain_max_states=100, share_refs=False,
+    )  # fmt: skip
+    dfa = regex_to_dfa(tree)
+
+    def is_accepted(text: bytes) -> bool:
+        state = dfa.walk(dfa.start_state, text)
+        return state >= 0 and bool(dfa.is_accepting[state])
+
+    assert is_accepted(b'{"f0":"' + b"a" * 20 + b'","f5":"' + b"b" * 20 + b'"}')
+    assert not is_accepted(b'{"f5":"' + b"a" * 21 + b'"}')
