@@ -237,6 +237,7 @@ class VocabTable:
     _by_length: np.ndarray | None = field(default=None, repr=False, compare=False)
     _num_longer: np.ndarray | None = field(default=None, repr=False, compare=False)
     _after_quote: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _commas: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def _computed_once(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The read-only array cached in field ``name``, built by ``build`` on first use."""
@@ -261,6 +262,16 @@ class VocabTable:
             return np.asarray(most, dtype=np.int64)
 
         return int(self._computed_once("_after_quote", build))
+
+    def max_commas(self) -> int:
+        """The most ``,`` bytes one text token holds (computed once): a JSON array opened by
+        a token gains at most this many separators within it."""
+        return int(
+            self._computed_once(
+                "_commas",
+                lambda: np.asarray((self.matrix == 0x2C).sum(axis=1).max(initial=0), np.int64),
+            )
+        )
 
     def rows_by_length(self) -> tuple[np.ndarray, np.ndarray]:
         """``(rows (T,) int64, num_longer (L + 1,) int64)``: the trie rows by decreasing byte

@@ -9,7 +9,9 @@ arrays of distinct values when the item domain is a small finite set; over open 
 (``{"type": "string"}``, ``"integer"``, ``"number"``: an infinite domain) the array is
 compiled without it and its place recorded in the compiler's
 :class:`~formcast.grammar.json_schema.unique_plan.UniqueItemsPlan`, for the matcher
-(:mod:`~formcast.grammar.json_schema.unique_items`) to enforce.
+(:mod:`~formcast.grammar.json_schema.unique_items`) to enforce. On the auto route a
+``maxItems`` whose written-out items would pass the chain budget is recorded there too, for
+the matcher to count (`_counts_items`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.nfa_builder import unshared_states
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
 from formcast.grammar.json_schema.unique_plan import (
@@ -74,7 +78,8 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
                 "uniqueItems",
             )
             is_unique = False
-    if c.unique_plan is not None and not is_guarded and not is_unique:
+    is_counted = not is_unique and _counts_items(c, prefix, rest_tree, min_n, max_n, sep, ptr)
+    if c.unique_plan is not None and not is_guarded and not is_unique and not is_counted:
         c.unique_plan.note_array()  # (a unique array is recorded by _unique, as it turns out)
     if is_unique:  # guarded (array_tree again, without the keyword), or enumerated
         return _unique(c, s, ptr, prefix, rest, min_n, max_n, sep)
@@ -101,7 +106,7 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     # tail(i): elements from position i on, each preceded by a separator if i > 0
     k = len(prefix)
     rest_lo = max(0, min_n - k)
-    rest_hi = None if max_n is None else max_n - k
+    rest_hi = None if max_n is None or is_counted else max_n - k  # (counted: by the matcher)
     if rest_hi is not None and rest_hi < 0:
         rest_hi = 0
     is_optional = False
@@ -134,6 +139,35 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     if content is None and not is_optional:
         return None
     return lay.container("[]", content, is_optional, c.depth)
+
+
+def _counts_items(
+    c: SchemaCompiler,
+    prefix: list,
+    rest_tree: Node | None,
+    min_n: int,
+    max_n: int | None,
+    sep: Node,
+    ptr: str,
+) -> bool:
+    """Leave ``maxItems`` to the matcher (recorded in the plan; True) where the written-out
+    repetition ``(sep item){min-1, max-1}`` would take more than ``c.items_max_states`` NFA
+    states: the automaton keeps ``minItems`` and an unbounded tail, and the matcher refuses
+    the separator that would start item ``max + 1``. Only past ``c.count_items_above`` (more
+    items than a token holds commas, plus one: no token can open the array and pass the bound
+    within itself), without prefix items, and where the plan records instance paths (not in a
+    complemented language or a fullmatched text)."""
+    plan, above, budget = c.unique_plan, c.count_items_above, c.items_max_states
+    if plan is None or above is None or budget is None or max_n is None or max_n <= above:
+        return False
+    if prefix or rest_tree is None or plan.num_negations > 0 or c.num_exact > 0:
+        return False
+    num_copies = max_n - max(min_n, 1)
+    item_states = unshared_states(seq(sep, rest_tree), CompileBudget(), counts=c.state_memo)
+    if item_states * num_copies <= budget:
+        return False
+    plan.note_item_count(max_n, ptr)
+    return True
 
 
 def _num_arrays(num_values: int, min_n: int, max_n: int | None) -> int:

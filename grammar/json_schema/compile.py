@@ -83,6 +83,7 @@ from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.unique_plan import (
     UniqueItemsPlan,
     chained_chars,
+    has_items_above,
     may_need_plan,
 )
 from formcast.grammar.regex.syntax_tree import Node, to_python_regex
@@ -202,6 +203,8 @@ def marked_schema_tree(
     guarded_max_states: int | None = None,
     count_strings_floor: int | None = None,
     chain_max_states: int | None = None,
+    count_items_above: int | None = None,
+    items_max_states: int | None = None,
 ) -> Node:
     """The syntax tree of :func:`json_schema_to_regex`, except that with
     ``max_any_depth=None`` containers in unconstrained values are the marker of
@@ -223,7 +226,10 @@ def marked_schema_tree(
     it opens), as after ``chain_max_states`` NFA states of bounded strings written out
     (needs ``share_refs=False``: the plan records instance paths); once one is, past
     ``guarded_max_states`` NFA states of bounded strings the build stops
-    (``CompileBudgetError``: the structural path)."""
+    (``CompileBudgetError``: the structural path). ``count_items_above``: an array whose
+    ``maxItems`` passes it (more than any token's commas plus one) and whose written-out
+    items would take more than ``items_max_states`` NFA states keeps an unbounded tail, that
+    bound counted by the matcher (recorded in ``unique_plan``; needs ``share_refs=False``)."""
     compiler = SchemaCompiler(
         schema_of(schema),
         layout=make_layout(
@@ -243,6 +249,8 @@ def marked_schema_tree(
         guarded_max_states=guarded_max_states,
         count_strings_floor=count_strings_floor,
         chain_max_states=chain_max_states,
+        count_items_above=count_items_above,
+        items_max_states=items_max_states,
     )
     try:
         tree = compiler.compile(compiler.root, "")
@@ -448,20 +456,25 @@ def _compile_json_schema(
         table = vocab_table(vocab)
         count_strings_above = max(REGEX_ROUTE_MAX_COUNT, int(table.lengths.max(initial=0)))
         count_strings_floor = min(table.max_chars_after_quote(), count_strings_above)
+    # arrays bounded past what a token can add to one (its commas) keep an unbounded tail
+    # where their written-out items would pass the chain budget: the matcher counts them
+    count_items_above = vocab_table(vocab).max_commas() + 1 if is_auto else None
 
     # the matcher may count strings (a plan then records instance paths: no shared $refs)
     # where the keywords ask for it or where the chains may pass CHAIN_ROUTE_MAX_STATES; not
     # beside patterns and formats, whose automata's cost the state budgets do not see (a
     # union of hostname / ipv4 / ipv6 determinises in ~0.1 s: such schemas keep the
-    # structural path the chains send them to)
+    # structural path the chains send them to), unless arrays may be counted: the matcher
+    # is in play then, and a bounded repetition of items holds each chain many times over
     max_count = REGEX_ROUTE_MAX_COUNT if is_auto else None
+    may_count_items = is_auto and has_items_above(source, count_items_above)
     is_chain_heavy = (
         is_auto
         and chained_chars(source, REGEX_ROUTE_MAX_COUNT) * CHAIN_STATES_PER_CHAR
         > CHAIN_ROUTE_MAX_STATES
-        and not has_string_patterns(root)
+        and (may_count_items or not has_string_patterns(root))
     )
-    needs_plan = is_chain_heavy or may_need_plan(source, max_count)
+    needs_plan = is_chain_heavy or may_count_items or may_need_plan(source, max_count)
 
     def make_tree() -> Node:
         plan.reset()
@@ -485,6 +498,8 @@ def _compile_json_schema(
             guarded_max_states=GUARDED_ROUTE_MAX_STATES if is_auto else None,
             count_strings_floor=count_strings_floor,
             chain_max_states=CHAIN_ROUTE_MAX_STATES if is_chain_heavy else None,
+            count_items_above=count_items_above,
+            items_max_states=CHAIN_ROUTE_MAX_STATES if is_auto else None,
             **layout_options,
         )
         return tree
@@ -523,7 +538,9 @@ def _compile_json_schema(
     if not plan.is_filled and needs_plan:
         make_tree()
     if plan.needs_matcher:
-        return UniqueItemsGrammar(grammar, plan.patterns(), plan.text_patterns())
+        return UniqueItemsGrammar(
+            grammar, plan.patterns(), plan.text_patterns(), plan.count_patterns()
+        )
     return grammar
 
 

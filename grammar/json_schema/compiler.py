@@ -128,6 +128,8 @@ class SchemaCompiler:
         guarded_max_states: int | None = None,
         count_strings_floor: int | None = None,
         chain_max_states: int | None = None,
+        count_items_above: int | None = None,
+        items_max_states: int | None = None,
     ) -> None:
         self.root = root
         # the most regex characters a shared part may be written out with (see share; None:
@@ -168,7 +170,12 @@ class SchemaCompiler:
         self.count_strings_floor = count_strings_floor
         self.chain_max_states = chain_max_states
         self.num_counted_states = 0
-        self._state_memo: dict = {}  # (nfa_builder.unshared_states' memo by node identity)
+        # an array whose maxItems passes count_items_above (more than a token's commas) has
+        # that bound counted by the matcher where writing out its items would take more than
+        # items_max_states NFA states (arrays._counts_items; None: never)
+        self.count_items_above = count_items_above
+        self.items_max_states = items_max_states
+        self.state_memo: dict = {}  # (nfa_builder.unshared_states' memo by node identity)
         self.relaxed: list[tuple[str, str, str]] = []  # (pointer, keyword, message)
         self._ref_stack: list[str] = []
         # a plain $ref's result per (target pointer, depth where the layout depends on it),
@@ -973,13 +980,13 @@ class SchemaCompiler:
         more than ``guarded_max_states`` states together make the structural path the
         cheaper one: ``CompileBudgetError`` as soon as that is known, not after the whole
         automaton is built (bounded strings written out before the first counted one)."""
-        self.num_counted_states += unshared_states(text, CompileBudget(), counts=self._state_memo)
+        self.num_counted_states += unshared_states(text, CompileBudget(), counts=self.state_memo)
         plan, bound = self.unique_plan, self.guarded_max_states
         if bound is None or plan is None or not plan.has_route_guards:
             return
         if self.num_counted_states > bound:
             raise CompileBudgetError(
-                f"bounded strings need more than {bound} automaton states with some string "
+                f"bounded strings need more than {bound} automaton states with some bound "
                 f"counted by the matcher (at '{ptr or '#'}'): the structural path holds them"
             )
 
@@ -990,7 +997,7 @@ class SchemaCompiler:
         bound = self.chain_max_states
         if bound is None:
             return False
-        num_states = unshared_states(chain, CompileBudget(), counts=self._state_memo)
+        num_states = unshared_states(chain, CompileBudget(), counts=self.state_memo)
         return self.num_counted_states + num_states > bound
 
     def _count_length(

@@ -32,6 +32,14 @@ one product automaton is compiled with the pattern alone, its place recorded wit
 guard's automaton over the string and counts its characters, and a token is allowed iff
 the text after it can still complete within the bounds (``LengthGuard.fits``): exactly the
 product automaton's mask, without its states.
+
+Counted arrays. An array whose ``maxItems`` would take its items written out that many
+times (``arrays._counts_items``) is compiled with ``minItems`` and an unbounded tail, its
+place recorded with the bound; the cursor counts the separators of that array's frame and
+refuses the one that would start item ``maxItems + 1``. Only bounds past the vocabulary's
+most commas in a token (plus one) are counted, so no token can open such an array and pass
+its bound within itself; the mask walks the allowed tokens holding a comma only while an
+open counted array is within that many separators of its bound (`JsonCursor.is_near_count`).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import numpy as np
 import torch
 
 from formcast.bitmask import pack_row
+from formcast.errors import GrammarError
 from formcast.grammar.index.kernels import set_bit_ids
 from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
@@ -106,7 +115,7 @@ class _Frame:
 
     __slots__ = (
         "is_object", "path", "key", "keys", "expects_key", "kind", "seen", "seen_texts",
-        "has_guarded_below",
+        "has_guarded_below", "max_items", "num_commas",
     )  # fmt: skip
 
     def __init__(
@@ -120,6 +129,8 @@ class _Frame:
         seen: frozenset = frozenset(),
         seen_texts: frozenset[bytes] = frozenset(),
         has_guarded_below: bool | None = None,
+        max_items: int | None = None,
+        num_commas: int = 0,
     ) -> None:
         self.is_object = is_object
         self.path = path
@@ -135,6 +146,10 @@ class _Frame:
         # the grammar's patterns): computed on the first mask that asks (JsonCursor.check_kind)
         # and kept, also by the copies ``but`` makes (they keep ``path``)
         self.has_guarded_below = has_guarded_below
+        # a counted array (its maxItems left to the matcher): the bound, and the separators
+        # read so far (the inner grammar keeps ``item (, item)*``: items = commas + 1)
+        self.max_items = max_items
+        self.num_commas = num_commas
 
     def but(self, **changes: Any) -> _Frame:
         """A copy with ``changes`` (frames are shared between cursors, never mutated)."""
@@ -166,15 +181,18 @@ class JsonCursor:
         "text_guard",
         "text_state",
         "num_chars",
+        "count_patterns",
     )
 
     def __init__(
         self,
         patterns: tuple[tuple[Path, Kind], ...],
         text_patterns: tuple[tuple[Path, LengthGuard], ...] = (),
+        count_patterns: tuple[tuple[Path, int], ...] = (),
     ) -> None:
         self.patterns = patterns
         self.text_patterns = text_patterns
+        self.count_patterns = count_patterns
         # in a string whose length the matcher counts: its guard, automaton state, and
         # characters so far
         self.text_guard: LengthGuard | None = None
@@ -228,6 +246,21 @@ class JsonCursor:
             if path_matches(pattern, path):
                 return guard
         return None
+
+    def _max_items_at(self, path: tuple[str, ...]) -> int | None:
+        for pattern, max_items in self.count_patterns:
+            if path_matches(pattern, path):
+                return max_items
+        return None
+
+    def is_near_count(self, max_commas: int) -> bool:
+        """Could a token of at most ``max_commas`` commas start an item past some open
+        counted array's ``maxItems`` (one holds ``max_items - 1 - max_commas`` or more
+        separators)?"""
+        return any(
+            frame.max_items is not None and frame.num_commas + max_commas >= frame.max_items - 1
+            for frame in self.stack
+        )
 
     def _kind_at(self, path: tuple[str, ...]) -> Kind | None:
         for pattern, kind in self.patterns:
@@ -333,8 +366,13 @@ class JsonCursor:
                     # inside an item of any value no guard applies (UniqueItemsPlan.check)
                     is_free = object_raw is not None and stack[object_level - 1].kind == ANY_KIND
                     kind = None if is_free else self._kind_at(path)
+                    max_items = None
+                    if self.count_patterns and not is_free:
+                        max_items = self._max_items_at(path)
                     # expects_key in an ItemAutomaton array: an item must come (after ',')
-                    stack.append(_Frame(False, path, expects_key=False, kind=kind))
+                    stack.append(
+                        _Frame(False, path, expects_key=False, kind=kind, max_items=max_items)
+                    )
             elif byte == 0x7D or byte == 0x5D:  # '}' ']'
                 if stack:
                     stack.pop()
@@ -348,6 +386,11 @@ class JsonCursor:
                 elif stack and isinstance(stack[-1].kind, EnumDomain):
                     if len(stack[-1].seen) == len(stack[-1].kind.texts):
                         return None  # another item, but every value is used
+                elif stack and stack[-1].max_items is not None:
+                    num_commas = stack[-1].num_commas + 1
+                    if num_commas >= stack[-1].max_items:
+                        return None  # item max_items + 1 would start
+                    stack[-1] = stack[-1].but(num_commas=num_commas)
             elif byte == _QUOTE:
                 mode = _STRING
                 top = stack[-1] if stack else None
@@ -393,6 +436,7 @@ class JsonCursor:
         out.object_raw = bytes(object_raw) if object_raw is not None else None
         out.object_level = object_level
         out.text_patterns = self.text_patterns
+        out.count_patterns = self.count_patterns
         out.text_guard, out.text_state, out.num_chars = text_guard, text_state, num_chars
         return out
 
@@ -446,6 +490,10 @@ class UniqueItemsGrammar:
         The document's grammar without those ``uniqueItems``.
     patterns : tuple
         ``((path pattern, item kind), ...)`` from `UniqueItemsPlan.patterns`.
+    text_patterns : tuple
+        ``((path pattern, length guard), ...)`` of the counted strings.
+    count_patterns : tuple
+        ``((path pattern, maxItems), ...)`` of the counted arrays.
     """
 
     def __init__(
@@ -453,15 +501,27 @@ class UniqueItemsGrammar:
         inner: Grammar,
         patterns: tuple[tuple[Path, Kind], ...],
         text_patterns: tuple[tuple[Path, LengthGuard], ...] = (),
+        count_patterns: tuple[tuple[Path, int], ...] = (),
     ) -> None:
         self.inner = inner
         self.patterns = patterns
         self.text_patterns = text_patterns
+        self.count_patterns = count_patterns
         self.kind = inner.kind
         self.source = inner.source
         self.vocab: Vocabulary = inner.vocab
         self.tables = _VocabTables.of(inner.vocab, inner.vocab_size)
         self._words = dict(self.tables.words)
+        # a counted array's bound holds against every token: no token can open one and
+        # pass it within itself (compile counts only bounds past a token's commas + 1)
+        max_commas = vocab_table(inner.vocab).max_commas()
+        for _, max_items in count_patterns:
+            if max_items <= max_commas + 1:
+                raise GrammarError(
+                    f"maxItems {max_items} cannot be counted by the matcher: a token holds "
+                    f"{max_commas} commas"
+                )
+        self.max_commas = max_commas
         # a token that opens a counted string can break its bounds within itself: close it
         # under min_len (a second quote), or pass max_len / leave it where no completion
         # fits (any quote): those tokens are walked wherever a counted value may open
@@ -507,7 +567,8 @@ class UniqueItemsGrammar:
     def __repr__(self) -> str:
         return (
             f"UniqueItemsGrammar({self.inner!r}, {len(self.patterns)} guarded arrays, "
-            f"{len(self.text_patterns)} counted strings)"
+            f"{len(self.text_patterns)} counted strings, {len(self.count_patterns)} counted "
+            "arrays)"
         )
 
 
@@ -762,7 +823,9 @@ class UniqueItemsMatcher:
         self._inner: Matcher = grammar.inner.matcher()
         self._token_bytes = grammar.vocab.token_bytes
         self._eos_ids = frozenset(grammar.vocab.eos_token_ids)
-        self._cursors: list[JsonCursor] = [JsonCursor(grammar.patterns, grammar.text_patterns)]
+        self._cursors: list[JsonCursor] = [
+            JsonCursor(grammar.patterns, grammar.text_patterns, grammar.count_patterns)
+        ]
         self._scratch: torch.Tensor | None = None  # (1, W) int32 CPU row for the inner mask
         # cursor states -> {quoted token: refused} (_forbidden_free, _forbidden_open)
         self._free_refused: dict[tuple, dict[int, bool]] = {}
@@ -804,13 +867,48 @@ class UniqueItemsMatcher:
 
     def forbidden_token_ids(self) -> np.ndarray:
         """Ids the inner grammar allows but that repeat an item (ascending)."""
-        kind = self._kind()
-        if kind is None:
+        bad = self._refusal(None)
+        if bad is None:
             return np.zeros(0, dtype=np.int64)
-        bad = self._forbidden(kind, self._inner_words())
         if isinstance(bad, _PackedRefusal):
             return np.union1d(set_bit_ids(bad.words), bad.ids)
         return bad
+
+    def _refusal(self, inner_words: np.ndarray | None) -> np.ndarray | _PackedRefusal | None:
+        """What the mask clears from the inner grammar's row ``inner_words`` (None: read it
+        here where needed): `_forbidden` of the cursor's kind, and near a counted array's
+        bound the tokens whose separators pass it; None where nothing is walked."""
+        kind = self._kind()
+        is_counting = self._is_counting()
+        if kind is None and not is_counting:
+            return None
+        if inner_words is None:
+            inner_words = self._inner_words()
+        bad = _NO_IDS if kind is None else self._forbidden(kind, inner_words)
+        if not is_counting:
+            return bad
+        counted = self._forbidden_counts(self._cursors[-1], inner_words)
+        if counted.size == 0:
+            return bad
+        if isinstance(bad, _PackedRefusal):
+            return _PackedRefusal(bad.words, np.union1d(bad.ids, counted))
+        return np.union1d(bad, counted)
+
+    def _is_counting(self) -> bool:
+        """Is an open counted array within a token's commas of its bound?"""
+        cursor = self._cursors[-1]
+        return bool(cursor.count_patterns) and cursor.is_near_count(self.grammar.max_commas)
+
+    def _forbidden_counts(self, cursor: JsonCursor, inner_words: np.ndarray) -> np.ndarray:
+        """The allowed tokens holding a comma that ``feed`` refuses (a separator that starts
+        an item past a counted array's ``maxItems``, or any other refusal of the cursor's:
+        ``feed`` checks them all, so the union with `_forbidden` stays exact)."""
+        if self._inner.is_terminated():
+            return _NO_IDS
+        commas = self.grammar.tables.comma_words
+        num_words = min(len(commas), len(inner_words))
+        token_ids = set_bit_ids(inner_words[:num_words] & commas[:num_words])
+        return np.asarray(self._walk_refused(cursor, token_ids), dtype=np.int64)
 
     def _inner_words(self) -> np.ndarray:
         """The inner grammar's mask row as uint32 words (filled into a CPU scratch row)."""
@@ -1303,15 +1401,15 @@ class UniqueItemsMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""
         self._inner.fill_bitmask(bitmask, row)
-        kind = self._kind()
-        if kind is None:
+        if self._kind() is None and not self._is_counting():
             return
         target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32
         if target.device.type == "cpu" and target.is_contiguous():
             inner_words = target.numpy().view(np.uint32)
         else:
             inner_words = self._inner_words()
-        bad = self._forbidden(kind, inner_words)
+        bad = self._refusal(inner_words)
+        assert bad is not None
         is_cpu = target.device.type == "cpu" and target.is_contiguous()
         if isinstance(bad, _PackedRefusal):
             num_words = len(bad.words)

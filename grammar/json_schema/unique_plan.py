@@ -228,7 +228,7 @@ def may_need_plan(source: str, max_count: int | None = None) -> bool:
     """Could the schema text ``source`` need the matcher's checks (a cache hit skips the
     tree, so the plan is rebuilt only where the keywords occur)? ``max_count``: the largest
     counted repetition the route allows (a plain string bounded past it is counted by the
-    matcher)."""
+    matcher). (Counted arrays: `has_items_above`.)"""
     has_bounds = '"maxLength"' in source or '"minLength"' in source
     if '"uniqueItems"' in source:
         return True
@@ -243,6 +243,15 @@ def may_need_plan(source: str, max_count: int | None = None) -> bool:
 
 _LENGTH_BOUND = re.compile(r'"m(?:ax|in)Length":\s*(\d+)')
 _MAX_LENGTH = re.compile(r'"maxLength":\s*(\d+)')
+_MAX_ITEMS = re.compile(r'"maxItems":\s*(\d+)')
+
+
+def has_items_above(source: str, count_items_above: int | None) -> bool:
+    """Does the schema text ``source`` bound some array past ``count_items_above`` items
+    (one the matcher may count; None: none is)?"""
+    if count_items_above is None or '"maxItems"' not in source:
+        return False
+    return any(int(bound) > count_items_above for bound in _MAX_ITEMS.findall(source))
 
 
 def chained_chars(source: str, max_count: int) -> int:
@@ -381,6 +390,8 @@ class UniqueItemsPlan:
         self.text_guards: dict[Path, tuple[LengthGuard, str, str]] = {}
         self._strings: set[Path] = set()
         self._route_guards: set[LengthGuard] = set()  # note_text_guard(is_route_choice=True)
+        # arrays whose maxItems the matcher counts: {path: (max_items, pointer)}
+        self.item_counts: dict[Path, tuple[int, str]] = {}
         # > 0 while compiling a language that gets complemented (complement.spec_semantics):
         # a guard cannot be exact there (dropping uniqueItems would grow what is subtracted)
         self.num_negations = 0
@@ -433,8 +444,19 @@ class UniqueItemsPlan:
 
     @property
     def has_route_guards(self) -> bool:
-        """Were lengths left to the matcher that the structural path would count itself?"""
-        return bool(self._route_guards)
+        """Were bounds left to the matcher that the structural path would count itself?"""
+        return bool(self._route_guards or self.item_counts)
+
+    def note_item_count(self, max_items: int, pointer: str) -> None:
+        """The array at the current path has its ``maxItems`` counted by the matcher (a
+        route choice: the structural path holds the bound in its grammar, so a clash makes
+        :meth:`check` raise ``CompileBudgetError``). Two counts at one place clash unless
+        equal."""
+        path = tuple(self.path)
+        found = self.item_counts.get(path)
+        if found is not None and found[0] != max_items:
+            self._others.add(path)  # two bounds at one place: they clash
+        self.item_counts[path] = (max_items, pointer)
 
     def note_text_guard(
         self, guard: LengthGuard, pointer: str, keyword: str, is_route_choice: bool = False
@@ -509,6 +531,32 @@ class UniqueItemsPlan:
         for path in dropped:
             del self.unique[path]
         self._check_text_guards(lenient)
+        self._check_item_counts()
+
+    def _check_item_counts(self) -> None:
+        """Send a counted array that the matcher could confuse with another array schema's
+        (or could not see: inside an item it reads as one text) to the structural path."""
+        counted = list(self.item_counts)
+        for i, path in enumerate(counted):
+            max_items, pointer = self.item_counts[path]
+            clash = [other for other in self._others if paths_meet(path, other)]
+            clash += [other for other in self.unique if paths_meet(path, other)]
+            clash += [
+                other
+                for other in counted[i + 1 :]
+                if self.item_counts[other][0] != max_items and paths_meet(path, other)
+            ]
+            clash += [
+                other
+                for other, (kind, _) in self.unique.items()
+                if _reads_items(kind) and paths_meet(path, (*other, ELEMENT, ANY_PATH))
+            ]
+            if clash:
+                raise CompileBudgetError(
+                    f"maxItems counted by the matcher where other schemas can also write "
+                    f"arrays (at output path {_shown(path)}, {pointer or '#'}): the matcher "
+                    "could not tell them apart"
+                )
 
     def _check_text_guards(self, lenient: bool) -> None:
         """Refuse a counted string that another string schema can also write at."""
@@ -562,6 +610,12 @@ class UniqueItemsPlan:
                 self.text_guards[found] = record
         for path in strings:
             self._strings.update(self._expanded(path))
+        counts, self.item_counts = self.item_counts, {}
+        for path, record in counts.items():
+            for found in self._expanded(path):
+                if found in self.item_counts and self.item_counts[found][0] != record[0]:
+                    self._others.add(found)  # two bounds at one place clash
+                self.item_counts[found] = record
 
     def _expanded(self, path: Path) -> list[Path]:
         if not path or not isinstance(path[0], RefSite):
@@ -609,10 +663,15 @@ class UniqueItemsPlan:
         """``((path pattern, length guard), ...)`` for the run-time grammar."""
         return tuple((path, guard) for path, (guard, _, _) in self.text_guards.items())
 
+    def count_patterns(self) -> tuple[tuple[Path, int], ...]:
+        """``((path pattern, maxItems), ...)`` of the counted arrays, for the run-time grammar."""
+        return tuple((path, max_items) for path, (max_items, _) in self.item_counts.items())
+
     @property
     def needs_matcher(self) -> bool:
-        """Does the grammar need the matcher's checks (guarded arrays or counted strings)?"""
-        return bool(self.unique or self.text_guards)
+        """Does the grammar need the matcher's checks (guarded arrays, counted strings or
+        counted arrays)?"""
+        return bool(self.unique or self.text_guards or self.item_counts)
 
     def patterns(self) -> tuple[tuple[Path, Kind], ...]:
         """``((path pattern, item kind), ...)`` for the run-time grammar."""

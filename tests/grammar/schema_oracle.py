@@ -41,3 +41,37 @@ def validator(schema):
     cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     ext = validators.extend(cls, {"multipleOf": _multiple_of_exact, "type": _type_nullable})
     return ext(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def assert_masks_equal(expected_grammar, found_grammar, token_ids, label: object = "") -> int:
+    """Walk ``token_ids`` with a matcher of each grammar, asserting equal allowed ids (over
+    the whole vocabulary) before every token and after the last, and that the walk ends
+    accepted; returns the number of masks compared."""
+    import numpy as np
+
+    expected, found = expected_grammar.matcher(), found_grammar.matcher()
+    for token_id in token_ids:
+        assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids()), (
+            label,
+            found.num_accepted,
+        )
+        assert expected.accept_token(token_id) and found.accept_token(token_id), label
+    assert np.array_equal(expected.allowed_token_ids(), found.allowed_token_ids()), label
+    assert found.is_accepting(), label
+    return len(token_ids) + 1
+
+
+def valid_masks_equal(expected_grammar, found_grammar, schema, values, tokenizer) -> int:
+    """:func:`assert_masks_equal` along the tokens of every value of ``values`` that
+    ``schema`` validates (written as formcast writes it); returns how many were walked."""
+    from formcast.grammar.json_schema.values import serialize
+
+    oracle = validator(schema)
+    num_walked = 0
+    for value in values:
+        if oracle.is_valid(value):
+            text = serialize(value, schema, schema)
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            assert_masks_equal(expected_grammar, found_grammar, ids, text[:60])
+            num_walked += 1
+    return num_walked
