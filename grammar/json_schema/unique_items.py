@@ -109,6 +109,19 @@ _ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE)) | _LITERAL_LETTE
 _TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
 
 
+class _CountRows(NamedTuple):
+    """Counted plain strings read from one state of a string (`_VocabTables._count_rows`),
+    as packed ``(W,)`` uint32 rows over the vocabulary: the tokens settled by their
+    characters alone (keeping the string open, or closing it with inert bytes after), the
+    closing ones, the closing ones with a closer after the quote, and per ``k`` the settled
+    ones adding more than ``k`` characters (``(max_chars + 1, W)``)."""
+
+    settled: np.ndarray
+    closing: np.ndarray
+    closing_closer: np.ndarray
+    more_chars: np.ndarray
+
+
 class _Frame:
     """One open container: its instance path, the key being filled (objects), the item kind
     and the completed item values (guarded arrays)."""
@@ -683,19 +696,28 @@ class _VocabTables:
         self._build_plain_count_tables(vocab_size)
 
     def _build_plain_count_tables(self, vocab_size: int) -> None:
-        """Counted plain strings (`UniqueItemsMatcher._forbidden_plain_count`): the tokens
-        settled by their characters alone when read from a string's content -- those that
-        keep it open (escapes included), and those whose closing quote is followed by inert
-        bytes (no quote, bracket, brace or backslash) -- as packed rows: all of them
-        (``settled_words``), the closing ones (``closing_words``), the closing ones with a
-        closer after the quote (``closing_closer_words``), and per ``k`` those adding more
-        than ``k`` characters before the quote or in all (``more_string_chars_words``,
-        ``(max_chars + 1, ceil(V/32))``)."""
-        string_chars = self.num_chars.copy()  # (V,) the plain tokens' count stands
-        is_settled = self.is_plain_text.copy()
+        """Counted plain strings (`UniqueItemsMatcher._forbidden_plain_count`): the rows of
+        a content state (``content_counts``) and of each escape state (``escape_counts``:
+        0 after a backslash, ``h`` with ``h`` digits of ``\\uXXXX`` left)."""
+        lengths = self.lengths[:vocab_size]
+        is_u = self.first_bytes[:vocab_size] == 0x75
+        self.content_counts = self._count_rows(np.zeros(vocab_size, dtype=np.int64))
+        self.escape_counts = {0: self._count_rows(np.where(is_u, np.minimum(lengths, 5), 1))}
+        for hex_left in range(1, 5):
+            self.escape_counts[hex_left] = self._count_rows(np.minimum(lengths, hex_left))
+
+    def _count_rows(self, skipped: np.ndarray) -> _CountRows:
+        """:class:`_CountRows` of the tokens read from a string's content after their first
+        ``skipped`` bytes (``(V,)``: those finishing a pending escape, ASCII, adding no
+        character). Settled: the rest keeps the string open (escapes included), or closes it
+        with inert bytes after the quote (no quote, bracket, brace or backslash)."""
+        vocab_size = len(skipped)
+        is_plain = self.is_plain_text[:vocab_size]
+        string_chars = self.num_chars[:vocab_size] - skipped  # (V,) the plain tokens' count
+        is_settled = is_plain.copy()
         is_closing = np.zeros(vocab_size, dtype=bool)
-        for token_id in np.flatnonzero(~self.is_plain_text).tolist():
-            data = self._token_bytes[token_id]
+        for token_id in np.flatnonzero(~is_plain).tolist():
+            data = self._token_bytes[token_id][int(skipped[token_id]) :]
             if not data:
                 continue
             num_chars, closed_at = _string_effect(data)
@@ -704,11 +726,13 @@ class _VocabTables:
                 is_settled[token_id] = True
             elif not any(b in data[closed_at + 1 :] for b in b'"[{\\'):
                 is_settled[token_id] = is_closing[token_id] = True
-        self.settled_words = pack_row(is_settled)
-        self.closing_words = pack_row(is_closing)
-        self.closing_closer_words = pack_row(is_closing & (self.num_closers > 0))
-        self.more_string_chars_words = np.stack(
-            [pack_row(is_settled & (string_chars > k)) for k in range(self.max_chars + 1)]
+        return _CountRows(
+            settled=pack_row(is_settled),
+            closing=pack_row(is_closing),
+            closing_closer=pack_row(is_closing & (self.num_closers[:vocab_size] > 0)),
+            more_chars=np.stack(
+                [pack_row(is_settled & (string_chars > k)) for k in range(self.max_chars + 1)]
+            ),
         )
 
     def _build_any_tables(self, vocab_size: int) -> None:
@@ -1194,8 +1218,12 @@ class UniqueItemsMatcher:
         may_close_by_head = (top is None or top.kind is None) and cursor.mode == _STRING
         if guard.is_plain_count and guard.shortest_at(state) <= room:
             if guard.is_content(state):
-                return self._forbidden_plain_count(cursor, hits, room, may_close_by_head)
-            return self._forbidden_plain_count_in_escape(cursor, hits, room)
+                rows = tables.content_counts
+            else:  # the rows of the bytes after the escape (whose quote closes the string)
+                is_escape, hex_left = guard.escape_left(state)
+                rows = tables.escape_counts[0 if is_escape else hex_left]
+                may_close_by_head = top is None or top.kind is None
+            return self._forbidden_plain_count(cursor, hits, room, may_close_by_head, rows)
         walked = set_bit_ids(hits & tables.other_words[:num_words]).tolist()
         # plain tokens that might leave too little room (more than ``room - max_shortest``
         # characters), or all while too few characters for min_len may remain
@@ -1234,55 +1262,35 @@ class UniqueItemsMatcher:
         return np.asarray(sorted(bad), dtype=np.int64)
 
     def _forbidden_plain_count(
-        self, cursor: JsonCursor, hits: np.ndarray, room: int, may_close_by_head: bool
+        self,
+        cursor: JsonCursor,
+        hits: np.ndarray,
+        room: int,
+        may_close_by_head: bool,
+        rows: _CountRows,
     ) -> _PackedRefusal:
-        """`_forbidden_length` for a guard with `LengthGuard.is_plain_count` in a content
-        state whose text fits (``room`` characters left). A token that keeps the string open
+        """`_forbidden_length` for a guard with `LengthGuard.is_plain_count` in a state
+        whose text fits (``room`` characters left), read off ``rows`` (the state's: content,
+        or an escape the token's first bytes finish). A token that keeps the string open
         (escapes included) is refused iff it adds more than ``room`` characters; one whose
         quote closes it, with inert bytes after (``may_close_by_head``: nothing after the
         quote is checked there but a closer ending a kept object item), iff its characters
         before the quote do: the inner grammar follows the same string texts, so the token
-        is a valid continuation and, closing, leaves it at its minLength or more. Both read
-        off tables (`_VocabTables._build_plain_count_tables`); the other tokens with a quote
-        or a backslash (a few) are walked."""
-        tables = self.grammar.tables
+        is a valid continuation and, closing, leaves it at its minLength or more. The other
+        tokens with a quote or a backslash (a few) are walked."""
         num_words = len(hits)
-        settled = tables.settled_words[:num_words]
+        settled = rows.settled[:num_words]
         if not may_close_by_head:
-            settled = settled & ~tables.closing_words[:num_words]
+            settled = settled & ~rows.closing[:num_words]
         elif cursor.object_raw is not None:
-            settled = settled & ~tables.closing_closer_words[:num_words]
+            settled = settled & ~rows.closing_closer[:num_words]
         refused_words = np.zeros(num_words, dtype=np.uint32)
-        if room < len(tables.more_string_chars_words):
-            refused_words = hits & settled & tables.more_string_chars_words[room, :num_words]
+        if room < len(rows.more_chars):
+            refused_words = hits & settled & rows.more_chars[room, :num_words]
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
         walked = [
             t
             for t in set_bit_ids(hits & ~settled).tolist()
-            if t not in eos_ids and cursor.feed(token_bytes[t]) is None
-        ]
-        return _PackedRefusal(refused_words, np.asarray(walked, dtype=np.int64))
-
-    def _forbidden_plain_count_in_escape(
-        self, cursor: JsonCursor, hits: np.ndarray, room: int
-    ) -> _PackedRefusal:
-        """`_forbidden_plain_count` after a backslash or inside ``\\uXXXX`` (a token
-        ended there): a token without a quote or a backslash first finishes the escape,
-        its first byte (``\\u``: and four hex digits) or the hex digits left adding no
-        character (ASCII bytes the content count holds once each), then adds its other
-        characters; refused iff those pass ``room`` (vectorised over the vocabulary). The
-        tokens with a quote or a backslash are walked."""
-        tables = self.grammar.tables
-        guard = cursor.text_guard
-        assert guard is not None
-        skipped = _escape_bytes(guard, cursor.text_state, tables)  # (V,)
-        is_over = tables.is_plain_text & (tables.num_chars - skipped > room)  # (V,)
-        num_words = len(hits)
-        refused_words = hits & pack_row(is_over)[:num_words]
-        token_bytes, eos_ids = self._token_bytes, self._eos_ids
-        walked = [
-            t
-            for t in set_bit_ids(hits & tables.other_words[:num_words]).tolist()
             if t not in eos_ids and cursor.feed(token_bytes[t]) is None
         ]
         return _PackedRefusal(refused_words, np.asarray(walked, dtype=np.int64))
