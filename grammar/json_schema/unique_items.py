@@ -686,6 +686,8 @@ class _VocabTables:
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
         self._build_any_tables(vocab_size)
         self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
+        # a comma after a quote: what can leave a string and separate items (counted arrays)
+        self.quoted_comma_words = pack_row(self.has_comma & (self.num_quotes > 0))
         # counted strings, as packed rows: plain tokens, the others, and per k the plain
         # tokens adding more than k characters ((max_chars + 1, ceil(V/32)) uint32)
         self.plain_words = pack_row(self.is_plain_text)
@@ -926,10 +928,13 @@ class UniqueItemsMatcher:
     def _forbidden_counts(self, cursor: JsonCursor, inner_words: np.ndarray) -> np.ndarray:
         """The allowed tokens holding a comma that ``feed`` refuses (a separator that starts
         an item past a counted array's ``maxItems``, or any other refusal of the cursor's:
-        ``feed`` checks them all, so the union with `_forbidden` stays exact)."""
+        ``feed`` checks them all, so the union with `_forbidden` stays exact). Inside a
+        string only a token with a quote can reach a separator."""
         if self._inner.is_terminated():
             return _NO_IDS
-        commas = self.grammar.tables.comma_words
+        tables = self.grammar.tables
+        is_in_string = cursor.mode in (_STRING, _ESCAPE, _HEX)
+        commas = tables.quoted_comma_words if is_in_string else tables.comma_words
         num_words = min(len(commas), len(inner_words))
         token_ids = set_bit_ids(inner_words[:num_words] & commas[:num_words])
         return np.asarray(self._walk_refused(cursor, token_ids), dtype=np.int64)
