@@ -72,7 +72,18 @@ WORDS_VALUES += [[",,,"] * 19, [","] * 21, ["x"] * 20, ["x"] * 21]
 GRID_VALUES = [[[k] * n for k in range(m)] for m, n in [(0, 0), (1, 18), (19, 2), (20, 1), (3, 19)]]
 GRID_VALUES += [[[]] * 19, [[1, 2]] * 18 + [list(range(18))]]
 
-CASES = {"rows": (ROWS, ROWS_VALUES), "words": (WORDS, WORDS_VALUES), "grid": (GRID, GRID_VALUES)}
+# counted strings in a counted array: a token closing one (read off the count rows) may
+# also hold the separator past the bound
+TEXTS = {"type": "array", "maxItems": 19, "items": {"type": "string", "maxLength": 300}}
+TEXTS_VALUES = [["a,b"] * n for n in (18, 19, 20)] + [["x" * 300, "y,"] * 9 + ["z" * 301]]
+TEXTS_VALUES += [[f"{k}\n,\t" for k in range(19)], ["\u0001,\\"] * 19]  # escapes
+
+CASES = {
+    "rows": (ROWS, ROWS_VALUES),
+    "words": (WORDS, WORDS_VALUES),
+    "grid": (GRID, GRID_VALUES),
+    "texts": (TEXTS, TEXTS_VALUES),
+}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +118,9 @@ def test_counted_on_the_regex_route(pairs, name):
     assert not isinstance(counted.inner, CompiledCFG)  # the regex route's automaton
     assert isinstance(structural, CompiledCFG)  # (the bound in its grammar)
     bounds = {bound for _, bound in counted.count_patterns}
-    assert bounds == {"rows": {40}, "words": {20}, "grid": {19, 18}}[name]
+    assert bounds == {"rows": {40}, "words": {20}, "grid": {19, 18}, "texts": {19}}[name]
+    if name == "texts":
+        assert counted.text_patterns  # (the strings counted too)
 
 
 @pytest.mark.parametrize("name", list(CASES))
