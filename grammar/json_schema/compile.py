@@ -451,14 +451,14 @@ def _compile_json_schema(
     # plain strings bounded past the counter keep the regex route, their maxLength counted
     # by the matcher, where no token can pass that bound within itself; once one is, every
     # later one longer than what a token can put into a string it opens
-    count_strings_above = count_strings_floor = None
+    count_strings_above = count_strings_floor = count_items_above = None
     if is_auto:
         table = vocab_table(vocab)
         count_strings_above = max(REGEX_ROUTE_MAX_COUNT, int(table.lengths.max(initial=0)))
         count_strings_floor = min(table.max_chars_after_quote(), count_strings_above)
-    # arrays bounded past what a token can add to one (its commas) keep an unbounded tail
-    # where their written-out items would pass the chain budget: the matcher counts them
-    count_items_above = vocab_table(vocab).max_commas() + 1 if is_auto else None
+        # arrays bounded past what a token can add to one (its commas) keep an unbounded
+        # tail where their written-out items would pass the chain budget: the matcher counts
+        count_items_above = table.max_commas() + 1
 
     # the matcher may count strings (a plan then records instance paths: no shared $refs)
     # where the keywords ask for it or where the chains may pass CHAIN_ROUTE_MAX_STATES; not

@@ -254,18 +254,6 @@ class JsonCursor:
         """May a guarded array open below the concrete ``container`` path?"""
         return any(_may_extend(pattern, container) for pattern, _ in self.patterns)
 
-    def _text_guard_at(self, path: tuple[str, ...]) -> LengthGuard | None:
-        for pattern, guard in self.text_patterns:
-            if path_matches(pattern, path):
-                return guard
-        return None
-
-    def _max_items_at(self, path: tuple[str, ...]) -> int | None:
-        for pattern, max_items in self.count_patterns:
-            if path_matches(pattern, path):
-                return max_items
-        return None
-
     def is_near_count(self, max_commas: int) -> bool:
         """Could a token of at most ``max_commas`` commas start an item past some open
         counted array's ``maxItems`` (one holds ``max_items - 1 - max_commas`` or more
@@ -274,12 +262,6 @@ class JsonCursor:
             frame.max_items is not None and frame.num_commas + max_commas >= frame.max_items - 1
             for frame in self.stack
         )
-
-    def _kind_at(self, path: tuple[str, ...]) -> Kind | None:
-        for pattern, kind in self.patterns:
-            if path_matches(pattern, path):
-                return kind
-        return None
 
     def feed(self, data: bytes) -> JsonCursor | None:
         """The cursor after ``data`` (bytes the inner grammar accepted), or None if they
@@ -378,10 +360,10 @@ class JsonCursor:
                         object_raw, object_level = bytearray(b"["), len(stack)
                     # inside an item of any value no guard applies (UniqueItemsPlan.check)
                     is_free = object_raw is not None and stack[object_level - 1].kind == ANY_KIND
-                    kind = None if is_free else self._kind_at(path)
+                    kind = None if is_free else _first_match(self.patterns, path)
                     max_items = None
                     if self.count_patterns and not is_free:
-                        max_items = self._max_items_at(path)
+                        max_items = _first_match(self.count_patterns, path)
                     # expects_key in an ItemAutomaton array: an item must come (after ',')
                     stack.append(
                         _Frame(False, path, expects_key=False, kind=kind, max_items=max_items)
@@ -410,7 +392,7 @@ class JsonCursor:
                 is_key = top is not None and top.is_object and top.expects_key
                 is_free = object_raw is not None and stack[object_level - 1].kind == ANY_KIND
                 if not is_key and self.text_patterns and not is_free:
-                    text_guard = self._text_guard_at(_value_path(stack))
+                    text_guard = _first_match(self.text_patterns, _value_path(stack))
                     if text_guard is not None:
                         text_state, num_chars = text_guard.step(text_guard.start, byte)[0], 0
                 raw = bytearray(b'"') if is_key or (top is not None and top.kind) else None
@@ -452,6 +434,15 @@ class JsonCursor:
         out.count_patterns = self.count_patterns
         out.text_guard, out.text_state, out.num_chars = text_guard, text_state, num_chars
         return out
+
+
+def _first_match(patterns: tuple[tuple[Path, Any], ...], path: tuple[str, ...]) -> Any:
+    """The value of the first ``(path pattern, value)`` whose pattern matches ``path`` (a
+    guarded array's kind, a counted string's guard, a counted array's bound), else None."""
+    for pattern, value in patterns:
+        if path_matches(pattern, path):
+            return value
+    return None
 
 
 def _may_extend(pattern: Path, container: tuple) -> bool:
@@ -893,19 +884,20 @@ class UniqueItemsMatcher:
 
     def forbidden_token_ids(self) -> np.ndarray:
         """Ids the inner grammar allows but that repeat an item (ascending)."""
-        bad = self._refusal(None)
+        bad = self._refusal(self._kind(), self._is_counting(), None)
         if bad is None:
             return np.zeros(0, dtype=np.int64)
         if isinstance(bad, _PackedRefusal):
             return np.union1d(set_bit_ids(bad.words), bad.ids)
         return bad
 
-    def _refusal(self, inner_words: np.ndarray | None) -> np.ndarray | _PackedRefusal | None:
+    def _refusal(
+        self, kind: Kind | None, is_counting: bool, inner_words: np.ndarray | None
+    ) -> np.ndarray | _PackedRefusal | None:
         """What the mask clears from the inner grammar's row ``inner_words`` (None: read it
-        here where needed): `_forbidden` of the cursor's kind, and near a counted array's
-        bound the tokens whose separators pass it; None where nothing is walked."""
-        kind = self._kind()
-        is_counting = self._is_counting()
+        here where needed): `_forbidden` of the cursor's ``kind`` (`_kind`), and where
+        ``is_counting`` (`_is_counting`) the tokens whose separators pass a counted array's
+        bound; None where nothing is walked."""
         if kind is None and not is_counting:
             return None
         if inner_words is None:
@@ -1414,14 +1406,15 @@ class UniqueItemsMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         """The inner mask, less the tokens that would repeat an item."""
         self._inner.fill_bitmask(bitmask, row)
-        if self._kind() is None and not self._is_counting():
+        kind, is_counting = self._kind(), self._is_counting()
+        if kind is None and not is_counting:
             return
         target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32
         if target.device.type == "cpu" and target.is_contiguous():
             inner_words = target.numpy().view(np.uint32)
         else:
             inner_words = self._inner_words()
-        bad = self._refusal(inner_words)
+        bad = self._refusal(kind, is_counting, inner_words)
         assert bad is not None
         is_cpu = target.device.type == "cpu" and target.is_contiguous()
         if isinstance(bad, _PackedRefusal):
