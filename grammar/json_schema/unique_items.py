@@ -52,7 +52,7 @@ import numba
 import numpy as np
 import torch
 
-from formcast.bitmask import pack_row
+from formcast.bitmask import pack_row, prepared_rows
 from formcast.errors import GrammarError
 from formcast.grammar.index.kernels import set_bit_ids
 from formcast.grammar.index.token_index import vocab_table
@@ -844,6 +844,7 @@ class UniqueItemsMatcher:
             JsonCursor(grammar.patterns, grammar.text_patterns, grammar.count_patterns)
         ]
         self._scratch: torch.Tensor | None = None  # (1, W) int32 CPU row for the inner mask
+        self._num_words = (grammar.vocab_size + 31) // 32  # W of the inner grammar's rows
         # cursor states -> {quoted token: refused} (_forbidden_free, _forbidden_open)
         self._free_refused: dict[tuple, dict[int, bool]] = {}
 
@@ -1409,14 +1410,19 @@ class UniqueItemsMatcher:
         kind, is_counting = self._kind(), self._is_counting()
         if kind is None and not is_counting:
             return
-        target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32
-        if target.device.type == "cpu" and target.is_contiguous():
-            inner_words = target.numpy().view(np.uint32)
+        # the numpy rows the inner fill prepared (kept process-wide: a fresh torch index and
+        # numpy view cost 5-30 us on a mask's path, the cached one well under 1 us)
+        rows = prepared_rows(bitmask, self._num_words, self.grammar.vocab_size)
+        is_cpu = rows is not None and 0 <= row < rows.shape[0]
+        if is_cpu:
+            assert rows is not None
+            inner_words = rows[row].view(np.uint32)  # (W,)
         else:
-            inner_words = self._inner_words()
+            target = bitmask[row] if bitmask.dim() == 2 else bitmask  # (W,) int32
+            is_cpu = target.device.type == "cpu" and target.is_contiguous()
+            inner_words = target.numpy().view(np.uint32) if is_cpu else self._inner_words()
         bad = self._refusal(kind, is_counting, inner_words)
         assert bad is not None
-        is_cpu = target.device.type == "cpu" and target.is_contiguous()
         if isinstance(bad, _PackedRefusal):
             num_words = len(bad.words)
             if is_cpu:

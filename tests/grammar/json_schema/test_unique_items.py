@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -235,6 +236,35 @@ def test_bitmask_equals_allowed_ids(grammars, smollm2_tokenizer):
     from_mask = np.flatnonzero(bits[: grammar.vocab_size])
     assert np.array_equal(from_mask, matcher.allowed_token_ids())
     assert len(matcher.forbidden_token_ids()) > 0  # '."' and friends repeat "."
+
+
+@pytest.mark.parametrize("layout", ["1d", "wide", "strided", "alternating"])
+def test_bitmask_layouts_equal_allowed_ids(grammars, smollm2_tokenizer, layout):
+    """Every bitmask layout gets the refusal applied: the prepared-rows fast path (shared
+    with the inner matcher, alternating between two bitmasks) and the torch fallbacks."""
+    from formcast.grammar import allocate_token_bitmask
+
+    grammar = grammars["strings"]
+    matcher = grammar.matcher()
+    for token_id in smollm2_tokenizer.encode('[".", "', add_special_tokens=False):
+        assert matcher.accept_token(token_id)
+    num_words = (grammar.vocab_size + 31) // 32
+    if layout == "1d":
+        bitmask, row = torch.full((num_words,), -1, dtype=torch.int32), 0
+    elif layout == "wide":  # more words than the vocabulary needs: the torch path
+        bitmask, row = torch.full((2, num_words + 3), -1, dtype=torch.int32), 1
+    elif layout == "strided":
+        bitmask, row = torch.full((num_words, 2), -1, dtype=torch.int32).t(), 1
+    else:  # another bitmask prepared in between must not leave its rows behind
+        other = allocate_token_bitmask(1, grammar.vocab_size)
+        grammar.matcher().fill_bitmask(other, 0)
+        bitmask, row = allocate_token_bitmask(2, grammar.vocab_size), 1
+    matcher.fill_bitmask(bitmask, row)
+    words = (bitmask if bitmask.dim() == 1 else bitmask[row]).contiguous().numpy()
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    assert np.array_equal(np.flatnonzero(bits[: grammar.vocab_size]), matcher.allowed_token_ids())
+    assert not bits[grammar.vocab_size :].any()
+    assert len(matcher.forbidden_token_ids()) > 0
 
 
 def test_rollback_fork_and_reset(grammars, smollm2_tokenizer):
