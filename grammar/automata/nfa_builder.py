@@ -522,4 +522,34 @@ def framed_automaton_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
         is_accepting[-1] = True
     else:
         is_accepting[p : p + num_inner] = is_final
+    if not _may_merge_prefix(inner, inner_class, is_final, prefix):
+        # minimal and trimmed as laid out (see _may_merge_prefix): no trim, no minimisation
+        return ByteDFA(table, byte_to_class, is_accepting)
     return minimize(trim(table, byte_to_class, is_accepting), budget)
+
+
+def _may_merge_prefix(
+    inner: np.ndarray, inner_class: np.ndarray, is_final: np.ndarray, prefix: bytes
+) -> bool:
+    """Could the framed DFA ``prefix . A . suffix`` (A: an :class:`Automaton`, minimal and
+    trimmed) be non-minimal? Its A states keep A's languages followed by the fixed suffix,
+    and concatenating one fixed string is injective, so they stay pairwise distinct; a suffix
+    state's strings are shorter than any an A state reads, and prefix states' shortest strings
+    differ in length from each other's and exceed the suffix states'. Only a prefix state and
+    an A state ``a`` may coincide, and then ``a`` reads exactly the prefix byte there: it is
+    not final and the bytes it has moves on are that one byte. True where such a state exists
+    (the caller minimises); False means minimal as built."""
+    if not prefix:
+        return False
+    has_move = inner >= 0  # (n, C)
+    is_single = has_move.sum(axis=1) == 1  # (n,) exactly one class read
+    candidates = np.flatnonzero(is_single & ~is_final)
+    if not candidates.size:
+        return False
+    class_sizes = np.bincount(inner_class, minlength=inner.shape[1])  # (C,) bytes per class
+    prefix_classes = {int(inner_class[byte]) for byte in prefix}
+    for state in candidates.tolist():
+        read = int(np.flatnonzero(has_move[state])[0])
+        if class_sizes[read] == 1 and read in prefix_classes:
+            return True
+    return False

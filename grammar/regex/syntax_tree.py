@@ -226,7 +226,10 @@ class Automaton:
     The DFA is stored as bytes so that the node is immutable and hashable by content:
     ``table`` is the ``(num_states, num_classes)`` int32 transition table (row-major, start
     state 0, ``-1`` = no move), ``byte_classes`` the 256 byte -> class ids (uint8),
-    ``accepting`` one byte (0/1) per state. ``num_chars`` stands for its size as a regex's
+    ``accepting`` one byte (0/1) per state. Invariant: the DFA is trimmed (every state
+    reachable from 0 and able to reach acceptance) and minimal, as its producers
+    (``key_complement``, ``residues``) make it; ``nfa_builder.framed_automaton_dfa`` relies
+    on it. ``num_chars`` stands for its size as a regex's
     would (one per state and per transition); the stored hash is a digest of the content, the
     same in every process.
     """

@@ -52,7 +52,9 @@ def test_key_complement_built_directly_is_the_general_language(names, others):
     node = key_complement(names, seq(literal('"'), star(JSON_CHAR), literal('"')))
     framed = framed_automaton_dfa(node, CompileBudget())
     assert framed is not None
-    assert same_language(framed, _general(node))
+    general = _general(node)
+    assert same_language(framed, general)
+    assert framed.num_states == general.num_states  # minimal as built (no minimisation run)
     # the oracle: a key is accepted iff it is no declared name (formcast writes each string
     # one way: json.dumps)
     for text in [*names, *others, *(name[:-1] for name in names), *(n + "a" for n in names)]:
@@ -83,3 +85,33 @@ def test_not_built_where_the_automaton_reads_the_suffix_itself():
     assert framed_automaton_dfa(two, CompileBudget()) is None
     lone = seq(CharSet(((0xD800, 0xD800),), -1), _automaton("a"))  # no UTF-8 bytes
     assert framed_automaton_dfa(lone, CompileBudget()) is None
+
+
+def test_a_prefix_state_equal_to_an_automaton_state_is_merged():
+    # "b" then (ab)*: the prefix state reads "b" into the start, and the automaton's state
+    # after "a" reads "b" back to it: one language, so the framed DFA is minimised (2 states)
+    node = seq(literal("b"), _automaton("(ab)*"))
+    framed = framed_automaton_dfa(node, CompileBudget())
+    assert framed is not None and framed.num_states == 2
+    assert same_language(framed, _general(node))
+
+
+@given(
+    st.sampled_from(
+        ["(ab)*", "a+", "[ab]*c", "b(ab)*", "(a|bb)*", "(ba)+", "a(ba)*b", "x", "(ab|a)*"]
+    ),
+    st.text(alphabet=st.sampled_from("abxé"), max_size=3),
+    st.text(alphabet=st.sampled_from("abyé"), max_size=3),
+)
+@settings(max_examples=200, deadline=None)
+def test_framed_automata_are_minimal_and_the_general_language(pattern, prefix, suffix):
+    parts = [literal(prefix)] if prefix else []
+    parts.append(_automaton(pattern))
+    parts += [literal(suffix)] if suffix else []
+    node = seq(*parts)
+    framed = framed_automaton_dfa(node, CompileBudget())
+    if framed is None:  # an accepting state reads the suffix's first byte: the general path
+        return
+    general = _general(node)
+    assert same_language(framed, general)
+    assert framed.num_states == general.num_states
