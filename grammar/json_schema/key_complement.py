@@ -22,9 +22,7 @@ import json
 
 import numpy as np
 
-from formcast.grammar.automata.budget import CompileBudget
-from formcast.grammar.automata.byte_dfa import ByteDFA, split_classes, trim
-from formcast.grammar.automata.minimizer import minimize
+from formcast.grammar.automata.byte_dfa import ByteDFA, split_classes
 from formcast.grammar.index.compile import regex_to_dfa
 from formcast.grammar.json_schema.charset import (
     JSON_CHAR,
@@ -57,9 +55,16 @@ def _encoded(name: str) -> str:
 @functools.lru_cache(maxsize=512)
 def _names_complement_automaton(names: tuple[str, ...]) -> Node:
     """`key_complement` of nonempty ``names`` as an automaton node (one per name list, shared
-    by every object that declares it)."""
+    by every object that declares it).
+
+    Minimal as built: trie nodes are merged bottom up (children before parents) where they
+    agree on being a name's end, on their F state and on their merged children, i.e. where
+    their rows are equal (the minimisation of an acyclic automaton, one pass); F's states are
+    F's minimal ones, and no trie node equals one of them (a name through it is missing from
+    its language, and distinct F states differ on infinitely many strings). Every state is
+    reachable from the root and reaches acceptance (F accepts from each of its states)."""
     free = _string_contents_dfa()
-    free_rows = free.transitions[:, free.byte_to_class].astype(np.int32)  # (F, 256)
+    free_rows = _string_contents_rows()  # (F, 256)
     # the trie of the encoded names; node k's F state is where its bytes lead from F's start
     children: list[dict[int, int]] = [{}]
     free_of = [free.start_state]
@@ -80,30 +85,50 @@ def _names_complement_automaton(names: tuple[str, ...]) -> Node:
                 is_name.append(False)
             node = nxt
         is_name[node] = True
-    num_trie = len(children)
-    # rows num_trie + f: F's own states (the key has left the trie); a trie node's row is
-    # its F state's row, shifted there, except at the bytes that continue a name
+    # bottom up (a child's index is above its parent's): one merged state per distinct row
+    merged = [0] * len(children)
+    signatures: dict[tuple, int] = {}
+    for k in range(len(children) - 1, -1, -1):
+        kids = tuple(sorted((byte, merged[child]) for byte, child in children[k].items()))
+        merged[k] = signatures.setdefault((is_name[k], free_of[k], kids), len(signatures))
+    # number the merged states from the root (state 0) down; F's states after them
+    num_trie = len(signatures)
+    renumber = [num_trie - 1 - m for m in range(num_trie)]  # (the root was merged last)
+    first = {}  # merged state -> a trie node of it
+    for k in range(len(children)):
+        first.setdefault(renumber[merged[k]], k)
+    nodes = [first[state] for state in range(num_trie)]  # (M,) a trie node per state
     left = np.where(free_rows >= 0, free_rows + num_trie, -1).astype(np.int32)
-    table = np.concatenate([left[np.asarray(free_of)], left])  # (T + F, 256)
-    parents = [p for p, kids in enumerate(children) for _ in kids]
-    table[parents, [b for kids in children for b in kids]] = [
-        k for kids in children for k in kids.values()
-    ]
+    table = np.concatenate([left[np.asarray([free_of[k] for k in nodes])], left])  # (M + F, 256)
+    rows, columns, targets = [], [], []
+    for state, k in enumerate(nodes):
+        for byte, child in children[k].items():
+            rows.append(state)
+            columns.append(byte)
+            targets.append(renumber[merged[child]])
+    table[rows, columns] = targets
     is_accepting = np.concatenate(
-        [free.is_accepting[np.asarray(free_of)] & ~np.asarray(is_name), free.is_accepting]
+        [
+            free.is_accepting[np.asarray([free_of[k] for k in nodes])]
+            & ~np.asarray([is_name[k] for k in nodes]),
+            free.is_accepting,
+        ]
     )
     # byte classes: F's, each byte of a name split off (only they have trie edges)
-    byte_to_class, representative = split_classes(
-        free.byte_to_class, [b for kids in children for b in kids]
-    )
-    dfa = trim(np.ascontiguousarray(table[:, representative]), byte_to_class, is_accepting)
-    dfa = minimize(dfa, CompileBudget())
-    assert dfa.start_state == 0
+    byte_to_class, representative = split_classes(free.byte_to_class, columns)
+    table = np.ascontiguousarray(table[:, representative])  # (M + F, K)
     quote = literal('"')
     label = f"keys other than {len(names)} declared names"
-    return seq(
-        quote, Automaton.of(dfa.transitions, dfa.byte_to_class, dfa.is_accepting, label), quote
-    )
+    return seq(quote, Automaton.of(table, byte_to_class, is_accepting, label), quote)
+
+
+@functools.lru_cache(maxsize=1)
+def _string_contents_rows() -> np.ndarray:
+    """``(F, 256)`` int32: `_string_contents_dfa`'s moves by byte (read-only)."""
+    free = _string_contents_dfa()
+    rows = free.transitions[:, free.byte_to_class].astype(np.int32)
+    rows.setflags(write=False)
+    return rows
 
 
 @functools.lru_cache(maxsize=1)

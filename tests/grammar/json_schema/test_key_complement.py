@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import re
 
-from hypothesis import given, settings
+import numpy as np
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.byte_dfa import ByteDFA, trim
+from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.index.compile import regex_to_dfa
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.key_complement import key_complement
@@ -40,12 +44,31 @@ def _canonical(dfa) -> tuple:
 
 @given(NAMES)
 @settings(max_examples=150, deadline=None)
+# a name end and an inner node with the same continuation ("a" and "ca" both go on with
+# "b" only): the merge must keep them apart
+@example(["ab", "a", "cab"])
+@example(["a", "b", "xa", "xb", "ya"])
 def test_the_automaton_and_the_tree_are_one_language(names):
     automaton = key_complement(names, None, as_automaton=True)
     tree = key_complement(names, None, as_automaton=False)
     assert any(isinstance(node, Automaton) for node in subtrees(automaton))
     assert not any(isinstance(node, Automaton) for node in subtrees(tree))
     assert _canonical(regex_to_dfa(automaton)) == _canonical(regex_to_dfa(tree))
+
+
+@given(NAMES)
+@settings(max_examples=150, deadline=None)
+def test_the_automaton_is_built_minimal_and_trimmed(names):
+    """The bottom-up merge of trie nodes is the minimisation (no state merges after it) and
+    every state is reachable and reaches acceptance (the Automaton invariant)."""
+    node = key_complement(names, None, as_automaton=True)
+    (automaton,) = [part for part in subtrees(node) if isinstance(part, Automaton)]
+    table = automaton.transitions().copy()
+    accepting = np.frombuffer(automaton.accepting, dtype=np.uint8).astype(bool)
+    trimmed = trim(table, automaton.classes().copy(), accepting)
+    assert trimmed.num_states == len(accepting)
+    assert minimize(trimmed, CompileBudget()).num_states == len(accepting)
+    assert _canonical(trimmed) == _canonical(ByteDFA(table, automaton.classes(), accepting))
 
 
 @given(NAMES, st.lists(st.text(NAME_CHARS, max_size=7), max_size=10))
