@@ -32,6 +32,7 @@ from formcast.grammar.json_schema import (
     unevaluated,
 )
 from formcast.grammar.json_schema.any_value.frames import FrameMachine
+from formcast.grammar.json_schema.any_value_schema import is_any_value_target
 from formcast.grammar.json_schema.arrays import array_tree
 from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.formats import format_regex
@@ -430,6 +431,8 @@ class SchemaCompiler:
         if isinstance(schema.get("$ref"), str):
             ref = schema["$ref"]
             target, target_ptr = resolve_ref(self.root, ref, pointer)
+            if self.is_any_value_ref(schema, target, target_ptr):
+                return self.any_value()
             if ref in self._ref_stack:
                 raise SchemaError(
                     f"recursive schema ($ref {ref!r} refers to itself): no regular expression "
@@ -459,6 +462,19 @@ class SchemaCompiler:
             if key in schema:
                 return self._union(schema, key, pointer)
         return self._compile_plain(schema, pointer)
+
+    def is_any_value_ref(self, schema: dict, target: Any, target_ptr: str) -> bool:
+        """Does the ``$ref`` schema ``schema`` (its target resolved) accept every value, as
+        ``true`` does (a recursive ``JsonValue`` definition, `any_value_schema`)? Only with
+        unbounded any-values (``max_any_depth`` None: a bound would make the two differ) and
+        nothing asserted beside the reference."""
+        if self.max_any_depth is not None:
+            return False
+        if self.draft not in _NOT_DRAFT7_REF_SIBLINGS and has_assertions(
+            {k: v for k, v in schema.items() if k != "$ref"}
+        ):
+            return False
+        return is_any_value_target(self.root, target, target_ptr, strict=self.strict)
 
     def _compile_target(self, target: Any, target_ptr: str) -> Node | None:
         """``compile(target, target_ptr)`` of a plain ``$ref``, once per target and context

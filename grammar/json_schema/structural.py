@@ -232,6 +232,9 @@ class _CuttingCompiler(SchemaCompiler):
         ref = schema.get("$ref") if isinstance(schema, dict) else None
         if not isinstance(ref, str):
             return super()._compile(schema, pointer)
+        target, target_ptr = resolve_ref(self.root, ref, pointer)
+        if self.is_any_value_ref(schema, target, target_ptr):
+            return self.any_value()  # (a recursive "any JSON value" definition)
         extra = sorted(set(schema) - _ANNOTATIONS)
         is_plain = self.draft in _OLD_DRAFTS or not has_assertions(
             {k: v for k, v in schema.items() if k != "$ref"}
