@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from formcast.errors import SchemaError
 from formcast.grammar.cfg.compiled import CompiledCFG
 from formcast.grammar.json_schema.any_value_schema import is_any_value_target
 from formcast.grammar.json_schema.compile import compile_json_schema
@@ -136,3 +137,16 @@ def test_a_bound_on_any_values_keeps_the_definition_as_written(smollm2_vocab):
     matcher = grammar.matcher()
     deep = '{"key":"k","payload":[[[[[1]]]]]}'
     assert matcher.accept_bytes(deep.encode()) and matcher.is_accepting()
+
+
+def test_indented_layout_works_where_the_recursive_form_is_refused(smollm2_vocab):
+    # the structural route refuses indentation under a recursive $ref (it would grow without
+    # bound); recognised as `true`, the any-value's own indentation applies
+    grammar = compile_json_schema(DOCUMENT, smollm2_vocab, strict=False, cache=False, indent=2)
+    value = {"key": "k", "payload": {"a": [1, {"b": None}, []], "c": {}}}
+    matcher = grammar.matcher()
+    assert matcher.accept_bytes(json.dumps(value, indent=2).encode()) and matcher.is_accepting()
+    vacuous = copy.deepcopy(DOCUMENT)
+    vacuous["$defs"]["value"]["anyOf"][5]["minProperties"] = 0
+    with pytest.raises(SchemaError, match="indent"):
+        compile_json_schema(vacuous, smollm2_vocab, strict=False, cache=False, indent=2)
