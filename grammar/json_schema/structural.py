@@ -264,7 +264,6 @@ class _CuttingCompiler(SchemaCompiler):
         index = self._ref_index.get(key)
         if index is not None:  # a cycle: the target is being compiled right now
             return Reference(index)
-        target, target_ptr = resolve_ref(self.root, ref, pointer)
         index = self._ref_index[key] = len(self.rule_trees)
         self.rule_trees.append(None)
         self._ref_stack.append(ref)
