@@ -38,6 +38,57 @@ def _finish_subtree(row, child, dense_of, dense, row_lo, row_hi, token_ids):  # 
             row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
+# trailing-zero count of a one-bit uint64 by de Bruijn multiplication: (b * DEBRUIJN) >> 58
+# is distinct for each of the 64 one-bit words
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, np.int64)
+for _k in range(64):
+    _DEBRUIJN_INDEX[(((1 << _k) * int(_DEBRUIJN)) % (1 << 64)) >> 58] = _k
+# a node's children are looked up by byte (binary search over their sorted labels) instead
+# of scanned when the state reads fewer than one byte per this many children
+SPARSE_CHILDREN_PER_BYTE = 8
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _popcount(word):  # pragma: no cover - jitted
+    """Number of set bits of a uint64 (SWAR)."""
+    word = word - ((word >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    word = (word & np.uint64(0x3333333333333333)) + (
+        (word >> np.uint64(2)) & np.uint64(0x3333333333333333)
+    )
+    word = (word + (word >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((word * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@numba.njit(cache=True, nogil=True)
+def _live_children(node_byte, lo, hi, bits, debruijn_index, out):  # pragma: no cover - jitted
+    """Write to ``out`` the children ``lo..hi - 1`` (labels ascending) whose label is in the
+    256-bit set ``bits``, by a binary search per byte of ``bits``; returns how many."""
+    count = 0
+    for w in range(4):
+        word = bits[w]
+        start = lo
+        while word:
+            low = word & (~word + np.uint64(1))  # the lowest set bit
+            word ^= low
+            b = np.uint8(w * 64 + debruijn_index[(low * _DEBRUIJN) >> np.uint64(58)])
+            a, z = start, hi  # first child with label >= b
+            while a < z:
+                mid = (a + z) >> 1
+                if node_byte[mid] < b:
+                    a = mid + 1
+                else:
+                    z = mid
+            if a == hi:
+                return count  # every later byte is larger still
+            if node_byte[a] == b:
+                out[count] = a
+                count += 1
+                a += 1
+            start = a
+    return count
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _chain_reach(bits, covered, uniform, state, most):  # pragma: no cover - jitted
     """``L`` if every byte string over ``bits`` of at most ``L`` bytes stays alive from
@@ -84,6 +135,7 @@ def index_rows(
     row_lengths,
     dense_of,
     dense,
+    children_cost,
     text_row,
     out,
     ref_rows,
@@ -139,10 +191,13 @@ def index_rows(
     stack_node = np.empty(n, np.int64)
     stack_state = np.empty(n, np.int64)
     stack_depth = np.empty(n, np.int64)  # bytes of the node's prefix
-    piece_node = np.empty(n, np.int64)
-    # 0 alive subtree, 1 ending tokens, 2 dead subtree, 3 subtree cut by length at piece_cut
-    piece_kind = np.empty(n, np.int8)
-    piece_cut = np.empty(n, np.int64)
+    # a piece per child reached plus one per node walked sparsely: at most 2n
+    piece_node = np.empty(2 * n, np.int64)
+    # 0 alive subtree, 1 ending tokens, 2 dead subtree, 3 subtree cut by length at piece_cut,
+    # 4 the dead children of node piece_node in state piece_cut
+    piece_kind = np.empty(2 * n, np.int8)
+    piece_cut = np.empty(2 * n, np.int64)
+    found = np.empty(256, np.int64)  # a sparse node's alive children
     every_byte = np.full(4, ~np.uint64(0), np.uint64)
     num_words = out.shape[1]
     for i in range(len(states)):
@@ -180,8 +235,8 @@ def index_rows(
         _walk_state(
             row, states[i], root_bits, ref_of[i] < 0, transitions, byte_to_class, node_byte,
             child_start, child_end, token_start, token_rows, token_ids, row_lo, row_hi, height,
-            below, covered, uniform, row_lengths, dense_of, dense, text_row, stack_node,
-            stack_state, stack_depth, piece_node, piece_kind, piece_cut,
+            below, covered, uniform, row_lengths, dense_of, dense, children_cost, text_row,
+            stack_node, stack_state, stack_depth, piece_node, piece_kind, piece_cut, found,
         )  # fmt: skip
 
 
@@ -222,6 +277,7 @@ def _walk_state(
     row_lengths,
     dense_of,
     dense,
+    children_cost,
     text_row,
     stack_node,
     stack_state,
@@ -229,6 +285,7 @@ def _walk_state(
     piece_node,
     piece_kind,
     piece_cut,
+    found,
 ):  # pragma: no cover - jitted
     """OR into ``row`` the tokens allowed from ``state`` whose first byte is in ``root_bits``
     (one state of :func:`index_rows`; with ``may_complement`` and every byte, ``row`` must be
@@ -242,13 +299,34 @@ def _walk_state(
     stack_state[0] = state
     stack_depth[0] = 0
     depth = 1
+    read = np.empty(4, np.uint64)
     while depth:
         depth -= 1
         node = stack_node[depth]
         cur = stack_state[depth]
         child_depth = stack_depth[depth] + 1
-        for child in range(child_start[node], child_end[node]):
-            if node == 0:
+        lo, hi = child_start[node], child_end[node]
+        live = covered[0, cur]
+        num_read = 0
+        for w in range(4):
+            read[w] = live[w] & root_bits[w] if node == 0 else live[w]
+            num_read += _popcount(read[w])
+        # few bytes alive: find those children by byte; the dead ones are one piece (kind 4,
+        # the node in state `cur`), costed as the node's children less the alive ones
+        is_sparse = num_read * SPARSE_CHILDREN_PER_BYTE < hi - lo
+        if is_sparse:
+            hi = _live_children(node_byte, lo, hi, read, _DEBRUIJN_INDEX, found)
+            lo = 0
+            piece_node[num_pieces] = node
+            piece_kind[num_pieces] = 4
+            piece_cut[num_pieces] = cur
+            num_pieces += 1
+            cost_dead += children_cost[node]
+        for k in range(lo, hi):
+            child = found[k] if is_sparse else k
+            if is_sparse:
+                cost_dead -= num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
+            elif node == 0:
                 b = node_byte[child]
                 if not root_bits[b >> 6] & (np.uint64(1) << np.uint64(b & 63)):
                     continue
@@ -303,6 +381,13 @@ def _walk_state(
                 if (row_lengths[r] > cut) == is_complement:
                     t = token_ids[r]
                     row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            continue
+        if kind == 4:  # a node's dead children: written in the complement only
+            if is_complement:
+                cur = piece_cut[k]
+                for c in range(child_start[child], child_end[child]):
+                    if transitions[cur, byte_to_class[node_byte[c]]] < 0:
+                        _finish_subtree(row, c, dense_of, dense, row_lo, row_hi, token_ids)
             continue
         if is_complement != (kind == 2):
             continue

@@ -238,6 +238,7 @@ class VocabTable:
     _num_longer: np.ndarray | None = field(default=None, repr=False, compare=False)
     _after_quote: np.ndarray | None = field(default=None, repr=False, compare=False)
     _commas: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _children_cost: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def _computed_once(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The read-only array cached in field ``name``, built by ``build`` on first use."""
@@ -335,6 +336,21 @@ class VocabTable:
             dense = dense_rows(nodes, trie.row_lo, trie.row_hi, self.token_ids, self.num_words)
             object.__setattr__(self, "_dense", (dense_of, dense))
         return self._dense
+
+    def children_cost(self) -> np.ndarray:
+        """``(N,)`` int64 per trie node: the cost of finishing each of its children's subtrees
+        (``num_words`` for one with a dense row, else its token count), summed (computed
+        once; :func:`~formcast.grammar.index.kernels.index_rows` costs a sparse node's dead
+        children as this less its alive ones)."""
+
+        def build() -> np.ndarray:
+            trie = self.trie
+            dense_of, _ = self.dense_subtrees()
+            costs = np.where(dense_of >= 0, self.num_words, trie.row_hi - trie.row_lo)
+            before = np.concatenate(([0], np.cumsum(costs)))  # children ranges are contiguous
+            return before[trie.child_end] - before[trie.child_start]
+
+        return self._computed_once("_children_cost", build)
 
     @classmethod
     def from_vocabulary(cls, vocab: Vocabulary) -> VocabTable:
@@ -579,7 +595,7 @@ def index_packed_rows(
         trie.child_end,
         trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
         trie.height, trie.bytes_below, tokens.covered, tokens.uniform, table.lengths, dense_of,
-        dense, table.text_row(), out, *refs, table.matrix, long_rows,
+        dense, table.children_cost(), table.text_row(), out, *refs, table.matrix, long_rows,
     )  # fmt: skip
     if len(table.eos_token_ids):
         accepting = dfa.is_accepting[states]
