@@ -186,8 +186,22 @@ class _Builder:
         key = (node, then)
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._build(node, then, position)
+            if type(node) is CharSet and node.ranges and node.ranges[-1][1] < 0x80:
+                entry = self._ascii_char(node, then)  # most of a JSON schema's text
+            else:
+                entry = self._build(node, then, position)
             self._entries[key] = entry
+        return entry
+
+    def _ascii_char(self, node: CharSet, then: int) -> int:
+        """:meth:`char_set` of an ASCII set: one state, one byte edge per range."""
+        nfa = self.nfa
+        entry = len(nfa.byte_edges)
+        nfa.byte_edges.append([(lo, hi, then) for lo, hi in node.ranges])
+        nfa.epsilon_edges.append([])
+        nfa.positions.append(node.pos)
+        if entry >= self.budget.max_nfa_states:
+            self.budget.check_nfa_states(entry + 1, node.pos)
         return entry
 
     def _build(self, node: Node, then: int, position: int) -> int:
@@ -231,11 +245,7 @@ class _Builder:
         nfa = self.nfa
         ranges = node.ranges
         if ranges and ranges[-1][1] < 0x80:  # ASCII: one byte edge per range
-            entry = self.new_state(node.pos)
-            nfa.byte_edges[entry].extend([(lo, hi, then) for lo, hi in ranges])
-            if entry >= self.budget.max_nfa_states:
-                self.budget.check_nfa_states(entry + 1, node.pos)
-            return entry
+            return self._ascii_char(node, then)
         num_nodes, edges = fragment(ranges)  # entry node 0, exit node 1 (no edges out)
         entry = self.new_state(node.pos)
         base = nfa.num_states - 2  # node k >= 2 becomes state base + k, after the entry
