@@ -503,6 +503,27 @@ class TrieTokens:
         self.max_height = len(self.covered) - 1
         self._dfa, self._table = dfa, table
         self._derivations: Derivations | None = None
+        self._arguments: tuple[tuple[np.ndarray, ...], ...] | None = None
+
+    def kernel_arguments(self) -> tuple[tuple[np.ndarray, ...], ...]:
+        """The arguments of :func:`~formcast.grammar.index.kernels.index_rows` around
+        ``states`` and ``out, *refs`` (computed once: a first visit's row is one kernel call)."""
+        if self._arguments is None:
+            dfa, table = self._dfa, self._table
+            trie = table.trie
+            dense_of, dense = table.dense_subtrees()
+            long_rows, _ = table.rows_by_length()
+            self._arguments = (
+                (dfa.transitions, dfa.byte_to_class, trie.node_byte),
+                (
+                    trie.child_start, trie.child_end, trie.token_start, trie.token_rows,
+                    table.token_ids, trie.row_lo, trie.row_hi, trie.height, trie.bytes_below,
+                    self.covered, self.uniform, table.lengths, dense_of, dense,
+                    table.children_cost(), table.text_row(),
+                ),
+                (table.matrix, long_rows),
+            )  # fmt: skip
+        return self._arguments
 
     def derivations(self) -> Derivations:
         """Which states an eager build derives from another state's row, and in which order
@@ -557,6 +578,16 @@ def _walked(num_states: int) -> tuple[np.ndarray, ...]:
     return _NO_REF_ROWS, none, np.zeros((num_states, 4), dtype=np.uint64), none
 
 
+# the refs of one state walked in full (a first visit's row), built once (the kernel only
+# reads them; writeable, as every other call's, so that the kernel has one signature)
+_WALKED_ONE = (
+    _NO_REF_ROWS,
+    np.full(1, -1, dtype=np.int64),
+    np.zeros((1, 4), dtype=np.uint64),
+    np.full(1, -1, dtype=np.int64),
+)
+
+
 def _unique_rows_inplace(rows: np.ndarray, row_of: np.ndarray) -> int:
     """:func:`~formcast.grammar.index.kernels.unique_rows_inplace` of ``(N, W)`` uint32 rows,
     hashed and compared as ``W / 2`` uint64 words when ``W`` is even (half the multiplies)."""
@@ -581,22 +612,14 @@ def index_packed_rows(
     -1``: walked in full)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
-    trie = table.trie
     if not isinstance(states, np.ndarray) or states.dtype != np.int64:
         states = np.asarray(states, dtype=np.int64)
     if out is None:
         out = np.zeros((len(states), table.num_words), dtype=np.uint32)
-    dense_of, dense = table.dense_subtrees()
     if refs is None:
-        refs = _walked(len(states))
-    long_rows, _ = table.rows_by_length()
-    index_rows(
-        dfa.transitions, dfa.byte_to_class, trie.node_byte, states, trie.child_start,
-        trie.child_end,
-        trie.token_start, trie.token_rows, table.token_ids, trie.row_lo, trie.row_hi,
-        trie.height, trie.bytes_below, tokens.covered, tokens.uniform, table.lengths, dense_of,
-        dense, table.children_cost(), table.text_row(), out, *refs, table.matrix, long_rows,
-    )  # fmt: skip
+        refs = _WALKED_ONE if len(states) == 1 else _walked(len(states))
+    head, middle, tail = tokens.kernel_arguments()
+    index_rows(*head, states, *middle, out, *refs, *tail)
     if len(table.eos_token_ids):
         accepting = dfa.is_accepting[states]
         if len(states) == 1:  # a first visit's row: no fancy indexing
