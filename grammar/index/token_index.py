@@ -605,11 +605,12 @@ def index_packed_rows(
     """``(len(states), num_words)`` int32 packed masks of ``states``: the text tokens that keep
     the DFA alive (walked through the vocabulary trie by
     :func:`~formcast.grammar.index.kernels.index_rows`), plus the EOS ids in accepting
-    states. Exact, like :func:`walk_tokens`. ``out``: a zeroed ``(len(states), num_words)``
-    uint32 array to fill in place (returned as an int32 view). ``refs``: ``(ref_rows (R,
-    num_words) uint32, ref_of (len(states),), diff (len(states), 4), fix_depth
-    (len(states),))``: the rows derived from others (:meth:`Derivations.chunk`; ``ref_of[i] =
-    -1``: walked in full)."""
+    states. Exact, like :func:`walk_tokens`. ``tokens``: the :class:`TrieTokens` of ``dfa``
+    over ``table`` (built here if None; its kernel arguments are ``dfa``'s and ``table``'s).
+    ``out``: a zeroed ``(len(states), num_words)`` uint32 array to fill in place (returned as
+    an int32 view). ``refs``: ``(ref_rows (R, num_words) uint32, ref_of (len(states),), diff
+    (len(states), 4), fix_depth (len(states),))``: the rows derived from others
+    (:meth:`Derivations.chunk`; ``ref_of[i] = -1``: walked in full)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     if not isinstance(states, np.ndarray) or states.dtype != np.int64:
