@@ -229,9 +229,8 @@ class Automaton:
     ``accepting`` one byte (0/1) per state. Invariant: the DFA is trimmed (every state
     reachable from 0 and able to reach acceptance) and minimal, as its producers
     (``key_complement``, ``residues``) make it; ``nfa_builder.framed_automaton_dfa`` relies
-    on it. ``num_chars`` stands for its size as a regex's
-    would (one per state and per transition); the stored hash is a digest of the content, the
-    same in every process.
+    on it. ``num_chars`` stands for its size as a regex's would (one per state and per
+    transition); the stored hash is a digest of the content, the same in every process.
     """
 
     table: bytes
