@@ -54,7 +54,7 @@ import torch
 
 from formcast.bitmask import pack_row, prepared_rows
 from formcast.errors import GrammarError
-from formcast.grammar.index.kernels import set_bit_ids
+from formcast.grammar.index.kernels import set_bit_ids, set_ids_among
 from formcast.grammar.index.token_index import vocab_table
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton, item_key
 from formcast.grammar.json_schema.length_guard import INFINITE, LengthGuard
@@ -107,6 +107,9 @@ _INERT_AFTER_STRING = frozenset(b",] \t\n\r")
 _LITERAL_LETTERS = frozenset(b"truefalsn")
 _ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE)) | _LITERAL_LETTERS
 _TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
+
+
+_UNSET = object()
 
 
 class _CountRows(NamedTuple):
@@ -516,6 +519,7 @@ class UniqueItemsGrammar:
         self.vocab: Vocabulary = inner.vocab
         self.tables = _VocabTables.of(inner.vocab, inner.vocab_size)
         self._words = dict(self.tables.words)
+        self._sparse: dict[str, np.ndarray | None] = {}  # see sparse_candidates
         # a counted array's bound holds against every token: no token can open one and
         # pass it within itself (compile counts only bounds past a token's commas + 1)
         max_commas = vocab_table(inner.vocab).max_commas()
@@ -546,10 +550,8 @@ class UniqueItemsGrammar:
         self.has_open_risk = risky is not None
         if risky is not None:
             self._words["open_text"] = pack_row(risky)
-            # those tokens' ids and bits in a packed row (_forbidden_open reads just them)
+            # those tokens' ids (_forbidden_open reads just their bits)
             self.open_ids = np.flatnonzero(risky).astype(np.int64)
-            self.open_words = self.open_ids >> 5
-            self.open_shifts = (self.open_ids & 31).astype(np.uint32)
             for kind in ("enter", "enter_string"):
                 self._words[kind] = self._words[kind] | self._words["open_text"]
 
@@ -567,6 +569,25 @@ class UniqueItemsGrammar:
         ``kind`` (see `JsonCursor.check_kind`): those holding a byte that ends an item
         (integers: or made of ``-`` and ``0``), that open an array, or, for an enum, all."""
         return self._words[kind if isinstance(kind, str) else "enum"]
+
+    def has_no_candidates(self, kind: Kind) -> bool:
+        """No token is a candidate of ``kind`` (e.g. ``"enter_string"`` in most vocabularies:
+        no token holds a quote, a ``[`` and a comma after it)."""
+        if not isinstance(kind, str):
+            return False
+        ids = self.sparse_candidates(kind)
+        return ids is not None and ids.size == 0
+
+    def sparse_candidates(self, kind: str) -> np.ndarray | None:
+        """``kind``'s candidate ids (ascending int64) where there are at most as many as a row
+        has words (reading their bits alone is then cheaper than ANDing the row with
+        `candidate_words` and listing its set bits); None: read the packed row."""
+        found = self._sparse.get(kind, _UNSET)
+        if found is _UNSET:
+            words = self._words[kind]
+            is_sparse = int(np.bitwise_count(words).sum()) <= len(words)
+            found = self._sparse[kind] = set_bit_ids(words) if is_sparse else None
+        return found
 
     def __repr__(self) -> str:
         return (
@@ -672,8 +693,6 @@ class _VocabTables:
             [_num_chars(self.closing_heads[t]) for t in self.closing_head_ids.tolist()],
             dtype=np.int64,
         )
-        self.quoted_open_words = self.quoted_open_ids >> 5  # their bits in a packed row
-        self.quoted_open_shifts = (self.quoted_open_ids & 31).astype(np.uint32)
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
         self._build_any_tables(vocab_size)
         self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
@@ -953,28 +972,36 @@ class UniqueItemsMatcher:
     def _forbidden(self, kind: Kind, inner_words: np.ndarray) -> np.ndarray | _PackedRefusal:
         """The allowed candidates (``inner_words`` AND ``kind``'s words) that ``feed`` refuses."""
         cursor = self._cursors[-1]
-        if self._inner.is_terminated():
-            return np.zeros(0, dtype=np.int64)
-        if kind == "open_text":
-            return self._forbidden_open(cursor, inner_words)
-        if kind == ANY_KIND:
-            return self._forbidden_any(cursor, inner_words)
-        candidates = self.grammar.candidate_words(kind)
-        num_words = min(len(candidates), len(inner_words))
-        hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
-        if kind == "length":
-            return self._forbidden_length(cursor, hits)
         tables = self.grammar.tables
         top = cursor.stack[-1] if cursor.stack else None
+        # the array's first item: a token completes at most one item and starts none unless
+        # it holds a comma, and one item alone repeats nothing (nor can a pending item be
+        # left with only used values); a token with a comma is walked
         is_first_item = top is not None and top.kind is not None and not top.seen
-        if is_first_item and kind != "object":
-            # the array's first item: a token completes at most one item and starts none
-            # unless it holds a comma, and one item alone repeats nothing (nor can a pending
-            # item be left with only used values); a token with a comma is walked
-            hits &= tables.comma_words[:num_words]
-        token_ids = set_bit_ids(hits)
-        if token_ids.size == 0:
-            return token_ids
+        sparse = self.grammar.sparse_candidates(kind) if isinstance(kind, str) else None
+        if sparse is not None and kind != "open_text" and kind != ANY_KIND and kind != "length":
+            token_ids = set_ids_among(inner_words, sparse) if sparse.size else _NO_IDS
+            if is_first_item and kind != "object":
+                token_ids = token_ids[tables.has_comma[token_ids]]
+            if token_ids.size == 0 or self._inner.is_terminated():
+                return _NO_IDS
+        else:
+            if self._inner.is_terminated():
+                return _NO_IDS
+            if kind == "open_text":
+                return self._forbidden_open(cursor, inner_words)
+            if kind == ANY_KIND:
+                return self._forbidden_any(cursor, inner_words)
+            candidates = self.grammar.candidate_words(kind)
+            num_words = min(len(candidates), len(inner_words))
+            hits = inner_words[:num_words] & candidates[:num_words]  # (W,) uint32
+            if kind == "length":
+                return self._forbidden_length(cursor, hits)
+            if is_first_item and kind != "object":
+                hits &= tables.comma_words[:num_words]
+            token_ids = set_bit_ids(hits)
+            if token_ids.size == 0:
+                return token_ids
         token_bytes, eos_ids = self._token_bytes, self._eos_ids
         if top is not None and isinstance(top.kind, ItemAutomaton):
             return self._forbidden_items(cursor, top.kind, top.seen, token_ids)
@@ -1298,9 +1325,7 @@ class UniqueItemsMatcher:
         packed row) that ``feed`` refuses: a few quoted tokens, their bits read alone, each
         walked once per cursor state outside counted strings (everything ``feed`` reads
         there; e.g. every position inside another string)."""
-        grammar = self.grammar
-        allowed = (inner_words[grammar.open_words] >> grammar.open_shifts) & 1
-        walked = grammar.open_ids[allowed.astype(bool)].tolist()
+        walked = set_ids_among(inner_words, self.grammar.open_ids).tolist()
         if not walked:
             return _NO_IDS
         key = (
@@ -1361,12 +1386,8 @@ class UniqueItemsMatcher:
         bad_heads = _NO_IDS
         if missing:
             short = tables.closing_head_chars < missing
-            ids = tables.closing_head_ids[short]
-            allowed = (hits[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1
-            bad_heads = ids[allowed.astype(bool)]
-        quoted = tables.quoted_open_ids
-        allowed = (hits[tables.quoted_open_words] >> tables.quoted_open_shifts) & 1
-        walked = quoted[allowed.astype(bool)].tolist()
+            bad_heads = set_ids_among(hits, tables.closing_head_ids[short])
+        walked = set_ids_among(hits, tables.quoted_open_ids).tolist()
         if not walked:
             return bad_heads
         key = (id(guard), cursor.text_state, cursor.stack, missing)
@@ -1408,7 +1429,7 @@ class UniqueItemsMatcher:
         """The inner mask, less the tokens that would repeat an item."""
         self._inner.fill_bitmask(bitmask, row)
         kind, is_counting = self._kind(), self._is_counting()
-        if kind is None and not is_counting:
+        if not is_counting and (kind is None or self.grammar.has_no_candidates(kind)):
             return
         # the numpy rows the inner fill prepared (kept process-wide: a fresh torch index and
         # numpy view cost 5-30 us on a mask's path, the cached one well under 1 us)

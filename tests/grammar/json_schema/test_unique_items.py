@@ -910,3 +910,59 @@ def test_paths_meet_without_wildcards_agrees_with_concrete_paths():
                 assert paths_meet(first, second) == expected, (first, second)
                 num_meeting += expected
     assert num_meeting > 10
+
+
+def _byte_vocab_with(extra: list[bytes]):
+    """Every single byte (token ``b`` is byte ``b``), then ``extra``, then EOS."""
+    from formcast.grammar.index.vocabulary import Vocabulary
+
+    token_bytes = tuple(bytes([b]) for b in range(256)) + tuple(extra) + (b"",)
+    eos = len(token_bytes) - 1
+    return Vocabulary(
+        token_bytes=token_bytes,
+        eos_token_ids=frozenset({eos}),
+        special_token_ids=frozenset({eos}),
+        vocab_size=len(token_bytes),
+        kind="byte_level",
+        num_tokenizer_tokens=len(token_bytes),
+    )
+
+
+def test_tokens_that_open_a_guarded_array_and_repeat_an_item():
+    """A token may open a guarded array and complete two of its items within itself (mask
+    kind ``enter`` between members, ``enter_string`` from inside the key before it): the
+    mask refuses exactly those whose items repeat (oracle: the items read from the text),
+    through ``fill_bitmask`` and ``allowed_token_ids`` alike."""
+    from formcast.grammar import allocate_token_bitmask
+
+    extra = [b"[1,1", b"[1,2", b" [1,1]", b"[2,1,2", b'k":[1,1', b'k":[1,2', b'k": [2,2]']
+    vocab = _byte_vocab_with(extra)
+    schema = {"type": "object", "properties": {"k": INTEGERS}, "additionalProperties": False}
+    grammar = compile_json_schema(schema, vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    extra_ids = range(256, 256 + len(extra))
+    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
+    num_refused = num_allowed = 0
+    for text in ('{"k":[1,2]}', '{"k": [2]}'):
+        matcher = grammar.matcher()
+        prefix = b""
+        for byte in text.encode():
+            allowed = set(matcher.allowed_token_ids().tolist())
+            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+            matcher.fill_bitmask(bitmask, 0)
+            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
+            for t in extra_ids:
+                if t not in inner_allowed:
+                    assert t not in allowed
+                    continue
+                data = (prefix + vocab.token_bytes[t]).decode()
+                items, _ = _completed_items(data[data.index("[") :])
+                expected = len(set(items)) == len(items)
+                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
+                num_refused += not expected
+                num_allowed += expected
+            assert matcher.accept_token(byte)
+            prefix += bytes([byte])
+        assert matcher.is_accepting()
+    assert num_refused >= 3 and num_allowed >= 3  # both kinds of position were met
