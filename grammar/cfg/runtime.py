@@ -60,7 +60,13 @@ from formcast.grammar.cfg.rules import PreparedGrammar
 Head = tuple[EarleyNode | LRNode, int]
 Heads = frozenset[Head]
 
-_MAX_MEMO = 4096  # entries per memo table; a mask row is ceil(V / 32) int32 words (6 KB)
+_MAX_MEMO = 65536  # entries per memo table
+# a mask row is ceil(V / 32) int32 words (6 KB for 49k tokens). Per memo table of rows: the
+# first _MAX_PLAIN_ROWS entries keep their own rows, later ones share equal rows, at most
+# _MAX_MEMO_ROWS distinct ones, each kept with a copy of its bytes (the pool's key): at 49k
+# tokens 6 MB + 24 MB per table at most (a single bound of 4,096 rows was 24 MB)
+_MAX_PLAIN_ROWS = 1024
+_MAX_MEMO_ROWS = 2048
 NUM_EXACT_HEADS = 3  # heads of a set whose masks are memoised; further ones are pruned
 # LR path: a memo entry computed from a stack is keyed by the top states it read, rounded up to
 # one of these counts (deeper: by the stack's identity)
@@ -74,6 +80,57 @@ class _Lru(OrderedDict):
         self[key] = value
         if len(self) > _MAX_MEMO:
             self.popitem(last=False)
+
+
+class _RowLru(OrderedDict):
+    """Bounded memo table of read-only mask rows; past ``_MAX_PLAIN_ROWS`` entries equal rows
+    are stored once.
+
+    Most memoised rows of a large grammar repeat another's (a 1,000-member object: 10,611
+    head-mask entries, 598 distinct rows), so past the first ``_MAX_PLAIN_ROWS`` entries
+    (kept as they come: no hashing on a small grammar's first visits) each new row is looked
+    up by its bytes (~3 us) and entries share it. Bounded by ``_MAX_MEMO`` entries and
+    ``_MAX_MEMO_ROWS`` distinct shared rows (oldest insertions evicted first until both
+    hold). A value is a row, or ``(row, depth)`` on the LR path (`CfgRuntime._memo_put`).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # a row's bytes -> [the shared row, entries holding it, those bytes (the one copy
+        # every entry refers to)]
+        self._pool: dict[bytes, list] = {}
+        self._bytes_of: dict = {}  # key -> its shared row's bytes (the pool's copy)
+        self.is_sharing = False  # set once the table passes _MAX_PLAIN_ROWS entries
+
+    def put_row(self, key, row: np.ndarray, depth: int | None = None) -> np.ndarray:
+        """Store ``row`` (or ``(row, depth)``) under ``key``; returns the row stored, equal to
+        ``row`` (read-only)."""
+        if key in self._bytes_of:
+            self._release(self._bytes_of.pop(key))
+        if not self.is_sharing and len(self) >= _MAX_PLAIN_ROWS:
+            self.is_sharing = True
+        if self.is_sharing:
+            data = row.tobytes()
+            entry = self._pool.get(data)
+            if entry is None:
+                entry = self._pool[data] = [row, 0, data]
+            entry[1] += 1
+            self._bytes_of[key] = entry[2]
+            row = entry[0]
+        self[key] = row if depth is None else (row, depth)
+        while len(self) > _MAX_MEMO or len(self._pool) > _MAX_MEMO_ROWS:
+            oldest, _ = self.popitem(last=False)
+            data = self._bytes_of.pop(oldest, None)
+            if data is not None:
+                self._release(data)
+        return row
+
+    def _release(self, data: bytes) -> None:
+        """One entry less holds the shared row of ``data`` (dropped with the last)."""
+        entry = self._pool[data]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._pool[data]
 
 
 def lr_table(grammar: PreparedGrammar) -> LRTable | None:
@@ -136,9 +193,9 @@ class CfgRuntime:
         # the pruned path); tests set 0 to send every head down the pruned path
         self.num_exact_heads = num_exact_heads
         self.lock = threading.RLock()
-        self._head_masks = _Lru()
-        self._group_masks = _Lru()
-        self._masks = _Lru()
+        self._head_masks = _RowLru()
+        self._group_masks = _RowLru()
+        self._masks = _RowLru()
         self._successors = _Lru()  # (signature, terminal) -> a node after it, or None
         self._chains: dict[tuple, tuple[np.ndarray, list[SplitGroup]]] = {}  # see _chain
         self._zero = np.zeros(self.num_words, dtype=np.int32)
@@ -262,7 +319,7 @@ class CfgRuntime:
             if self.is_accepting(heads):
                 row |= self.eos_row
             row.setflags(write=False)
-            self._masks.put(key, row)
+            row = self._masks.put_row(key, row)
         return row
 
     # -- memo keys -------------------------------------------------------------------------------
@@ -273,7 +330,7 @@ class CfgRuntime:
     # stack with those top states (nested contexts, other sentences) shares it. A hit lowers the
     # floor as the computation did, so enclosing computations stay keyed exactly.
 
-    def _memo_get(self, table: _Lru, node, tag) -> np.ndarray | None:
+    def _memo_get(self, table: _RowLru, node, tag) -> np.ndarray | None:
         if not self.is_lr:
             return table.get((node.signature, tag))
         for count in _TOP_COUNTS:
@@ -301,11 +358,11 @@ class CfgRuntime:
         self.parser.floor = node.height
         return saved
 
-    def _memo_put(self, table: _Lru, node, tag, row: np.ndarray, saved: int) -> None:
-        """Store the result of the computation started by :meth:`_memo_start`."""
+    def _memo_put(self, table: _RowLru, node, tag, row: np.ndarray, saved: int) -> np.ndarray:
+        """Store the result of the computation started by :meth:`_memo_start`; returns the
+        table's shared row equal to ``row``."""
         if not self.is_lr:
-            table.put((node.signature, tag), row)
-            return
+            return table.put_row((node.signature, tag), row)
         parser = self.parser
         floor = parser.floor
         depth = node.height - floor + 1  # top states read
@@ -313,9 +370,8 @@ class CfgRuntime:
             parser.floor = saved
         for count in _TOP_COUNTS:
             if depth <= count:
-                table.put((node.tops(count), tag), (row, depth))
-                return
-        table.put((node.uid, tag), (row, depth))
+                return table.put_row((node.tops(count), tag), row, depth)
+        return table.put_row((node.uid, tag), row, depth)
 
     # -- mask computations -----------------------------------------------------------------------
 
@@ -357,8 +413,7 @@ class CfgRuntime:
         for group in walk.splits:
             row |= self._group_mask(node, group)
         row.setflags(write=False)
-        self._memo_put(self._head_masks, node, sid, row, saved)
-        return row
+        return self._memo_put(self._head_masks, node, sid, row, saved)
 
     def _after(self, node, terminal: int):
         """The parser node after ``terminal`` completes at ``node`` and the lexer parts of the
@@ -482,5 +537,4 @@ class CfgRuntime:
             row = self._zero
         elif is_private:
             row.setflags(write=False)
-        self._memo_put(self._group_masks, node, id(group), row, saved)
-        return row
+        return self._memo_put(self._group_masks, node, id(group), row, saved)

@@ -143,3 +143,57 @@ def test_single_byte_steps_equal_full_rows(name, smollm2_vocab):
             assert singles == row, (name, sid)
         stepped += [nxt for nxt in row if nxt >= 0]
     assert len(seen) >= 5
+
+
+@pytest.mark.parametrize("name", ["pyexpr", "pyexpr-earley"])
+def test_masks_with_tiny_memo_tables_equal_brute_force(name, small_vocab, monkeypatch):
+    """Memo tables that share equal rows after 2 entries, hold 3 distinct shared rows and 6
+    entries (so entries are evicted and shared rows dropped all along the walk) give the
+    brute-force masks, on the LR and the Earley parser; the bounds hold."""
+    import random
+
+    from formcast.grammar.cfg import runtime as runtime_module
+    from tests.grammar._cfg_oracle import random_sentence
+
+    monkeypatch.setattr(runtime_module, "_MAX_PLAIN_ROWS", 2)
+    monkeypatch.setattr(runtime_module, "_MAX_MEMO_ROWS", 3)
+    monkeypatch.setattr(runtime_module, "_MAX_MEMO", 6)
+    is_earley_forced = name.endswith("-earley")
+    tuning = CfgTuning(parser_kind="earley" if is_earley_forced else "auto")
+    grammar = compile_lark(LARK_GRAMMARS["pyexpr"], small_vocab, cache=False, tuning=tuning)
+    runtime = grammar.runtime
+    rng = random.Random(11)
+    prefixes = [b"", b"-", b"x or (((", b"notx and -", b"(x) * -"]
+    for _ in range(12):
+        text = random_sentence(grammar.prepared, rng, max_depth=5)
+        prefixes.append(text[: rng.randrange(len(text) + 1)])
+    for prefix in prefixes + prefixes[::-1]:
+        heads = runtime.advance(grammar.initial_heads, prefix)
+        if heads:
+            assert _mask_ids(grammar, prefix) == brute_force_mask(runtime, heads, small_vocab)
+    tables = (runtime._head_masks, runtime._group_masks, runtime._masks)
+    for table in tables:
+        assert len(table) <= 6 and len(table._pool) <= 3
+    assert all(table.is_sharing for table in tables[::2])
+
+
+def test_row_memo_shares_equal_rows_and_evicts_oldest(monkeypatch):
+    from formcast.grammar.cfg import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "_MAX_PLAIN_ROWS", 1)
+    monkeypatch.setattr(runtime_module, "_MAX_MEMO_ROWS", 2)
+    monkeypatch.setattr(runtime_module, "_MAX_MEMO", 4)
+    table = runtime_module._RowLru()
+    rows = [np.full(3, k, dtype=np.int32) for k in range(4)]
+    assert table.put_row("a", rows[0]) is rows[0]  # the first entry keeps its own row
+    shared = table.put_row("b", rows[1].copy(), 5)
+    assert table.put_row("c", rows[1].copy()) is shared  # equal rows: one object
+    assert table["b"] == (shared, 5) and table["c"] is shared
+    assert table.put_row("c", rows[2]) is rows[2]  # a key stored again releases its old row
+    assert len(table._pool) == 2
+    table.put_row("d", rows[3])  # a third distinct row: the oldest entries go until 2 hold
+    assert list(table) == ["c", "d"] and len(table._pool) == 2
+    for k in "efgh":
+        table.put_row(k, rows[3].copy())
+    assert list(table) == ["e", "f", "g", "h"]  # at most 4 entries
+    assert len(table._pool) == 1 and all(table[k] is table["e"] for k in "fgh")
