@@ -104,6 +104,7 @@ _LITERAL_KEYS = tuple(
 )
 # any-value items: bytes after a string item's closing quote that complete or start nothing
 _INERT_AFTER_STRING = frozenset(b",] \t\n\r")
+_STARTS_NEXT = frozenset(b", \t\n\r")  # bytes between an item and the next in its array
 _LITERAL_LETTERS = frozenset(b"truefalsn")
 _ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE)) | _LITERAL_LETTERS
 _TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
@@ -619,6 +620,9 @@ class _VocabTables:
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
+        # open string items: the two-quote tokens looked up like `heads` (see below)
+        self.string_item_heads: dict[int, bytes] = {}
+        is_inside_string = np.zeros(vocab_size, dtype=bool)
         # counted strings: the heads of the tokens whose bytes after the quote are structure
         # that opens nothing (no bracket, brace or backslash: see _forbidden_length)
         self.closing_heads: dict[int, bytes] = {}
@@ -655,10 +659,9 @@ class _VocabTables:
             if end < len(data) and not any(0x30 <= b <= 0x39 for b in data[end:]):
                 self.number_heads[token_id] = data[:end]
             # an array opened by the token holds a repeat within it only with two items, so a
-            # comma after the bracket (its first item alone repeats nothing, and with nothing
-            # used no pending first item is a dead end)
-            tail = data[data.find(_BRACKET) + 1 :] if _BRACKET in data else b""
-            opens_items = 0x2C in tail
+            # comma inside it (its first item alone repeats nothing, and with nothing used no
+            # pending first item is a dead end)
+            opens_items = _has_comma_inside_bracket(data)
             flags["enter"][token_id] = opens_items
             flags["enter_string"][token_id] = opens_items and _QUOTE in data
             num_quotes = min(data.count(_QUOTE), 2)
@@ -669,6 +672,17 @@ class _VocabTables:
                 if not any(b in data[len(head) :] for b in b"[{\\"):
                     self.closing_heads[token_id] = head
             ids_of_bytes.setdefault(data, []).append(token_id)
+            # in an open string item (content, not after a backslash): a token whose quotes
+            # are all escaped stays inside; one whose quote closes the item and whose other
+            # bytes can only open the next string item (whitespace, a comma, a last quote)
+            # repeats an item iff its head does (as a one-quote token)
+            closed_at = _closing_quote(data)
+            if closed_at < 0:
+                is_inside_string[token_id] = True
+            elif _BACKSLASH not in data[:closed_at]:
+                rest = data[closed_at + 1 :]
+                if num_quotes == 2 and rest[-1:] == b'"' and _STARTS_NEXT.issuperset(rest[:-1]):
+                    self.string_item_heads[token_id] = data[:closed_at]
             if num_quotes and _BACKSLASH not in head:
                 rest = data[len(head) + 1 :]
                 if _QUOTE not in rest[:-1]:  # (a second quote only as the last byte)
@@ -681,6 +695,8 @@ class _VocabTables:
         self._ids_of_bytes = {data: tuple(ids) for data, ids in ids_of_bytes.items()}
         self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
+        self.string_item_heads.update(self.heads)
+        self.is_inside_string = is_inside_string  # (V,) bool, see string_item_heads
         # counted strings clear of their bounds: the tokens with a quote other than the
         # closing heads (their bytes after it may open something)
         has_quote = self.num_quotes > 0
@@ -1013,15 +1029,20 @@ class UniqueItemsMatcher:
             if cursor.mode == _BETWEEN:
                 token_ids = token_ids[tables.num_quotes[token_ids] > 1]
             elif cursor.raw is not None:
-                pending, texts, heads = cursor.raw, top.seen_texts, tables.heads
+                # one spelling per string: a token that closes the item with nothing but the
+                # next item's opening after it repeats an item iff pending + head + '"' is a
+                # completed item's text; one that stays inside never does; the rest is walked
+                pending, texts = cursor.raw, top.seen_texts
+                heads, is_inside = tables.string_item_heads, tables.is_inside_string
                 bad = []
                 for t in token_ids.tolist():
                     head = heads.get(t)
-                    if head is None:  # two quotes, or an escape first: walk it
-                        if t not in eos_ids and cursor.feed(token_bytes[t]) is None:
+                    if head is not None:
+                        if pending + head + b'"' in texts:
                             bad.append(t)
-                    elif pending + head + b'"' in texts:
-                        bad.append(t)
+                    elif not is_inside[t] and t not in eos_ids:
+                        if cursor.feed(token_bytes[t]) is None:
+                            bad.append(t)
                 return np.asarray(bad, dtype=np.int64)
         if isinstance(top.kind if top else None, EnumDomain) and cursor.mode == _STRING:
             # an enum item being written: a token with one quote (no backslash before it)
@@ -1201,14 +1222,19 @@ class UniqueItemsMatcher:
         automaton, seen = top.kind, top.seen
         assert isinstance(automaton, ItemAutomaton)
         state, prefix = cursor.item_state, cursor.raw or b""
+        # between items (no other frame open inside the array: its items are automaton
+        # bytes) the same reading applies
+        is_read = state >= 0 or (
+            cursor.mode == _BETWEEN and cursor.text_guard is None and cursor.object_raw is None
+        )
         bad = []
         for t in token_ids.tolist():
             if t >= len(token_bytes) or t in eos_ids:
                 continue
             data = token_bytes[t]
             refused = None
-            if state >= 0:
-                refused = _item_token_refused(automaton, state, prefix, data, seen)
+            if is_read:
+                refused = _item_token_refused(automaton, state, prefix, data, seen, top.expects_key)
             if refused is None:
                 refused = cursor.feed(data) is None
             if refused:
@@ -1561,29 +1587,93 @@ def _num_chars(data: bytes) -> int:
     return sum(1 for b in data if not 0x80 <= b < 0xC0)
 
 
-def _item_token_refused(
-    automaton: ItemAutomaton, state: int, prefix: bytes, data: bytes, seen: frozenset
-) -> bool | None:
-    """Does `JsonCursor.feed` refuse ``data`` inside a pending item (``prefix`` so far, in
-    ``state``) of an ItemAutomaton array, or None where only the walk can tell?
-
-    The item's bytes go to its automaton until one has no move (feed's rule): a token that
-    stays inside is refused iff every completion of the item repeats an item; one that ends
-    it is refused iff the item is incomplete there or repeats an item, and otherwise only
-    if what follows holds a comma (a new item, undecided: None). Without a comma the rest
-    can only be whitespace and closing brackets, and no frame that a closing bracket ends
-    checks anything here (no guarded array lies inside an item of another)."""
+def _closing_quote(data: bytes) -> int:
+    """The index of the first quote of ``data`` that no backslash escapes, read from inside a
+    string's content (-1: none, the token stays inside the string)."""
+    is_escaped = False
     for i, byte in enumerate(data):
-        after = automaton.step(state, byte)
-        if after >= 0:
-            state = after
+        if is_escaped:
+            is_escaped = False
+        elif byte == _BACKSLASH:
+            is_escaped = True
+        elif byte == _QUOTE:
+            return i
+    return -1
+
+
+def _has_comma_inside_bracket(data: bytes) -> bool:
+    """Does some ``[`` of ``data`` have a comma after it before the bracket that closes it
+    (nested brackets and braces counted; quotes ignored, so a comma in a string counts too:
+    an over-approximation, which only walks more tokens)?"""
+    for i, byte in enumerate(data):
+        if byte != _BRACKET:
             continue
+        depth = 0
+        for later in data[i + 1 :]:
+            if later == 0x2C:
+                return True
+            if later in b"[{":
+                depth += 1
+            elif later in b"]}":
+                if depth == 0:
+                    break
+                depth -= 1
+    return False
+
+
+def _item_token_refused(
+    automaton: ItemAutomaton,
+    state: int,
+    prefix: bytes,
+    data: bytes,
+    seen: frozenset,
+    expects_item: bool = False,
+) -> bool | None:
+    """Does `JsonCursor.feed` refuse ``data`` in an ItemAutomaton array, read inside a
+    pending item (``prefix`` so far, in ``state``) or between items (``state`` -1; with
+    ``expects_item``, after a comma: an item must come), or None where only the walk can
+    tell?
+
+    An item's bytes go to its automaton until one has no move (feed's rule): a token that
+    stays inside is refused iff every completion of the item repeats an item; one that ends
+    it is refused iff the item is incomplete there or repeats an item. Between items,
+    whitespace, then a comma (the next item must come: some unused value must remain) or
+    the next item's bytes, walked the same way with the completed item in ``seen``. A
+    closing bracket leaves the array: without a comma after it the rest can only be
+    whitespace and closing brackets, and no frame that a closing bracket ends checks
+    anything here (no guarded array lies inside an item of another); with one, only the
+    walk can tell (None)."""
+    i, num_bytes = 0, len(data)
+    item_start = 0
+    while True:
+        if state < 0:  # between items
+            while i < num_bytes and data[i] in _WHITESPACE:
+                i += 1
+            if i < num_bytes and data[i] == 0x2C:
+                expects_item = True
+                i += 1
+                while i < num_bytes and data[i] in _WHITESPACE:
+                    i += 1
+            if i == num_bytes:
+                return expects_item and not automaton.has_new_value(automaton.start, b"", seen)
+            if data[i] == 0x5D:  # ']': the array closes
+                return None if 0x2C in data[i:] else False
+            state, prefix, item_start, expects_item = automaton.start, b"", i, False
+        while i < num_bytes:
+            after = automaton.step(state, data[i])
+            if after < 0:
+                break
+            state = after
+            i += 1
+        if i == num_bytes:
+            return not automaton.has_new_value(state, prefix + data[item_start:], seen)
         if not automaton.is_accepting[state]:
             return True
-        if seen and item_key(prefix + data[:i]) in seen:
+        key = item_key(prefix + data[item_start:i])
+        if key in seen:
             return True
-        return None if 0x2C in data[i:] else False
-    return not automaton.has_new_value(state, prefix + data, seen)
+        seen = seen | {key}
+        state = -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -966,3 +966,87 @@ def test_tokens_that_open_a_guarded_array_and_repeat_an_item():
             prefix += bytes([byte])
         assert matcher.is_accepting()
     assert num_refused >= 3 and num_allowed >= 3  # both kinds of position were met
+
+
+def test_tokens_that_complete_an_item_and_start_the_next():
+    """In an array of automaton items (strings of at most one character), a token may
+    complete the pending item, and after a comma start or complete the next ones: the
+    next item's completions must avoid the item just completed too. Masks against an
+    oracle that reads the items and the pending one's only completion."""
+    from formcast.grammar import allocate_token_bitmask
+    from formcast.grammar.json_schema.item_automaton import ItemAutomaton
+
+    extra = [b'a","a', b'a","b', b'a", "a"', b'a","', b'","', b'b","a', b'", "', b'"],']
+    vocab = _byte_vocab_with(extra)
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}
+    grammar = compile_json_schema(schema, vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    assert isinstance(grammar.patterns[0][1], ItemAutomaton)
+
+    def has_completion(text: str) -> bool:
+        items, pending = _completed_items(text)
+        if len(set(items)) < len(items):
+            return False
+        # a pending '"c' can only complete as "c"; '"' and nothing pending have new values
+        return not (len(pending) == 2 and pending[1] != '"' and pending[1] in items)
+
+    extra_ids = range(256, 256 + len(extra))
+    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
+    num_refused = num_allowed = 0
+    for text in ('["b", "a", ""]', '["", "a"]'):
+        matcher = grammar.matcher()
+        prefix = b""
+        for byte in text.encode():
+            allowed = set(matcher.allowed_token_ids().tolist())
+            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+            matcher.fill_bitmask(bitmask, 0)
+            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
+            for t in extra_ids:
+                if t not in inner_allowed:
+                    assert t not in allowed
+                    continue
+                expected = has_completion((prefix + vocab.token_bytes[t]).decode())
+                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
+                num_refused += not expected
+                num_allowed += expected
+            assert matcher.accept_token(byte)
+            prefix += bytes([byte])
+        assert matcher.is_accepting()
+    assert num_refused >= 3 and num_allowed >= 3
+
+
+def test_string_item_tokens_with_escapes_and_two_quotes():
+    """Open string items: a token whose quotes are all escaped stays inside (never refused),
+    one with an escape before its closing quote is walked, one that closes the item and
+    opens the next (two quotes) is looked up by its head: each against the oracle."""
+    from formcast.grammar import allocate_token_bitmask
+
+    extra = [b'\\\\"', b'\\"', b'\\\\", "', b'a","', b'a", "b', b'\\\\"]', b'a"]', b'"\\\\"']
+    vocab = _byte_vocab_with(extra)
+    grammar = compile_json_schema(STRINGS, vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    extra_ids = range(256, 256 + len(extra))
+    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
+    num_refused = num_allowed = 0
+    for text in ('["\\\\", "a", "\\"", "b"]', '["a", "\\\\\\\\", "c"]'):
+        matcher = grammar.matcher()
+        prefix = b""
+        for byte in text.encode():
+            allowed = set(matcher.allowed_token_ids().tolist())
+            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+            matcher.fill_bitmask(bitmask, 0)
+            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
+            for t in extra_ids:
+                if t not in inner_allowed:
+                    assert t not in allowed
+                    continue
+                expected = _has_completion(prefix + vocab.token_bytes[t], "string")
+                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
+                num_refused += not expected
+                num_allowed += expected
+            assert matcher.accept_token(byte)
+            prefix += bytes([byte])
+        assert matcher.is_accepting()
+    assert num_refused >= 3 and num_allowed >= 3
