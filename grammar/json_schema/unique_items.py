@@ -22,7 +22,9 @@ another member can follow until the closing brace) are open too: their items are
 text from ``{`` to the matching ``}`` and compared as JSON values when that brace comes; only
 tokens holding enough closing brackets to reach it are walked. For a string ``enum`` too
 large to enumerate the arrays of (`EnumDomain`), a pending item must still start some unused
-value and a new item needs an unused value: every allowed token is checked there. Other
+value and a new item needs an unused value: the tokens of text alone that lead to a prefix
+only used values start with are found from those prefixes (`EnumDomain.dead_prefixes`; the
+inner grammar allows only prefixes of values), the others are looked up or walked. Other
 regular items (closed objects, bounded strings, mixed types) run their own automaton
 (`ItemAutomaton`): an item must keep a new value within reach.
 
@@ -620,8 +622,10 @@ class _VocabTables:
         flags = {name: np.zeros(vocab_size, dtype=bool) for name in names}
         self.num_quotes = np.zeros(vocab_size, dtype=np.int8)
         self.heads: dict[int, bytes] = {}
-        # open string items: the two-quote tokens looked up like `heads` (see below)
-        self.string_item_heads: dict[int, bytes] = {}
+        # string items: the tokens whose first quote closes the pending item and whose other
+        # bytes only start the next item of the array (a comma, whitespace, its opening
+        # quote last): by the bytes before that quote (no backslash among them)
+        self.next_item_heads: dict[int, bytes] = {}
         is_inside_string = np.zeros(vocab_size, dtype=bool)
         # counted strings: the heads of the tokens whose bytes after the quote are structure
         # that opens nothing (no bracket, brace or backslash: see _forbidden_length)
@@ -672,17 +676,16 @@ class _VocabTables:
                 if not any(b in data[len(head) :] for b in b"[{\\"):
                     self.closing_heads[token_id] = head
             ids_of_bytes.setdefault(data, []).append(token_id)
-            # in an open string item (content, not after a backslash): a token whose quotes
-            # are all escaped stays inside; one whose quote closes the item and whose other
-            # bytes can only open the next string item (whitespace, a comma, a last quote)
-            # repeats an item iff its head does (as a one-quote token)
+            # in a string item (content, not after a backslash): a token whose quotes are
+            # all escaped stays inside (is_inside_string)
             closed_at = _closing_quote(data)
             if closed_at < 0:
                 is_inside_string[token_id] = True
             elif _BACKSLASH not in data[:closed_at]:
                 rest = data[closed_at + 1 :]
-                if num_quotes == 2 and rest[-1:] == b'"' and _STARTS_NEXT.issuperset(rest[:-1]):
-                    self.string_item_heads[token_id] = data[:closed_at]
+                between = rest[:-1] if rest[-1:] == b'"' else rest
+                if 0x2C in between and _STARTS_NEXT.issuperset(between):
+                    self.next_item_heads[token_id] = data[:closed_at]
             if num_quotes and _BACKSLASH not in head:
                 rest = data[len(head) + 1 :]
                 if _QUOTE not in rest[:-1]:  # (a second quote only as the last byte)
@@ -695,7 +698,9 @@ class _VocabTables:
         self._ids_of_bytes = {data: tuple(ids) for data, ids in ids_of_bytes.items()}
         self.ids_by_head = {h: np.asarray(ids, dtype=np.int64) for h, ids in ids_by_head.items()}
         self.walked_quote_ids = np.asarray(walked, dtype=np.int64)  # ascending
-        self.string_item_heads.update(self.heads)
+        # open string items: a token that closes the item with nothing but the next one's
+        # opening after it repeats an item iff its head does (as a one-quote token)
+        self.string_item_heads = {**self.next_item_heads, **self.heads}
         self.is_inside_string = is_inside_string  # (V,) bool, see string_item_heads
         # counted strings clear of their bounds: the tokens with a quote other than the
         # closing heads (their bytes after it may open something)
@@ -824,6 +829,10 @@ class _VocabTables:
             "between": pack_row(is_between & ~is_known),
             "literal": self.words["any"],
         }
+
+    def ids_of_bytes(self, data: bytes) -> tuple[int, ...]:
+        """The tokens whose bytes are ``data``."""
+        return self._ids_of_bytes.get(data, ())
 
     def continuations(self, prefix: bytes, texts: frozenset[str]) -> set[int]:
         """The tokens whose bytes continue ``prefix`` along one of ``texts``."""
@@ -1051,18 +1060,31 @@ class UniqueItemsMatcher:
             assert top is not None and isinstance(top.kind, EnumDomain)
             token_ids = token_ids[token_ids < len(tables.num_quotes)]
             pending, texts, heads = cursor.raw or b"", top.seen_texts, tables.heads
+            next_heads = tables.next_item_heads
             domain, seen = top.kind, top.seen
+            # a token of text alone (no quote or backslash) extends the item: a dead end iff
+            # the text then is a prefix only used values start with (the inner grammar
+            # allows only prefixes of values), found from those prefixes, not per token
+            is_text = tables.is_plain_text[token_ids]
             bad = []
-            for t in token_ids.tolist():
+            for dead in domain.dead_prefixes(seen):
+                if len(dead) > len(pending) and dead.startswith(pending):
+                    bad += tables.ids_of_bytes(dead[len(pending) :])
+            if bad:
+                found = np.asarray(bad, dtype=np.int64)
+                bad = found[_is_in(found, token_ids)].tolist()
+            for t in token_ids[~is_text].tolist():
                 if t in eos_ids:
                     continue
                 num_quotes = tables.num_quotes[t]
                 head = heads.get(t)
-                if num_quotes == 0 and _BACKSLASH not in token_bytes[t]:
-                    if not domain.has_unused(pending + token_bytes[t], seen):
-                        bad.append(t)
-                elif head is not None and num_quotes == 1 and 0x2C not in token_bytes[t]:
+                if head is not None and num_quotes == 1 and 0x2C not in token_bytes[t]:
                     if pending + head + b'"' in texts:  # (no comma: no new item after it)
+                        bad.append(t)
+                elif (head := next_heads.get(t)) is not None:
+                    # the item completes, then a comma: the next item needs an unused value
+                    # (the completed item is one of the domain's values, not used before)
+                    if pending + head + b'"' in texts or len(seen) + 1 >= len(domain.texts):
                         bad.append(t)
                 elif cursor.feed(token_bytes[t]) is None:
                     bad.append(t)

@@ -1050,3 +1050,23 @@ def test_string_item_tokens_with_escapes_and_two_quotes():
             prefix += bytes([byte])
         assert matcher.is_accepting()
     assert num_refused >= 3 and num_allowed >= 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet='ab\\"', max_size=4), min_size=1, max_size=12, unique=True),
+    st.data(),
+)
+def test_enum_dead_prefixes_are_those_without_unused_values(values, data):
+    """``EnumDomain.dead_prefixes`` (masks find dead ends from them) against
+    ``has_unused`` at every proper prefix of every value's text."""
+    from formcast.grammar.json_schema.unique_plan import EnumDomain
+
+    domain = EnumDomain(values)
+    used = frozenset(data.draw(st.lists(st.sampled_from(values), max_size=len(values))))
+    dead = domain.dead_prefixes(used)
+    prefixes = {text[:end] for text in domain.texts for end in range(1, len(text))}
+    assert dead <= prefixes
+    for prefix in prefixes:
+        assert (prefix in dead) == (not domain.has_unused(prefix, used)), prefix
+    assert domain.dead_prefixes(used) is dead  # kept for the set
