@@ -114,6 +114,14 @@ class ItemAutomaton:
             return np.ones(len(states), dtype=bool)
         return self.is_value_infinite[states] | (self.log2_values[states] > math.log2(num_seen))
 
+    def surely_has_new(self, state: int, num_seen: int) -> bool:
+        """`is_alive_fast` of one state (no array)."""
+        return (
+            num_seen == 0
+            or bool(self._is_infinite[state])
+            or self._log2_values[state] > math.log2(num_seen)
+        )
+
     def alive_states(self, num_seen: int) -> np.ndarray:
         """``(S,)`` bool, read-only: `is_alive_fast` of every state (memoised per count)."""
         found = self._alive.get(num_seen)

@@ -1667,6 +1667,16 @@ def _item_token_refused(
     walk can tell (None)."""
     i, num_bytes = 0, len(data)
     item_start = 0
+    completed = None  # an item completed in the token, not in ``seen`` yet (keyed lazily)
+
+    def has_new_value(state: int, text: bytes) -> bool:
+        nonlocal seen, completed
+        if automaton.surely_has_new(state, len(seen) + (completed is not None)):
+            return True
+        if completed is not None:
+            seen, completed = seen | {item_key(completed)}, None
+        return automaton.has_new_value(state, text, seen, is_checked=True)
+
     while True:
         if state < 0:  # between items
             while i < num_bytes and data[i] in _WHITESPACE:
@@ -1677,7 +1687,7 @@ def _item_token_refused(
                 while i < num_bytes and data[i] in _WHITESPACE:
                     i += 1
             if i == num_bytes:
-                return expects_item and not automaton.has_new_value(automaton.start, b"", seen)
+                return expects_item and not has_new_value(automaton.start, b"")
             if data[i] == 0x5D:  # ']': the array closes
                 return None if 0x2C in data[i:] else False
             state, prefix, item_start, expects_item = automaton.start, b"", i, False
@@ -1688,13 +1698,15 @@ def _item_token_refused(
             state = after
             i += 1
         if i == num_bytes:
-            return not automaton.has_new_value(state, prefix + data[item_start:], seen)
+            return not has_new_value(state, prefix + data[item_start:])
         if not automaton.is_accepting[state]:
             return True
-        key = item_key(prefix + data[item_start:i])
-        if key in seen:
+        if completed is not None:
+            seen, completed = seen | {item_key(completed)}, None
+        item = prefix + data[item_start:i]
+        if seen and item_key(item) in seen:
             return True
-        seen = seen | {key}
+        completed = item
         state = -1
 
 

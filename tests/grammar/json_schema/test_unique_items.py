@@ -1070,3 +1070,53 @@ def test_enum_dead_prefixes_are_those_without_unused_values(values, data):
     for prefix in prefixes:
         assert (prefix in dead) == (not domain.has_unused(prefix, used)), prefix
     assert domain.dead_prefixes(used) is dead  # kept for the set
+
+
+def test_automaton_items_completed_several_to_a_token():
+    """Integers 0..3 as automaton items: a token may complete several items and leave a
+    pending one (``1,2,1``), or end with a comma once every value is used; each completed
+    item counts against the next ones. Masks against an oracle that reads the items (a
+    pending digit can only complete as itself)."""
+    from formcast.grammar import allocate_token_bitmask
+    from formcast.grammar.json_schema.item_automaton import ItemAutomaton
+
+    extra = [b"1,1", b"1,2,1", b"1,2,3", b"2,3,0", b", 0", b",0,", b"0,3", b"3,", b"2,1,"]
+    vocab = _byte_vocab_with(extra)
+    items = {"type": "integer", "minimum": 0, "maximum": 3}
+    grammar = compile_json_schema(
+        {"type": "array", "items": items, "uniqueItems": True}, vocab, cache=False
+    )
+    assert isinstance(grammar.patterns[0][1], ItemAutomaton)
+
+    def has_completion(text: str) -> bool:
+        items, pending = _completed_items(text)
+        if len(set(items)) < len(items):
+            return False
+        if pending:
+            return int(pending) not in items
+        return not text.rstrip().endswith(",") or len(items) < 4
+
+    extra_ids = range(256, 256 + len(extra))
+    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
+    num_refused = num_allowed = 0
+    for text in ("[1, 2, 0]", "[3,1]", "[0,3,2,1]"):
+        matcher = grammar.matcher()
+        prefix = b""
+        for byte in text.encode():
+            allowed = set(matcher.allowed_token_ids().tolist())
+            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+            matcher.fill_bitmask(bitmask, 0)
+            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
+            for t in extra_ids:
+                if t not in inner_allowed:
+                    assert t not in allowed
+                    continue
+                expected = has_completion((prefix + vocab.token_bytes[t]).decode())
+                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
+                num_refused += not expected
+                num_allowed += expected
+            assert matcher.accept_token(byte)
+            prefix += bytes([byte])
+        assert matcher.is_accepting()
+    assert num_refused >= 5 and num_allowed >= 5
