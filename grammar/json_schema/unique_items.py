@@ -112,7 +112,10 @@ _ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE)) | _LITERAL_LETTE
 _TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
 
 
-_UNSET = object()
+def _sparse_ids(words: np.ndarray) -> np.ndarray | None:
+    """The set bits of packed ``words`` as ascending ids, where there are at most as many as
+    words (`UniqueItemsGrammar.sparse_candidates`); else None."""
+    return set_bit_ids(words) if int(np.bitwise_count(words).sum()) <= len(words) else None
 
 
 class _CountRows(NamedTuple):
@@ -522,7 +525,7 @@ class UniqueItemsGrammar:
         self.vocab: Vocabulary = inner.vocab
         self.tables = _VocabTables.of(inner.vocab, inner.vocab_size)
         self._words = dict(self.tables.words)
-        self._sparse: dict[str, np.ndarray | None] = {}  # see sparse_candidates
+        self._sparse = dict(self.tables.sparse_ids)  # see sparse_candidates
         # a counted array's bound holds against every token: no token can open one and
         # pass it within itself (compile counts only bounds past a token's commas + 1)
         max_commas = vocab_table(inner.vocab).max_commas()
@@ -557,6 +560,8 @@ class UniqueItemsGrammar:
             self.open_ids = np.flatnonzero(risky).astype(np.int64)
             for kind in ("enter", "enter_string"):
                 self._words[kind] = self._words[kind] | self._words["open_text"]
+            for kind in ("open_text", "enter", "enter_string"):
+                self._sparse[kind] = _sparse_ids(self._words[kind])
 
     @property
     def vocab_size(self) -> int:
@@ -584,13 +589,9 @@ class UniqueItemsGrammar:
     def sparse_candidates(self, kind: str) -> np.ndarray | None:
         """``kind``'s candidate ids (ascending int64) where there are at most as many as a row
         has words (reading their bits alone is then cheaper than ANDing the row with
-        `candidate_words` and listing its set bits); None: read the packed row."""
-        found = self._sparse.get(kind, _UNSET)
-        if found is _UNSET:
-            words = self._words[kind]
-            is_sparse = int(np.bitwise_count(words).sum()) <= len(words)
-            found = self._sparse[kind] = set_bit_ids(words) if is_sparse else None
-        return found
+        `candidate_words` and listing its set bits); None: read the packed row. Found when
+        the grammar is built (no mask pays for it)."""
+        return self._sparse[kind]
 
     def __repr__(self) -> str:
         return (
@@ -715,6 +716,7 @@ class _VocabTables:
             dtype=np.int64,
         )
         self.words = {name: pack_row(is_candidate) for name, is_candidate in flags.items()}
+        self.sparse_ids = {name: _sparse_ids(words) for name, words in self.words.items()}
         self._build_any_tables(vocab_size)
         self.comma_words = pack_row(self.has_comma)  # (ceil(V/32),) uint32
         # a comma after a quote: what can leave a string and separate items (counted arrays)

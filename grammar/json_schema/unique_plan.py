@@ -194,45 +194,47 @@ Path = tuple[Segment, ...]
 _MAX_DEAD_SETS = 64  # used-value sets whose dead prefixes an EnumDomain keeps
 
 
+def _num_starting(texts: list[bytes] | tuple[bytes, ...], prefix: bytes) -> int:
+    """How many of the sorted JSON ``texts`` start with ``prefix`` (UTF-8 never holds the
+    byte 0xFF, so they sort below ``prefix + 0xFF``)."""
+    return bisect.bisect_left(texts, prefix + b"\xff") - bisect.bisect_left(texts, prefix)
+
+
 class EnumDomain:
     """The item kind of a unique array of strings from a finite set too large to enumerate
     the arrays of: the values and their exact texts, sorted by text (prefix lookups)."""
 
-    __slots__ = ("texts", "values", "_text_of", "_num_with_prefix", "_dead")
+    __slots__ = ("texts", "values", "_dead")
 
     def __init__(self, values: list[str]) -> None:
         pairs = sorted({json.dumps(v, ensure_ascii=False).encode(): v for v in values}.items())
         self.texts: tuple[bytes, ...] = tuple(text for text, _ in pairs)
         self.values: tuple[str, ...] = tuple(value for _, value in pairs)
-        self._text_of: dict[str, bytes] = {}  # see dead_prefixes
-        self._num_with_prefix: dict[bytes, int] = {}
-        self._dead: dict[frozenset, frozenset[bytes]] = {}
+        self._dead: dict[frozenset, frozenset[bytes]] = {}  # see dead_prefixes
 
     def dead_prefixes(self, used: frozenset) -> frozenset[bytes]:
         """The proper prefixes of the texts that only used values start with (nonempty,
-        ``"`` included): a pending item there can only complete as a repeat. Counted per
-        prefix (the values with it, the used ones with it), kept for the last few ``used``
-        sets (they change only when an item completes)."""
+        ``"`` included): a pending item there can only complete as a repeat.
+
+        Each is a prefix of a used value's text; walked from the longest, a used value's
+        prefixes stop being dead at the first one an unused value shares (the shorter ones
+        are shared too), so the work is a few sorted-range counts per used value, whatever
+        the domain's size. Kept for the last few ``used`` sets (they change only when an
+        item completes)."""
         found = self._dead.get(used)
         if found is not None:
             return found
-        if not self._text_of:
-            self._text_of = dict(zip(self.values, self.texts, strict=True))
-            counts = self._num_with_prefix
-            for text in self.texts:
-                for end in range(1, len(text)):
-                    prefix = text[:end]
-                    counts[prefix] = counts.get(prefix, 0) + 1
-        num_used: dict[bytes, int] = {}
-        for value in used:
-            text = self._text_of.get(value)
-            if text is None:
-                continue
-            for end in range(1, len(text)):
+        used_texts = sorted(json.dumps(v, ensure_ascii=False).encode() for v in used)
+        dead: set[bytes] = set()
+        for text in used_texts:
+            for end in range(len(text) - 1, 0, -1):
                 prefix = text[:end]
-                num_used[prefix] = num_used.get(prefix, 0) + 1
-        counts = self._num_with_prefix
-        found = frozenset(p for p, n in num_used.items() if n == counts[p])
+                if prefix in dead:
+                    break  # (its shorter prefixes were decided from another value)
+                if _num_starting(self.texts, prefix) != _num_starting(used_texts, prefix):
+                    break
+                dead.add(prefix)
+        found = frozenset(dead)
         if len(self._dead) >= _MAX_DEAD_SETS:
             self._dead.pop(next(iter(self._dead)))
         self._dead[used] = found

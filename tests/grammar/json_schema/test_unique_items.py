@@ -1054,7 +1054,12 @@ def test_string_item_tokens_with_escapes_and_two_quotes():
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.text(alphabet='ab\\"', max_size=4), min_size=1, max_size=12, unique=True),
+    st.lists(
+        st.text(alphabet='ab\\"\x7f\xe9\U0001f600', max_size=4),
+        min_size=1,
+        max_size=12,
+        unique=True,
+    ),
     st.data(),
 )
 def test_enum_dead_prefixes_are_those_without_unused_values(values, data):
