@@ -580,7 +580,7 @@ class UniqueItemsGrammar:
 
     def has_no_candidates(self, kind: Kind) -> bool:
         """No token is a candidate of ``kind`` (e.g. ``"enter_string"`` in most vocabularies:
-        no token holds a quote, a ``[`` and a comma after it)."""
+        no token holds a quote, a ``[`` and a comma inside it)."""
         if not isinstance(kind, str):
             return False
         ids = self.sparse_candidates(kind)
