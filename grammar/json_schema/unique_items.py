@@ -107,6 +107,8 @@ _LITERAL_KEYS = tuple(
 # any-value items: bytes after a string item's closing quote that complete or start nothing
 _INERT_AFTER_STRING = frozenset(b",] \t\n\r")
 _STARTS_NEXT = frozenset(b", \t\n\r")  # bytes between an item and the next in its array
+_NUMBER_STARTS = frozenset((b"-", *(bytes([d]) for d in b"0123456789")))
+_OPENS_ITEM = frozenset((b'"', b"-", b"[", b"{"))  # first bytes of items that complete nothing
 _LITERAL_LETTERS = frozenset(b"truefalsn")
 _ANY_CANDIDATE_BYTES = frozenset(b'"}],:' + bytes(_WHITESPACE)) | _LITERAL_LETTERS
 _TEXT_KINDS = (OBJECT_KIND, ANY_KIND)  # kinds whose container items are kept as text
@@ -821,6 +823,23 @@ class _VocabTables:
                         by_literal.setdefault(key, []).append(token_id)
                         is_known[token_id] = True
         self.inert_ids_by_head = {h: tuple(ids) for h, ids in by_head.items()}
+        # pending number items of any value: the tokens whose number bytes end the number and
+        # whose other bytes only separate or close, or start the array's next item with one
+        # byte that completes nothing (a quote, '-', '[', '{'); and the tokens of number
+        # bytes alone, which keep the number open
+        self.inert_number_heads = {}
+        self.is_number_text = np.array(
+            [bool(data) and _NUMBER.issuperset(data) for data in self._token_bytes], dtype=bool
+        )
+        for t, data in enumerate(self._token_bytes):
+            head = self.number_heads.get(t)
+            if head is None:
+                continue
+            rest = data[len(head) :]
+            if rest[-1:] in _OPENS_ITEM and 0x2C in rest and 0x5D not in rest:
+                rest = rest[:-1]
+            if _INERT_AFTER_STRING.issuperset(rest):
+                self.inert_number_heads[t] = head
         self.any_item_ids_by_text = {text: tuple(ids) for text, ids in by_text.items()}
         self.any_literal_ids = {key: tuple(ids) for key, ids in by_literal.items()}
         has_quote = self.num_quotes > 0
@@ -1166,7 +1185,38 @@ class UniqueItemsMatcher:
         else:
             name = "literal" if mode == _LITERAL else "quote"
             token_ids = set_bit_ids(hits & words[name][:num_words])
+            pending = cursor.raw
+            if mode == _LITERAL and pending is not None and pending[:1] in _NUMBER_STARTS:
+                return self._forbidden_pending_number(cursor, array, pending, token_ids)
         return np.asarray(self._walk_refused(cursor, token_ids), dtype=np.int64)
+
+    def _forbidden_pending_number(
+        self, cursor: JsonCursor, array: _Frame, pending: bytes, token_ids: np.ndarray
+    ) -> np.ndarray:
+        """`_forbidden_any`'s tokens for a pending number item (``inert_number_heads``): one
+        of number bytes alone keeps it open (any number has infinitely many completions);
+        one whose number bytes end it with only separators and closing brackets after them,
+        or the next item's first byte, completes exactly that number, refused iff its value
+        is an item (by `equality_key`); the others are walked."""
+        tables, seen = self.grammar.tables, array.seen
+        heads = tables.inert_number_heads
+        token_ids = token_ids[~tables.is_number_text[token_ids]]  # (the number stays open)
+        bad, walked = [], []
+        for t in token_ids.tolist():
+            head = heads.get(t)
+            if head is None:
+                walked.append(t)
+                continue
+            try:
+                value = json.loads(pending + head)
+            except ValueError:  # not a whole number there: the walk tells
+                walked.append(t)
+                continue
+            if equality_key(value) in seen:
+                bad.append(t)
+        if walked:
+            bad += self._walk_refused(cursor, np.asarray(walked, dtype=np.int64))
+        return np.asarray(sorted(bad), dtype=np.int64)
 
     def _known_and_walked(
         self, cursor: JsonCursor, hits: np.ndarray, known: list[tuple[int, ...]], walk: np.ndarray

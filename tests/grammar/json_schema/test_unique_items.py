@@ -1125,3 +1125,40 @@ def test_automaton_items_completed_several_to_a_token():
             prefix += bytes([byte])
         assert matcher.is_accepting()
     assert num_refused >= 5 and num_allowed >= 5
+
+
+def test_pending_number_items_of_any_value():
+    """Items of any value with a number pending: a token of number bytes keeps it open, one
+    that ends it with separators after it (and perhaps the next item's first byte) completes
+    exactly that number, the others (a literal's first letter after the comma) are walked:
+    masks against the completion oracle, through ``fill_bitmask`` too."""
+    from formcast.grammar import allocate_token_bitmask
+
+    extra = [b",t", b',"', b",-", b",[", b",{", b"1,", b"1]", b"e5", b",tr", b"2,f", b", n"]
+    vocab = _byte_vocab_with(extra)
+    grammar = compile_json_schema(ANYTHING, vocab, cache=False)
+    assert isinstance(grammar, UniqueItemsGrammar)
+    extra_ids = range(256, 256 + len(extra))
+    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
+    num_refused = num_allowed = 0
+    for text in ("[true, 1, false, 2, null, 3]", "[1, 2.5, 12]"):
+        matcher = grammar.matcher()
+        prefix = b""
+        for byte in text.encode():
+            allowed = set(matcher.allowed_token_ids().tolist())
+            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
+            matcher.fill_bitmask(bitmask, 0)
+            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
+            for t in extra_ids:
+                if t not in inner_allowed:
+                    assert t not in allowed
+                    continue
+                expected = _has_completion(prefix + vocab.token_bytes[t], "any")
+                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
+                num_refused += not expected
+                num_allowed += expected
+            assert matcher.accept_token(byte)
+            prefix += bytes([byte])
+        assert matcher.is_accepting()
+    assert num_refused >= 5 and num_allowed >= 5
