@@ -24,6 +24,7 @@ from formcast.grammar.json_schema.compile import compile_json_schema
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.unique_plan import has_items_above
 from formcast.grammar.json_schema.values import serialize
+from tests.grammar._byte_vocab import byte_vocab
 from tests.grammar.schema_oracle import assert_masks_equal, valid_masks_equal, validator
 
 # objects large enough that 40 written-out copies pass the chain budget (counted as is)
@@ -234,19 +235,8 @@ def test_has_items_above_reads_the_bounds():
 
 def _byte_vocab():
     """Every single byte, tokens holding several separators, and EOS."""
-    from formcast.grammar.index.vocabulary import Vocabulary
-
     extra = [b"1,2,3,4,", b"5,6,", b"7,", b"],[", b"],[1,2,", b'","', b'",",",', b"]"]
-    token_bytes = tuple(bytes([b]) for b in range(256)) + tuple(extra) + (b"",)
-    eos = len(token_bytes) - 1
-    return Vocabulary(
-        token_bytes=token_bytes,
-        eos_token_ids=frozenset({eos}),
-        special_token_ids=frozenset({eos}),
-        vocab_size=len(token_bytes),
-        kind="byte_level",
-        num_tokenizer_tokens=len(token_bytes),
-    )
+    return byte_vocab(extra)
 
 
 @pytest.mark.parametrize(

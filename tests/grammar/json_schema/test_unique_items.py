@@ -23,6 +23,7 @@ from formcast.errors import SchemaError
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.values import equality_key, serialize
+from tests.grammar._byte_vocab import byte_vocab
 from tests.grammar.schema_oracle import validator
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
@@ -912,38 +913,18 @@ def test_paths_meet_without_wildcards_agrees_with_concrete_paths():
     assert num_meeting > 10
 
 
-def _byte_vocab_with(extra: list[bytes]):
-    """Every single byte (token ``b`` is byte ``b``), then ``extra``, then EOS."""
-    from formcast.grammar.index.vocabulary import Vocabulary
-
-    token_bytes = tuple(bytes([b]) for b in range(256)) + tuple(extra) + (b"",)
-    eos = len(token_bytes) - 1
-    return Vocabulary(
-        token_bytes=token_bytes,
-        eos_token_ids=frozenset({eos}),
-        special_token_ids=frozenset({eos}),
-        vocab_size=len(token_bytes),
-        kind="byte_level",
-        num_tokenizer_tokens=len(token_bytes),
-    )
-
-
-def test_tokens_that_open_a_guarded_array_and_repeat_an_item():
-    """A token may open a guarded array and complete two of its items within itself (mask
-    kind ``enter`` between members, ``enter_string`` from inside the key before it): the
-    mask refuses exactly those whose items repeat (oracle: the items read from the text),
-    through ``fill_bitmask`` and ``allowed_token_ids`` alike."""
+def _crafted_token_verdicts(grammar, vocab, num_extra: int, texts, has_completion):
+    """Walk ``texts`` byte by byte (token ``b`` is byte ``b``); at every prefix, each of the
+    ``num_extra`` tokens after the single bytes that the inner grammar allows is allowed
+    iff ``has_completion(prefix + its bytes)``, through ``allowed_token_ids`` and
+    ``fill_bitmask`` alike. Returns (verdicts refused, verdicts allowed)."""
     from formcast.grammar import allocate_token_bitmask
 
-    extra = [b"[1,1", b"[1,2", b" [1,1]", b"[2,1,2", b'k":[1,1', b'k":[1,2', b'k": [2,2]']
-    vocab = _byte_vocab_with(extra)
-    schema = {"type": "object", "properties": {"k": INTEGERS}, "additionalProperties": False}
-    grammar = compile_json_schema(schema, vocab, cache=False)
     assert isinstance(grammar, UniqueItemsGrammar)
-    extra_ids = range(256, 256 + len(extra))
+    extra_ids = range(256, 256 + num_extra)
     bitmask = allocate_token_bitmask(1, grammar.vocab_size)
     num_refused = num_allowed = 0
-    for text in ('{"k":[1,2]}', '{"k": [2]}'):
+    for text in texts:
         matcher = grammar.matcher()
         prefix = b""
         for byte in text.encode():
@@ -956,15 +937,34 @@ def test_tokens_that_open_a_guarded_array_and_repeat_an_item():
                 if t not in inner_allowed:
                     assert t not in allowed
                     continue
-                data = (prefix + vocab.token_bytes[t]).decode()
-                items, _ = _completed_items(data[data.index("[") :])
-                expected = len(set(items)) == len(items)
+                expected = has_completion(prefix + vocab.token_bytes[t])
                 assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
                 num_refused += not expected
                 num_allowed += expected
             assert matcher.accept_token(byte)
             prefix += bytes([byte])
         assert matcher.is_accepting()
+    return num_refused, num_allowed
+
+
+def test_tokens_that_open_a_guarded_array_and_repeat_an_item():
+    """A token may open a guarded array and complete two of its items within itself (mask
+    kind ``enter`` between members, ``enter_string`` from inside the key before it): the
+    mask refuses exactly those whose items repeat (oracle: the items read from the text)."""
+    extra = [b"[1,1", b"[1,2", b" [1,1]", b"[2,1,2", b'k":[1,1', b'k":[1,2', b'k": [2,2]']
+    vocab = byte_vocab(extra)
+    schema = {"type": "object", "properties": {"k": INTEGERS}, "additionalProperties": False}
+    grammar = compile_json_schema(schema, vocab, cache=False)
+
+    def has_completion(data: bytes) -> bool:
+        text = data.decode()
+        items, _ = _completed_items(text[text.index("[") :])
+        return len(set(items)) == len(items)
+
+    texts = ('{"k":[1,2]}', '{"k": [2]}')
+    num_refused, num_allowed = _crafted_token_verdicts(
+        grammar, vocab, len(extra), texts, has_completion
+    )
     assert num_refused >= 3 and num_allowed >= 3  # both kinds of position were met
 
 
@@ -973,46 +973,25 @@ def test_tokens_that_complete_an_item_and_start_the_next():
     complete the pending item, and after a comma start or complete the next ones: the
     next item's completions must avoid the item just completed too. Masks against an
     oracle that reads the items and the pending one's only completion."""
-    from formcast.grammar import allocate_token_bitmask
     from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 
     extra = [b'a","a', b'a","b', b'a", "a"', b'a","', b'","', b'b","a', b'", "', b'"],']
-    vocab = _byte_vocab_with(extra)
+    vocab = byte_vocab(extra)
     schema = {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}
     grammar = compile_json_schema(schema, vocab, cache=False)
-    assert isinstance(grammar, UniqueItemsGrammar)
     assert isinstance(grammar.patterns[0][1], ItemAutomaton)
 
-    def has_completion(text: str) -> bool:
-        items, pending = _completed_items(text)
+    def has_completion(data: bytes) -> bool:
+        items, pending = _completed_items(data.decode())
         if len(set(items)) < len(items):
             return False
         # a pending '"c' can only complete as "c"; '"' and nothing pending have new values
         return not (len(pending) == 2 and pending[1] != '"' and pending[1] in items)
 
-    extra_ids = range(256, 256 + len(extra))
-    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
-    num_refused = num_allowed = 0
-    for text in ('["b", "a", ""]', '["", "a"]'):
-        matcher = grammar.matcher()
-        prefix = b""
-        for byte in text.encode():
-            allowed = set(matcher.allowed_token_ids().tolist())
-            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
-            matcher.fill_bitmask(bitmask, 0)
-            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
-            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
-            for t in extra_ids:
-                if t not in inner_allowed:
-                    assert t not in allowed
-                    continue
-                expected = has_completion((prefix + vocab.token_bytes[t]).decode())
-                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
-                num_refused += not expected
-                num_allowed += expected
-            assert matcher.accept_token(byte)
-            prefix += bytes([byte])
-        assert matcher.is_accepting()
+    texts = ('["b", "a", ""]', '["", "a"]')
+    num_refused, num_allowed = _crafted_token_verdicts(
+        grammar, vocab, len(extra), texts, has_completion
+    )
     assert num_refused >= 3 and num_allowed >= 3
 
 
@@ -1020,35 +999,13 @@ def test_string_item_tokens_with_escapes_and_two_quotes():
     """Open string items: a token whose quotes are all escaped stays inside (never refused),
     one with an escape before its closing quote is walked, one that closes the item and
     opens the next (two quotes) is looked up by its head: each against the oracle."""
-    from formcast.grammar import allocate_token_bitmask
-
     extra = [b'\\\\"', b'\\"', b'\\\\", "', b'a","', b'a", "b', b'\\\\"]', b'a"]', b'"\\\\"']
-    vocab = _byte_vocab_with(extra)
+    vocab = byte_vocab(extra)
     grammar = compile_json_schema(STRINGS, vocab, cache=False)
-    assert isinstance(grammar, UniqueItemsGrammar)
-    extra_ids = range(256, 256 + len(extra))
-    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
-    num_refused = num_allowed = 0
-    for text in ('["\\\\", "a", "\\"", "b"]', '["a", "\\\\\\\\", "c"]'):
-        matcher = grammar.matcher()
-        prefix = b""
-        for byte in text.encode():
-            allowed = set(matcher.allowed_token_ids().tolist())
-            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
-            matcher.fill_bitmask(bitmask, 0)
-            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
-            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
-            for t in extra_ids:
-                if t not in inner_allowed:
-                    assert t not in allowed
-                    continue
-                expected = _has_completion(prefix + vocab.token_bytes[t], "string")
-                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
-                num_refused += not expected
-                num_allowed += expected
-            assert matcher.accept_token(byte)
-            prefix += bytes([byte])
-        assert matcher.is_accepting()
+    texts = ('["\\\\", "a", "\\"", "b"]', '["a", "\\\\\\\\", "c"]')
+    num_refused, num_allowed = _crafted_token_verdicts(
+        grammar, vocab, len(extra), texts, lambda data: _has_completion(data, "string")
+    )
     assert num_refused >= 3 and num_allowed >= 3
 
 
@@ -1082,18 +1039,18 @@ def test_automaton_items_completed_several_to_a_token():
     pending one (``1,2,1``), or end with a comma once every value is used; each completed
     item counts against the next ones. Masks against an oracle that reads the items (a
     pending digit can only complete as itself)."""
-    from formcast.grammar import allocate_token_bitmask
     from formcast.grammar.json_schema.item_automaton import ItemAutomaton
 
     extra = [b"1,1", b"1,2,1", b"1,2,3", b"2,3,0", b", 0", b",0,", b"0,3", b"3,", b"2,1,"]
-    vocab = _byte_vocab_with(extra)
+    vocab = byte_vocab(extra)
     items = {"type": "integer", "minimum": 0, "maximum": 3}
     grammar = compile_json_schema(
         {"type": "array", "items": items, "uniqueItems": True}, vocab, cache=False
     )
     assert isinstance(grammar.patterns[0][1], ItemAutomaton)
 
-    def has_completion(text: str) -> bool:
+    def has_completion(data: bytes) -> bool:
+        text = data.decode()
         items, pending = _completed_items(text)
         if len(set(items)) < len(items):
             return False
@@ -1101,29 +1058,10 @@ def test_automaton_items_completed_several_to_a_token():
             return int(pending) not in items
         return not text.rstrip().endswith(",") or len(items) < 4
 
-    extra_ids = range(256, 256 + len(extra))
-    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
-    num_refused = num_allowed = 0
-    for text in ("[1, 2, 0]", "[3,1]", "[0,3,2,1]"):
-        matcher = grammar.matcher()
-        prefix = b""
-        for byte in text.encode():
-            allowed = set(matcher.allowed_token_ids().tolist())
-            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
-            matcher.fill_bitmask(bitmask, 0)
-            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
-            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
-            for t in extra_ids:
-                if t not in inner_allowed:
-                    assert t not in allowed
-                    continue
-                expected = has_completion((prefix + vocab.token_bytes[t]).decode())
-                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
-                num_refused += not expected
-                num_allowed += expected
-            assert matcher.accept_token(byte)
-            prefix += bytes([byte])
-        assert matcher.is_accepting()
+    texts = ("[1, 2, 0]", "[3,1]", "[0,3,2,1]")
+    num_refused, num_allowed = _crafted_token_verdicts(
+        grammar, vocab, len(extra), texts, has_completion
+    )
     assert num_refused >= 5 and num_allowed >= 5
 
 
@@ -1131,34 +1069,12 @@ def test_pending_number_items_of_any_value():
     """Items of any value with a number pending: a token of number bytes keeps it open, one
     that ends it with separators after it (and perhaps the next item's first byte) completes
     exactly that number, the others (a literal's first letter after the comma) are walked:
-    masks against the completion oracle, through ``fill_bitmask`` too."""
-    from formcast.grammar import allocate_token_bitmask
-
+    masks against the completion oracle."""
     extra = [b",t", b',"', b",-", b",[", b",{", b"1,", b"1]", b"e5", b",tr", b"2,f", b", n"]
-    vocab = _byte_vocab_with(extra)
+    vocab = byte_vocab(extra)
     grammar = compile_json_schema(ANYTHING, vocab, cache=False)
-    assert isinstance(grammar, UniqueItemsGrammar)
-    extra_ids = range(256, 256 + len(extra))
-    bitmask = allocate_token_bitmask(1, grammar.vocab_size)
-    num_refused = num_allowed = 0
-    for text in ("[true, 1, false, 2, null, 3]", "[1, 2.5, 12]"):
-        matcher = grammar.matcher()
-        prefix = b""
-        for byte in text.encode():
-            allowed = set(matcher.allowed_token_ids().tolist())
-            inner_allowed = set(matcher._inner.allowed_token_ids().tolist())
-            matcher.fill_bitmask(bitmask, 0)
-            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
-            assert set(np.flatnonzero(bits[: grammar.vocab_size]).tolist()) == allowed
-            for t in extra_ids:
-                if t not in inner_allowed:
-                    assert t not in allowed
-                    continue
-                expected = _has_completion(prefix + vocab.token_bytes[t], "any")
-                assert (t in allowed) == expected, (prefix, vocab.token_bytes[t])
-                num_refused += not expected
-                num_allowed += expected
-            assert matcher.accept_token(byte)
-            prefix += bytes([byte])
-        assert matcher.is_accepting()
+    texts = ("[true, 1, false, 2, null, 3]", "[1, 2.5, 12]")
+    num_refused, num_allowed = _crafted_token_verdicts(
+        grammar, vocab, len(extra), texts, lambda data: _has_completion(data, "any")
+    )
     assert num_refused >= 5 and num_allowed >= 5
