@@ -30,6 +30,7 @@ from formcast.grammar.automata.budget import (
     gc_paused,
 )
 from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, restrict_bytes
+from formcast.grammar.automata.literal_dfa import literal_dfa
 from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.automata.nfa_builder import build_nfa, counted_chain_dfa, framed_automaton_dfa
 from formcast.grammar.index.compiled_grammar import CompiledGrammar
@@ -132,17 +133,22 @@ def regex_to_dfa(
         if found is not None:
             _DFA_MEMO.move_to_end(key)
             return found
-    budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
-    if max_nfa_states is not None:  # checked as the NFA grows (nfa_builder.build_nfa)
-        budget.max_nfa_states = budget.max_determinized_nfa_states = max_nfa_states
     node = strip_anchors(pattern if is_tree else parse_regex(pattern, dialect))  # type: ignore[arg-type]
-    with gc_paused():
-        try:
-            dfa = _node_to_dfa(node, budget)
-        except RecursionError:
-            raise GrammarError(
-                "regex groups nested too deeply to build an automaton (Python's recursion limit)"
-            ) from None
+    # a literal with optional layout bytes (most terminals of a JSON-Schema grammar): minimal
+    # as built, in a few Python steps per byte (no budget, no collector pause needed)
+    dfa = literal_dfa(node)
+    if dfa is None or dfa.num_states > max_states:
+        budget = CompileBudget(max_states=max_states, timeout_s=timeout_s)
+        if max_nfa_states is not None:  # checked as the NFA grows (nfa_builder.build_nfa)
+            budget.max_nfa_states = budget.max_determinized_nfa_states = max_nfa_states
+        with gc_paused():
+            try:
+                dfa = _node_to_dfa(node, budget)
+            except RecursionError:
+                raise GrammarError(
+                    "regex groups nested too deeply to build an automaton (Python's recursion "
+                    "limit)"
+                ) from None
     if is_memoised and dfa.transitions.size <= _DFA_MEMO_MAX_CELLS:
         _remember(key, dfa)
     return dfa

@@ -82,8 +82,13 @@ def localize_refs(root: Any) -> Any:
     with their pointer). Nested ``$id`` / ``$anchor`` are dropped from the result (resolved:
     a second pass changes nothing). Returns ``root`` itself when nothing changes.
     """
-    if not isinstance(root, dict):
+    if not isinstance(root, dict) or not _may_localize(root):
         return root
+    return _localize_all(root)
+
+
+def _localize_all(root: dict) -> dict:
+    """:func:`localize_refs` by the full walk (two passes with JSON pointers)."""
     resources: dict[str, str] = {}  # absolute URI (no fragment) -> JSON pointer
     anchors: dict[str, str] = {}  # absolute URI#name -> JSON pointer
 
@@ -132,6 +137,34 @@ def localize_refs(root: Any) -> Any:
     resources[_defragment(urljoin("", _own_id(root) or ""))] = ""
     index(root, "", "")
     return rewrite(root, "", "")
+
+
+def _may_localize(root: dict) -> bool:
+    """False if :func:`localize_refs` returns ``root`` unchanged for certain: no base keyword
+    with a string value where its walk looks (``$id`` / ``id`` / ``$anchor``: the base stays
+    the empty URI everywhere, no resource or anchor is named, nothing is dropped), and every
+    ``$ref`` is ``#``, ``#/...`` (kept as it is) or does not start with ``#`` (a document
+    other than this one's empty URI: kept). One scan without pointers (kb_151: 0.3 ms
+    against 1.6 ms for the full rewrite, which the compile paths ran three times)."""
+    stack: list = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if isinstance(value, str):
+                if key in _BASE_KEYWORDS:
+                    return True
+                if key == "$ref" and not (
+                    value == "#" or value.startswith("#/") or (value and value[0] != "#")
+                ):
+                    return True  # "", "#name", "#%2F...": resolved (or normalised) by the walk
+            elif key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+                stack.append(value)
+    return False
 
 
 def _own_id(node: dict) -> str | None:

@@ -92,14 +92,20 @@ def follow_first_bytes(grammar: PreparedGrammar) -> list[np.ndarray]:
     num_terminals = len(firsts)
     starts_with = np.array(firsts, dtype=bool).reshape(num_terminals, 256)  # (T, 256)
     num_bytes = (num_terminals + 7) // 8
+    # terminals share FOLLOW sets (kb_151: 95 distinct among 494 terminals): one row per set,
+    # the same array for every terminal that has it (writable: the walk kernels' signature)
+    rows: dict[int, np.ndarray] = {}
     out = []
     for bits in follow_terminal_bits(grammar):
-        row = np.zeros(257, dtype=bool)
-        row[:256] = ignored
-        if bits:
-            packed = np.frombuffer(bits.to_bytes(num_bytes, "little"), dtype=np.uint8)
-            is_follower = np.unpackbits(packed, bitorder="little")[:num_terminals].astype(bool)
-            row[:256] |= starts_with[is_follower].any(axis=0)
+        row = rows.get(bits)
+        if row is None:
+            row = np.zeros(257, dtype=bool)
+            row[:256] = ignored
+            if bits:
+                packed = np.frombuffer(bits.to_bytes(num_bytes, "little"), dtype=np.uint8)
+                is_follower = np.unpackbits(packed, bitorder="little")[:num_terminals]
+                row[:256] |= starts_with[is_follower.astype(bool)].any(axis=0)
+            rows[bits] = row
         out.append(row)
     return out
 

@@ -8,8 +8,11 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from formcast.errors import SchemaError
+from formcast.grammar.json_schema import refs
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.refs import localize_refs
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg
@@ -130,3 +133,31 @@ def test_local_refs_are_left_alone_and_other_documents_refused(smollm2_vocab):
     with pytest.raises(SchemaError, match="non-local") as info:
         compile_json_schema(remote, smollm2_vocab)
     assert info.value.pointer == "/properties/b"
+
+
+# documents whose keys and strings are drawn from what the base-URI walk reads (base keywords,
+# $ref, data keywords it skips, schema containers), with refs of every shape it treats apart
+_REF_VALUES = ["#", "#/a", "#/$defs/x", "#a", "#%2Fa", "", "a.json", "a.json#/b", "x#y", "?q"]
+_KEYS = ["$id", "id", "$anchor", "$ref", "properties", "items", "enum", "const", "a", "$defs"]
+_documents = st.recursive(
+    st.sampled_from(_REF_VALUES) | st.integers(0, 3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_documents)
+def test_the_scan_skips_only_documents_the_walk_leaves_unchanged(document):
+    """``_may_localize`` False (the scan's early return) only where the full walk returns the
+    document itself; compared against the walk with the scan turned off."""
+    if not isinstance(document, dict):
+        return
+    try:
+        full = refs._localize_all(document)
+    except SchemaError:
+        full = None  # a malformed base the walk refuses: the scan must not skip it either
+    if not refs._may_localize(document):
+        assert full is document
