@@ -77,6 +77,7 @@ from formcast.grammar.json_schema.any_value.grammar import MARKER_BYTES, AnyValu
 from formcast.grammar.json_schema.compiler import MARKER, SchemaCompiler, has_any_marker
 from formcast.grammar.json_schema.keyword_types import has_string_patterns
 from formcast.grammar.json_schema.layout import make_layout
+from formcast.grammar.json_schema.ref_cycles import has_ref_cycle
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
@@ -512,6 +513,14 @@ def _compile_json_schema(
         "route": route,
         "regex_route_chars": regex_route_chars if is_auto else None,
     }
+    if is_auto and has_ref_cycle(root, strict=strict, max_any_depth=max_any_depth):
+        # recursive: no regular expression describes it, and the regex route would find that
+        # out only when its build reaches the cycle. A cycle the compiler never follows (the
+        # scan over-approximates) leaves the structural route's refusal to the regex route
+        try:
+            return structural()
+        except (SchemaError, CompileBudgetError):
+            pass
     try:
         grammar = compile_tree(
             make_tree,
