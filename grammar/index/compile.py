@@ -408,6 +408,7 @@ def compile_tree(
     eager_max_states: int = DEFAULT_EAGER_MAX_STATES,
     cache: bool = True,
     marker_bytes: bytes = b"",
+    unguarded_max_states: int = DEFAULT_MAX_STATES,
 ) -> CompiledGrammar:
     """Compile the syntax tree a grammar builds (JSON Schema), cached by what it was built from.
 
@@ -420,9 +421,9 @@ def compile_tree(
         tree depends on: together they are the cache key, so they must determine the tree.
     max_states, timeout_s, eager_max_states, cache:
         As :func:`compile_regex`; ``max_states`` may be a function, called once the tree is
-        built (a budget that depends on what the tree holds; None: the default): its limit
-        then holds for the NFA too, an exit before determinisation (a JSON-schema tree's NFA
-        is about as large as its DFA).
+        built (a budget that depends on what the tree holds; None: ``unguarded_max_states``
+        for the DFA, no bound for the NFA): its limit then holds for the NFA too, an exit
+        before determinisation (a JSON-schema tree's NFA is about as large as its DFA).
     marker_bytes:
         Bytes of the tree that are markers, not text (:func:`compile_dfa`).
 
@@ -445,6 +446,7 @@ def compile_tree(
         eager_max_states=eager_max_states,
         cache=cache,
         marker_bytes=marker_bytes,
+        unguarded_max_states=unguarded_max_states,
     )
 
 
@@ -461,6 +463,7 @@ def _compile_cached(
     eager_max_states: int,
     cache: bool,
     marker_bytes: bytes = b"",
+    unguarded_max_states: int = DEFAULT_MAX_STATES,
 ) -> CompiledGrammar:
     """DFA of ``make_pattern()`` indexed over ``vocab``, through the grammar cache keyed by
     ``(kind, source, options)`` unless ``cache`` is off."""
@@ -471,7 +474,7 @@ def _compile_cached(
         limit, nfa_limit = max_states, None
         if callable(max_states):
             chosen = max_states()
-            limit = DEFAULT_MAX_STATES if chosen is None else chosen
+            limit = unguarded_max_states if chosen is None else chosen
             nfa_limit = chosen
         assert isinstance(limit, int)
         dfa = regex_to_dfa(

@@ -114,6 +114,31 @@ def test_auto_route_stops_at_the_first_part_with_a_large_count(smollm2_vocab):
     assert accepts(regex_route, serialize({"note": "x" * 257}, schema))
 
 
+def test_auto_route_gives_up_a_large_automaton(smollm2_vocab, monkeypatch):
+    """Past ``AUTO_ROUTE_MAX_STATES`` DFA states the subset construction stops and the auto
+    route compiles the structural path (bound lowered here: the real one takes a 0.2 s
+    schema); ``route="regex"`` keeps the default bound. Both against jsonschema."""
+    import formcast.grammar.json_schema.compile as schema_compile
+
+    schema = {
+        "type": "array",
+        "maxItems": 3,
+        "items": {"anyOf": [PERSON, {"type": "integer", "minimum": -5, "maximum": 99}]},
+    }
+    assert isinstance(compile_json_schema(schema, smollm2_vocab, cache=False), CompiledGrammar)
+    monkeypatch.setattr(schema_compile, "AUTO_ROUTE_MAX_STATES", 20)
+    auto = compile_json_schema(schema, smollm2_vocab, cache=False)
+    assert isinstance(auto, CompiledCFG)
+    regex = compile_json_schema(schema, smollm2_vocab, cache=False, route="regex")
+    assert isinstance(regex, CompiledGrammar) and regex.dfa.num_states > 20
+    oracle = validator(schema)
+    values = [[], [{"name": "a"}, 7], [{"name": "b", "age": 3}, -5, 99], [1, 2, 3, 4], [100]]
+    values += [[{"age": 1}], [{"name": "c", "age": -1}], ["x"], [{"name": "d"}] * 3]
+    for value in values:
+        text = json.dumps(value, separators=(",", ":"))
+        assert accepts(auto, text) == accepts(regex, text) == oracle.is_valid(value), value
+
+
 def test_unconstrained_values_nest_without_bound_on_the_structural_path(smollm2_vocab):
     schema = {"type": "object", "properties": {"meta": {}}}
     deep = {"meta": {"a": [{"b": [[{"c": None}]]}]}}
