@@ -42,7 +42,12 @@ from formcast.grammar.json_schema.length_guard import LengthGuard
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
 from formcast.grammar.json_schema.objects import object_tree
 from formcast.grammar.json_schema.pattern_intersection import intersect_branches, parse_pattern
-from formcast.grammar.json_schema.refs import detect_draft, escape_pointer_token, resolve_ref
+from formcast.grammar.json_schema.refs import (
+    REF_SIBLINGS_IGNORED,
+    detect_draft,
+    escape_pointer_token,
+    resolve_ref,
+)
 from formcast.grammar.json_schema.values import JSON_TYPES, equality_key, ordered, type_of
 from formcast.grammar.regex.combinators import alt, group, joined, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
@@ -103,7 +108,6 @@ _REFUSED = {
     "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
     "disallow", "extends", "divisibleBy",
 }  # fmt: skip
-_NOT_DRAFT7_REF_SIBLINGS = ("draft4", "draft6", "draft7")
 _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
 
 
@@ -362,7 +366,7 @@ class SchemaCompiler:
             seen += 1
             if seen > 64:
                 raise SchemaError("$ref chain too long", pointer=pointer, keyword="$ref")
-            if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
+            if self.draft in REF_SIBLINGS_IGNORED:
                 schema = target
             else:
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
@@ -442,7 +446,7 @@ class SchemaCompiler:
                 )
             self._ref_stack.append(ref)
             try:
-                if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
+                if self.draft in REF_SIBLINGS_IGNORED:
                     return self._compile_target(target, target_ptr)
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
                 if not has_assertions(rest):
@@ -468,13 +472,10 @@ class SchemaCompiler:
         ``true`` does (a recursive ``JsonValue`` definition, `any_value_schema`)? Only with
         unbounded any-values (``max_any_depth`` None: a bound would make the two differ) and
         nothing asserted beside the reference."""
-        if self.max_any_depth is not None:
-            return False
-        if self.draft not in _NOT_DRAFT7_REF_SIBLINGS and has_assertions(
-            {k: v for k, v in schema.items() if k != "$ref"}
-        ):
-            return False
-        return is_any_value_target(self.root, target, target_ptr, strict=self.strict)
+        return reads_as_any_value(
+            self.root, schema, target, target_ptr,
+            draft=self.draft, strict=self.strict, max_any_depth=self.max_any_depth,
+        )  # fmt: skip
 
     def _compile_target(self, target: Any, target_ptr: str) -> Node | None:
         """``compile(target, target_ptr)`` of a plain ``$ref``, once per target and context
@@ -547,7 +548,7 @@ class SchemaCompiler:
                     )
                 target = resolve_ref(self.root, ref, pointer)[0]
                 rest = {k: v for k, v in s.items() if k != "$ref"}
-                if self.draft in _NOT_DRAFT7_REF_SIBLINGS:
+                if self.draft in REF_SIBLINGS_IGNORED:
                     rest = {}
                 stack[:0] = [target, rest]
                 continue
@@ -1058,6 +1059,29 @@ def _product_budget_error(guarded: Node) -> str | None:
     except CompileBudgetError as exc:
         return str(exc)
     return None
+
+
+def reads_as_any_value(
+    root: Any,
+    schema: dict,
+    target: Any,
+    target_ptr: str,
+    *,
+    draft: str,
+    strict: bool,
+    max_any_depth: int | None,
+) -> bool:
+    """Does the ``$ref`` schema ``schema`` of document ``root`` (its target resolved) accept
+    every value, as ``true`` does (a recursive ``JsonValue`` definition, `any_value_schema`)?
+    Only with unbounded any-values (``max_any_depth`` None: a bound would make the two
+    differ) and nothing asserted beside the reference (where ``draft`` reads its siblings)."""
+    if max_any_depth is not None:
+        return False
+    if draft not in REF_SIBLINGS_IGNORED and has_assertions(
+        {k: v for k, v in schema.items() if k != "$ref"}
+    ):
+        return False
+    return is_any_value_target(root, target, target_ptr, strict=strict)
 
 
 def has_assertions(s: dict) -> bool:

@@ -17,12 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from formcast.errors import SchemaError
-from formcast.grammar.json_schema.any_value_schema import is_any_value_target
-from formcast.grammar.json_schema.compiler import has_assertions
-from formcast.grammar.json_schema.refs import _DATA_KEYWORDS, detect_draft, resolve_ref
+from formcast.grammar.json_schema.compiler import reads_as_any_value
+from formcast.grammar.json_schema.refs import (
+    DATA_KEYWORDS,
+    REF_SIBLINGS_IGNORED,
+    detect_draft,
+    resolve_ref,
+)
 
-_NOT_WALKED = _DATA_KEYWORDS | {"definitions", "$defs"}
-_SIBLINGS_IGNORED = ("draft4", "draft6", "draft7")  # drafts whose $ref ignores its siblings
+_NOT_WALKED = DATA_KEYWORDS | {"definitions", "$defs"}
 
 
 def has_ref_cycle(root: Any, *, strict: bool, max_any_depth: int | None) -> bool:
@@ -46,7 +49,7 @@ def has_ref_cycle(root: Any, *, strict: bool, max_any_depth: int | None) -> bool
             if not isinstance(item, dict):
                 continue
             ref = item.get("$ref")
-            if isinstance(ref, str) and draft in _SIBLINGS_IGNORED:
+            if isinstance(ref, str) and draft in REF_SIBLINGS_IGNORED:
                 found.append((ref, item))  # the compiler reads the target alone
                 continue
             for key, value in item.items():
@@ -55,15 +58,6 @@ def has_ref_cycle(root: Any, *, strict: bool, max_any_depth: int | None) -> bool
                 elif key not in _NOT_WALKED and isinstance(value, (dict, list)):
                     stack.append(value)
         return found
-
-    def reads_as_any_value(schema: dict, target: Any, target_ptr: str) -> bool:
-        if max_any_depth is not None:
-            return False
-        if draft not in _SIBLINGS_IGNORED and has_assertions(
-            {k: v for k, v in schema.items() if k != "$ref"}
-        ):
-            return False
-        return is_any_value_target(root, target, target_ptr, strict=strict)
 
     # depth-first over references, iteratively: (ref, its target's references, next index)
     stack: list[tuple[str, list[tuple[str, dict]], int]] = [("", refs_below(root), 0)]
@@ -84,7 +78,10 @@ def has_ref_cycle(root: Any, *, strict: bool, max_any_depth: int | None) -> bool
         except SchemaError:
             done.add(nxt)  # refused by both routes alike, with its pointer
             continue
-        if reads_as_any_value(holder, target, target_ptr):
+        if reads_as_any_value(
+            root, holder, target, target_ptr,
+            draft=draft, strict=strict, max_any_depth=max_any_depth,
+        ):  # fmt: skip
             done.add(nxt)
             continue
         on_path.add(nxt)

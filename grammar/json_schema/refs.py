@@ -64,7 +64,9 @@ def resolve_ref(root: Any, ref: str, pointer: str) -> tuple[Any, str]:
 
 
 # keywords whose values are data, not schemas: never searched for $id / $ref
-_DATA_KEYWORDS = frozenset({"enum", "const", "examples", "default", "example"})
+DATA_KEYWORDS = frozenset({"enum", "const", "examples", "default", "example"})
+# drafts in which a $ref ignores its sibling keywords (2019-09 on, they apply beside it)
+REF_SIBLINGS_IGNORED = ("draft4", "draft6", "draft7")
 # keywords that set a base URI or name an anchor
 _BASE_KEYWORDS = ("$id", "id", "$anchor")
 
@@ -101,7 +103,7 @@ def _localize_all(root: dict) -> dict:
             return
         base = _node_base(node, pointer, base, resources, anchors)
         for key, value in node.items():
-            if key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+            if key not in DATA_KEYWORDS and isinstance(value, (dict, list)):
                 index(value, f"{pointer}/{escape_pointer_token(key)}", base)
 
     def rewrite(node: Any, pointer: str, base: str) -> Any:
@@ -116,7 +118,7 @@ def _localize_all(root: dict) -> dict:
         for key, value in node.items():
             if key == "$ref" and isinstance(value, str):
                 new = _local_ref(value, base, resources, anchors)
-            elif key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+            elif key not in DATA_KEYWORDS and isinstance(value, (dict, list)):
                 new = rewrite(value, f"{pointer}/{escape_pointer_token(key)}", base)
             else:
                 continue
@@ -162,7 +164,7 @@ def _may_localize(root: dict) -> bool:
                     value == "#" or value.startswith("#/") or (value and value[0] != "#")
                 ):
                     return True  # "", "#name", "#%2F...": resolved (or normalised) by the walk
-            elif key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+            elif key not in DATA_KEYWORDS and isinstance(value, (dict, list)):
                 stack.append(value)
     return False
 
