@@ -23,9 +23,14 @@ from formcast.grammar.json_schema.refs import (
     REF_SIBLINGS_IGNORED,
     detect_draft,
     resolve_ref,
+    schema_objects,
 )
 
 _NOT_WALKED = DATA_KEYWORDS | {"definitions", "$defs"}
+
+
+def _holds_ref(schema: dict) -> bool:
+    return isinstance(schema.get("$ref"), str)
 
 
 def has_ref_cycle(root: Any, *, strict: bool, max_any_depth: int | None) -> bool:
@@ -39,25 +44,13 @@ def has_ref_cycle(root: Any, *, strict: bool, max_any_depth: int | None) -> bool
 
     def refs_below(node: Any) -> list[tuple[str, dict]]:
         """``($ref, the schema holding it)`` of the subschemas the compiler may visit."""
-        found = []
-        stack = [node]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, list):
-                stack.extend(item)
-                continue
-            if not isinstance(item, dict):
-                continue
-            ref = item.get("$ref")
-            if isinstance(ref, str) and draft in REF_SIBLINGS_IGNORED:
-                found.append((ref, item))  # the compiler reads the target alone
-                continue
-            for key, value in item.items():
-                if key == "$ref" and isinstance(value, str):
-                    found.append((value, item))
-                elif key not in _NOT_WALKED and isinstance(value, (dict, list)):
-                    stack.append(value)
-        return found
+        # drafts whose $ref ignores its siblings: the compiler reads the target alone
+        is_leaf = _holds_ref if draft in REF_SIBLINGS_IGNORED else None
+        return [
+            (item["$ref"], item)
+            for item in schema_objects(node, _NOT_WALKED, is_leaf)
+            if _holds_ref(item)
+        ]
 
     # depth-first over references, iteratively: (ref, its target's references, next index)
     stack: list[tuple[str, list[tuple[str, dict]], int]] = [("", refs_below(root), 0)]
