@@ -55,6 +55,13 @@ CHAIN_MIN_COPIES = 4
 CHAIN_MAX_ITEM_NFA_STATES = 1024
 _ITEM_MEMO: dict[Node, ByteDFA | None] = {}  # item tree -> minimal item DFA or None
 _ITEM_MEMO_SIZE = 256
+# prepared edge blocks of copied DFAs (``_Builder.embed``) and counted chains' rows
+# (``_chain_rows``), by what determines them: a JSON schema's bounded strings and open objects
+# name a few distinct ones hundreds of times (a Cargo manifest: 771 chains, 8 distinct)
+_BLOCK_MEMO: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_CHAIN_MEMO: dict[tuple, tuple[np.ndarray, list[int]]] = {}
+_BLOCK_MEMO_SIZE = 256
+_BLOCK_MEMO_MAX_CELLS = 1 << 20  # larger DFAs are prepared per copy (not kept)
 
 
 def build_nfa(
@@ -230,7 +237,12 @@ class _Builder:
             return self.guarded(node, Concat(()), then)
         if isinstance(node, Automaton):
             return self.embed(
-                node.transitions(), node.accepting_ids(), node.classes(), position, then
+                node.transitions(),
+                node.accepting_ids(),
+                node.classes(),
+                position,
+                then,
+                ("automaton", node),
             )
         if isinstance(node, Anchor):
             raise AssertionError("anchors must be stripped before building the NFA")
@@ -300,33 +312,31 @@ class _Builder:
         byte_to_class: np.ndarray,
         pos: int,
         then: int,
+        key: tuple | None = None,
     ) -> int:
         """Copy a DFA (``rows[s, c]`` over byte classes, start state 0) into this NFA, its
-        accepting states with an epsilon edge to ``then``; return the copy of its start."""
+        accepting states with an epsilon edge to ``then``; return the copy of its start.
+        ``key`` names the DFA (its rows and byte classes) where it may come again: its edge
+        arrays are then prepared once (`_edge_block`) and only shifted to each copy's place."""
         base = self.nfa.num_states
-        num_states, num_classes = rows.shape
+        num_states = rows.shape[0]
         self.budget.check_nfa_states(base + num_states, pos)
-        # maximal byte runs of each class: run k is bytes run_lo[k]..run_hi[k] of run_cls[k]
-        starts = np.flatnonzero(np.diff(byte_to_class.astype(np.int64), prepend=-1) != 0)
-        run_lo, run_hi = starts, np.append(starts[1:], 256) - 1
-        run_cls = byte_to_class[starts].astype(np.int64)
-        order = np.argsort(run_cls, kind="stable")
-        run_lo, run_hi = run_lo[order], run_hi[order]
-        runs_of = np.searchsorted(run_cls[order], np.arange(num_classes + 1))  # (K + 1,)
-        # one edge per (state, class with a move, run of the class), grouped by state
-        src, cls = np.nonzero(rows >= 0)
-        counts = runs_of[cls + 1] - runs_of[cls]
-        offsets = np.cumsum(counts) - counts
-        run = np.arange(int(counts.sum())) + np.repeat(runs_of[cls] - offsets, counts)
-        dst = np.repeat(rows[src, cls].astype(np.int64) + base, counts)
-        edges = np.stack([run_lo[run], run_hi[run], dst], axis=1).astype(np.int64)  # (E, 3)
-        state_counts = np.bincount(src, weights=counts, minlength=num_states).astype(np.int64)
+        block = None if key is None else _BLOCK_MEMO.get(key)
+        if block is None:
+            block = _edge_block(rows, byte_to_class)
+            if key is not None and rows.size <= _BLOCK_MEMO_MAX_CELLS:
+                if len(_BLOCK_MEMO) >= _BLOCK_MEMO_SIZE:
+                    _BLOCK_MEMO.clear()
+                _BLOCK_MEMO[key] = block
+        state_counts, local_edges = block
+        edges = local_edges + np.array([0, 0, base], dtype=np.int64)  # (E, 3) targets placed
         nfa = self.nfa
         nfa.byte_edges.extend([] for _ in range(num_states))  # (held by the edge block)
         nfa.edge_blocks.append((base, state_counts, edges))
-        is_accepting = np.zeros(num_states, dtype=bool)
-        is_accepting[accepting] = True
-        nfa.epsilon_edges.extend([[then] if flag else [] for flag in is_accepting.tolist()])
+        epsilon_edges: list[list[int]] = [[] for _ in range(num_states)]
+        for state in accepting:
+            epsilon_edges[state] = [then]
+        nfa.epsilon_edges.extend(epsilon_edges)
         nfa.positions.extend([pos] * num_states)
         return base
 
@@ -344,7 +354,8 @@ class _Builder:
         if item is None:
             return None
         rows, accepting_ids = _chain_rows(item, node, self.budget, self.nfa.num_states)
-        return self.embed(rows, accepting_ids, item.byte_to_class, node.pos, then)
+        key = ("chain", node.item, node.min_count, node.max_count)
+        return self.embed(rows, accepting_ids, item.byte_to_class, node.pos, then, key)
 
     def repeat(self, node: Repeat, then: int) -> int:
         num_copies = max(node.min_count, node.max_count or 0)
@@ -388,22 +399,50 @@ class _Builder:
         self.budget.check_time("expanding a counted repetition", position)
 
 
+def _edge_block(rows: np.ndarray, byte_to_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The byte edges of a DFA (``rows[s, c]`` over byte classes) as an edge block placed at
+    state 0: ``(counts (S,), edges (E, 3))`` int64, one edge ``(lo, hi, target)`` per (state,
+    class with a move, maximal byte run of the class), grouped by state (read-only)."""
+    num_states, num_classes = rows.shape
+    # maximal byte runs of each class: run k is bytes run_lo[k]..run_hi[k] of run_cls[k]
+    starts = np.flatnonzero(np.diff(byte_to_class.astype(np.int64), prepend=-1) != 0)
+    run_lo, run_hi = starts, np.append(starts[1:], 256) - 1
+    run_cls = byte_to_class[starts].astype(np.int64)
+    order = np.argsort(run_cls, kind="stable")
+    run_lo, run_hi = run_lo[order], run_hi[order]
+    runs_of = np.searchsorted(run_cls[order], np.arange(num_classes + 1))  # (K + 1,)
+    src, cls = np.nonzero(rows >= 0)
+    counts = runs_of[cls + 1] - runs_of[cls]
+    offsets = np.cumsum(counts) - counts
+    run = np.arange(int(counts.sum())) + np.repeat(runs_of[cls] - offsets, counts)
+    dst = np.repeat(rows[src, cls].astype(np.int64), counts)
+    edges = np.stack([run_lo[run], run_hi[run], dst], axis=1).astype(np.int64)  # (E, 3)
+    state_counts = np.bincount(src, weights=counts, minlength=num_states).astype(np.int64)
+    edges.setflags(write=False)
+    state_counts.setflags(write=False)
+    return state_counts, edges
+
+
 def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
     """The chained copies of ``item`` (a prefix-code DFA, see :meth:`_Builder.counted_chain`)
     for ``node``'s counts: ``(rows (states, K) over item's byte classes, accepting ids)``,
     start state 0, ``-1`` = no move."""
     table, accepting = item.transitions, item.is_accepting
     num_item = table.shape[0]
-    final = int(np.flatnonzero(accepting)[0])
     width = num_item - 1  # states per copy: all but f
-    local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
-    inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
-    to_final = inner == final
-    is_dead = inner < 0
     lo, hi = node.min_count, node.max_count
     num_copies = hi if hi is not None else lo + 1
     total = num_copies * width + (1 if hi is not None else 0)
     budget.check_nfa_states(num_before + total, node.pos)
+    key = (node.item, lo, hi)  # (``item`` is the item tree's minimal DFA)
+    found = _CHAIN_MEMO.get(key)
+    if found is not None:
+        return found
+    final = int(np.flatnonzero(accepting)[0])
+    local = np.arange(num_item) - (np.arange(num_item) > final)  # old id -> id in copy
+    inner = np.delete(table, final, axis=0).astype(np.int64)  # (d - 1, K)
+    to_final = inner == final
+    is_dead = inner < 0
     # copy i's row = its item row + i * width: moves within the copy keep their local id,
     # moves into f go to copy i + 1's start (local id ``width``; for n = None copy m loops)
     step = np.where(to_final, width, local[np.maximum(inner, 0)]).astype(np.int32)  # (w, K)
@@ -416,7 +455,13 @@ def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
     if hi is not None:
         rows = np.vstack([rows, np.full((1, rows.shape[1]), DEAD_EDGE, dtype=np.int32)])
     starts = [i * width for i in range(lo, num_copies)]
-    return rows, starts + ([num_copies * width] if hi is not None else [])
+    found = rows, starts + ([num_copies * width] if hi is not None else [])
+    rows.setflags(write=False)
+    if rows.size <= _BLOCK_MEMO_MAX_CELLS:
+        if len(_CHAIN_MEMO) >= _BLOCK_MEMO_SIZE:
+            _CHAIN_MEMO.clear()
+        _CHAIN_MEMO[key] = found
+    return found
 
 
 def counted_chain_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
@@ -447,7 +492,7 @@ def counted_chain_dfa(node: Node, budget: CompileBudget) -> ByteDFA | None:
         to_python_regex(node.item), item.num_states - 1, node.min_count, node.max_count
     )
     return ByteDFA(
-        transitions=np.ascontiguousarray(rows, dtype=np.int32),
+        transitions=np.array(rows, dtype=np.int32),  # (a copy: the memo keeps ``rows``)
         byte_to_class=item.byte_to_class.astype(np.uint8),
         is_accepting=is_accepting,
         walk_keys=keys,
@@ -480,6 +525,18 @@ def _item_dfa(item: Node, budget: CompileBudget, position: int) -> ByteDFA | Non
 
 caches.register(
     "automata.chain_items", f"{_ITEM_MEMO_SIZE} item DFAs, then emptied", _ITEM_MEMO.clear
+)
+
+
+def _clear_blocks() -> None:
+    _BLOCK_MEMO.clear()
+    _CHAIN_MEMO.clear()
+
+
+caches.register(
+    "automata.edge_blocks",
+    f"{_BLOCK_MEMO_SIZE} copied DFAs' edge blocks and counted chains' rows, then emptied",
+    _clear_blocks,
 )
 
 
