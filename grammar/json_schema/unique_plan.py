@@ -422,7 +422,10 @@ class UniqueItemsPlan:
         # {shared nonterminal key: the paths it is used at} (paths may start with a RefSite)
         self._sites: dict[object, set[Path]] = {}
         self._prefix_memo: dict[object, list[Path]] = {}  # (filled by check: sites final)
+        # _prefixes of the nonterminals whose walk up met no cycle (valid in any context)
+        self._acyclic_memo: dict[object, list[Path]] = {}
         self._num_steps = 0
+        self._num_turns = 0  # cycles met by _prefixes so far
         # strings whose length bounds the matcher counts: {path: (guard, pointer, keyword)},
         # and the places every other string schema writes strings at
         self.text_guards: dict[Path, tuple[LengthGuard, str, str]] = {}
@@ -679,7 +682,22 @@ class UniqueItemsPlan:
         if self._num_steps > MAX_EXPANSION_STEPS:
             raise _TooManyUses
         if key in visiting:
+            self._num_turns += 1
             return [(_Turn(key),)]
+        # a walk up from ``key`` that met no cycle (no turn anywhere) reached no nonterminal
+        # below ``key`` (that would close a cycle through ``key``): its result holds for any
+        # ``visiting`` set, and a DAG of ``$ref``s is walked once per nonterminal, not per path
+        known = self._acyclic_memo.get(key)
+        if known is not None:
+            return known
+        num_turns = self._num_turns
+        out = self._prefixes_up(key, visiting)
+        if self._num_turns == num_turns:
+            self._acyclic_memo[key] = out
+        return out
+
+    def _prefixes_up(self, key: object, visiting: frozenset) -> list[Path]:
+        """:meth:`_prefixes` of ``key`` (not in ``visiting``) from its use sites."""
         found: list[Path] = []
         for site in self._sites.get(key, ()):
             if site and isinstance(site[0], RefSite):
