@@ -53,7 +53,7 @@ class CharSet:
         return self.hash_value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Concat:
     """The items one after another (the empty concatenation matches the empty string)."""
 
@@ -66,11 +66,16 @@ class Concat:
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
     largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
-    def __post_init__(self) -> None:
+    def __init__(self, items: tuple[Node, ...]) -> None:
+        # every field set once (a generated frozen __init__ sets each twice: ~1 us a node)
         size = largest = 0
         has_look = has_ref = has_anc = False
-        for item in self.items:  # (the node classes are final: ``type`` is exact)
+        # the hash of the items' stored hashes (ints): hashing the node tuple itself would
+        # call each item's Python-level __hash__
+        hashes = [2]
+        for item in items:  # (the node classes are final: ``type`` is exact)
             size += item.num_chars
+            hashes.append(item.hash_value)
             kind = type(item)
             if kind is CharSet:
                 continue
@@ -87,18 +92,20 @@ class Concat:
             else:
                 has_ref = has_ref or kind is Reference
                 has_anc = has_anc or kind is Anchor
-        object.__setattr__(self, "num_chars", size)
-        object.__setattr__(self, "hash_value", hash((2, self.items)))
-        object.__setattr__(self, "has_lookahead", has_look)
-        object.__setattr__(self, "has_reference", has_ref)
-        object.__setattr__(self, "has_anchor", has_anc)
-        object.__setattr__(self, "largest_count", largest)
+        put = object.__setattr__
+        put(self, "items", items)
+        put(self, "num_chars", size)
+        put(self, "hash_value", hash(tuple(hashes)))
+        put(self, "has_lookahead", has_look)
+        put(self, "has_reference", has_ref)
+        put(self, "has_anchor", has_anc)
+        put(self, "largest_count", largest)
 
     def __hash__(self) -> int:
         return self.hash_value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Alternation:
     """Any one of the options."""
 
@@ -109,13 +116,34 @@ class Alternation:
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
     largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
-    def __post_init__(self) -> None:
-        size = sum(option.num_chars for option in self.options) + len(self.options) - 1
-        object.__setattr__(self, "num_chars", max(size, 0))
-        object.__setattr__(self, "hash_value", hash((3, self.options)))
-        object.__setattr__(self, "has_reference", any(map(has_reference, self.options)))
-        object.__setattr__(self, "has_anchor", any(map(has_anchor, self.options)))
-        object.__setattr__(self, "largest_count", max(map(largest_count, self.options), default=0))
+    def __init__(self, options: tuple[Node, ...]) -> None:
+        size = len(options) - 1
+        largest = 0
+        has_ref = has_anc = False
+        hashes = [3]  # (see Concat)
+        for option in options:
+            size += option.num_chars
+            hashes.append(option.hash_value)
+            kind = type(option)
+            if kind is CharSet:
+                continue
+            if kind is Concat or kind is Alternation or kind is Repeat:
+                has_ref = has_ref or option.has_reference  # type: ignore[union-attr]
+                has_anc = has_anc or option.has_anchor  # type: ignore[union-attr]
+                largest = max(largest, option.largest_count)  # type: ignore[union-attr]
+            elif kind is Lookahead:
+                has_anc = has_anc or option.has_anchor  # type: ignore[union-attr]
+                largest = max(largest, option.largest_count)  # type: ignore[union-attr]
+            else:
+                has_ref = has_ref or kind is Reference
+                has_anc = has_anc or kind is Anchor
+        put = object.__setattr__  # (each field set once, see Concat)
+        put(self, "options", options)
+        put(self, "num_chars", max(size, 0))
+        put(self, "hash_value", hash(tuple(hashes)))
+        put(self, "has_reference", has_ref)
+        put(self, "has_anchor", has_anc)
+        put(self, "largest_count", largest)
 
     def __hash__(self) -> int:
         return self.hash_value
@@ -146,7 +174,14 @@ class Repeat:
         object.__setattr__(
             self,
             "hash_value",
-            hash((4, self.item, self.min_count, -1 if self.max_count is None else self.max_count)),
+            hash(
+                (
+                    4,
+                    self.item.hash_value,
+                    self.min_count,
+                    -1 if self.max_count is None else self.max_count,
+                )
+            ),
         )
 
     def __hash__(self) -> int:
@@ -210,7 +245,7 @@ class Lookahead:
         object.__setattr__(self, "has_anchor", has_anchor(self.guard))
         object.__setattr__(self, "largest_count", largest_count(self.guard))
         object.__setattr__(self, "num_chars", self.guard.num_chars + 4)  # "(?=" ... ")"
-        object.__setattr__(self, "hash_value", hash((7, self.guard)))
+        object.__setattr__(self, "hash_value", hash((7, self.guard.hash_value)))
 
     def __hash__(self) -> int:
         return self.hash_value
