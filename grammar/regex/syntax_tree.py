@@ -53,6 +53,39 @@ class CharSet:
         return self.hash_value
 
 
+def _scan(children: tuple[Node, ...], tag: int) -> tuple[int, int, bool, bool, bool, int, int]:
+    """What a :class:`Concat` (``tag`` 2) or :class:`Alternation` (3) stores about its
+    children: ``(their printed characters, the node's hash, a child is a lookahead, has a
+    reference, has an anchor, largest count, children printed as a group of their own)``.
+
+    The hash is that of ``tag`` and the children's stored hashes (ints): hashing the node
+    tuple itself would call each child's Python-level ``__hash__``. One pass, dispatching on
+    the exact type (the node classes are final)."""
+    size = largest = num_groups = 0
+    has_look = has_ref = has_anc = False
+    hashes = [tag]
+    for child in children:
+        size += child.num_chars
+        hashes.append(child.hash_value)
+        kind = type(child)
+        if kind is CharSet:
+            continue
+        if kind is Concat or kind is Alternation or kind is Repeat:
+            has_ref = has_ref or child.has_reference  # type: ignore[union-attr]
+            has_anc = has_anc or child.has_anchor  # type: ignore[union-attr]
+            largest = max(largest, child.largest_count)  # type: ignore[union-attr]
+            if kind is Alternation or (kind is Concat and child.has_lookahead):  # type: ignore[union-attr]
+                num_groups += 1
+        elif kind is Lookahead:
+            has_look = True
+            has_anc = has_anc or child.has_anchor  # type: ignore[union-attr]
+            largest = max(largest, child.largest_count)  # type: ignore[union-attr]
+        else:
+            has_ref = has_ref or kind is Reference
+            has_anc = has_anc or kind is Anchor
+    return size, hash(tuple(hashes)), has_look, has_ref, has_anc, largest, num_groups
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Concat:
     """The items one after another (the empty concatenation matches the empty string)."""
@@ -68,34 +101,11 @@ class Concat:
 
     def __init__(self, items: tuple[Node, ...]) -> None:
         # every field set once (a generated frozen __init__ sets each twice: ~1 us a node)
-        size = largest = 0
-        has_look = has_ref = has_anc = False
-        # the hash of the items' stored hashes (ints): hashing the node tuple itself would
-        # call each item's Python-level __hash__
-        hashes = [2]
-        for item in items:  # (the node classes are final: ``type`` is exact)
-            size += item.num_chars
-            hashes.append(item.hash_value)
-            kind = type(item)
-            if kind is CharSet:
-                continue
-            if kind is Concat or kind is Alternation or kind is Repeat:
-                has_ref = has_ref or item.has_reference  # type: ignore[union-attr]
-                has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
-                largest = max(largest, item.largest_count)  # type: ignore[union-attr]
-                if kind is Alternation or (kind is Concat and item.has_lookahead):  # type: ignore[union-attr]
-                    size += 4  # "(?:" ... ")"
-            elif kind is Lookahead:
-                has_look = True
-                has_anc = has_anc or item.has_anchor  # type: ignore[union-attr]
-                largest = max(largest, item.largest_count)  # type: ignore[union-attr]
-            else:
-                has_ref = has_ref or kind is Reference
-                has_anc = has_anc or kind is Anchor
+        size, hash_value, has_look, has_ref, has_anc, largest, num_groups = _scan(items, 2)
         put = object.__setattr__
         put(self, "items", items)
-        put(self, "num_chars", size)
-        put(self, "hash_value", hash(tuple(hashes)))
+        put(self, "num_chars", size + 4 * num_groups)  # "(?:" ... ")" around each group
+        put(self, "hash_value", hash_value)
         put(self, "has_lookahead", has_look)
         put(self, "has_reference", has_ref)
         put(self, "has_anchor", has_anc)
@@ -117,30 +127,11 @@ class Alternation:
     largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
     def __init__(self, options: tuple[Node, ...]) -> None:
-        size = len(options) - 1
-        largest = 0
-        has_ref = has_anc = False
-        hashes = [3]  # (see Concat)
-        for option in options:
-            size += option.num_chars
-            hashes.append(option.hash_value)
-            kind = type(option)
-            if kind is CharSet:
-                continue
-            if kind is Concat or kind is Alternation or kind is Repeat:
-                has_ref = has_ref or option.has_reference  # type: ignore[union-attr]
-                has_anc = has_anc or option.has_anchor  # type: ignore[union-attr]
-                largest = max(largest, option.largest_count)  # type: ignore[union-attr]
-            elif kind is Lookahead:
-                has_anc = has_anc or option.has_anchor  # type: ignore[union-attr]
-                largest = max(largest, option.largest_count)  # type: ignore[union-attr]
-            else:
-                has_ref = has_ref or kind is Reference
-                has_anc = has_anc or kind is Anchor
+        size, hash_value, _, has_ref, has_anc, largest, _ = _scan(options, 3)
         put = object.__setattr__  # (each field set once, see Concat)
         put(self, "options", options)
-        put(self, "num_chars", max(size, 0))
-        put(self, "hash_value", hash(tuple(hashes)))
+        put(self, "num_chars", max(size + len(options) - 1, 0))  # "|" between options
+        put(self, "hash_value", hash_value)
         put(self, "has_reference", has_ref)
         put(self, "has_anchor", has_anc)
         put(self, "largest_count", largest)
