@@ -85,27 +85,8 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
     reduce_groups: list[tuple[tuple[int, frozenset[int]], ...]] = []
     reductions: list[tuple[int, int]] = []
     reduction_ids: dict[tuple[int, int], int] = {}
-    no_groups: tuple[tuple[int, frozenset[int]], ...] = ()
     for kernel in order:  # grows while iterating: breadth first over the LR(0) automaton
-        if not len(actions) & 63:
-            check_deadline("building the LR tables")
-        if len(kernel) == 1:
-            # most states of a JSON-schema grammar: one item before a terminal (a rule's
-            # literal pieces one after another): one shift, no closure, no reduction
-            ((r, d),) = kernel
-            rhs = rules[r][1]
-            if d < len(rhs) and rhs[d] >= 0:
-                key = frozenset(((r, d + 1),))
-                state = kernels.get(key)
-                if state is None:
-                    state = kernels[key] = len(order)
-                    order.append(key)
-                action = {rhs[d]: state}
-                shifts.append(frozenset(action))
-                reduce_groups.append(no_groups)
-                actions.append(action)
-                gotos.append({})
-                continue
+        check_deadline("building the LR tables")
         # LR(0) closure: the kernel items, plus (r, 0) for every rule predicted by a
         # nonterminal after a kernel dot (those items advance to (r, 1) or are complete)
         successors: dict[int, list[tuple[int, int]]] = {}
@@ -156,7 +137,7 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
                 return None  # shift/reduce or reduce/reduce conflict
             action.update(dict.fromkeys(lookahead, ~k))
             groups[k] = lookahead
-        reduce_groups.append(tuple(sorted(groups.items())) if groups else no_groups)
+        reduce_groups.append(tuple(sorted(groups.items())))
         actions.append(action)
         gotos.append(goto)
     return LRTable(
