@@ -112,14 +112,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     for i, (name, sub, is_req) in enumerate(declared):
         # the keys before this one in the output: some of the earlier declared names, the
         # required ones among them always (see unique_plan.Member)
-        if layout.any_order:  # any other declared names may come before it
-            member = Member(name, frozenset(), frozenset(n for n, _, _ in declared if n != name))
-        else:
-            member = Member(
-                name,
-                frozenset(n for n, _, r in declared[:i] if r),
-                frozenset(n for n, _, _ in declared[:i]),
-            )
+        member = Member(declared, i, layout.any_order)  # (any order: any other names)
         sub_ptr = f"{ptr}/properties/{c.pointer_token(name)}"
         if sub is None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]

@@ -33,9 +33,9 @@ import functools
 import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from formcast.errors import CompileBudgetError, SchemaError
 
@@ -94,10 +94,50 @@ class Member:
     declared earlier). Two object schemas with a property of the same name are told apart
     at run time by the keys already written (:class:`MemberKey`)."""
 
-    __slots__ = ("allowed", "name", "required")
+    __slots__ = ("_declared", "_index", "_sets", "name")
 
-    def __init__(self, name: str, required: frozenset[str], allowed: frozenset[str]) -> None:
-        self.name, self.required, self.allowed = name, required, allowed
+    def __init__(
+        self, declared: Sequence[tuple[str, Any, bool]], index: int, any_order: bool = False
+    ) -> None:
+        """The member ``declared[index]`` (``(name, schema, is_required)`` in schema order)
+        of an object written in that order: ``required`` / ``allowed`` are the required /
+        all names declared before it; under ``any_order`` none are required and every other
+        declared name is allowed. Built on first use (most members are never compared, and
+        building every member's sets up front is quadratic in an object's members)."""
+        self.name: str = declared[index][0]
+        self._sets: tuple[frozenset[str], frozenset[str]] | None = None
+        self._declared = declared
+        self._index = -1 if any_order else index
+
+    @property
+    def required(self) -> frozenset[str]:
+        return self._key_sets()[0]
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        return self._key_sets()[1]
+
+    def _key_sets(self) -> tuple[frozenset[str], frozenset[str]]:
+        sets = self._sets
+        if sets is None:
+            if self._index < 0:  # any order
+                others = frozenset(name for name, _, _ in self._declared if name != self.name)
+                sets = self._sets = (frozenset(), others)
+            else:
+                before = self._declared[: self._index]
+                sets = self._sets = (
+                    frozenset(name for name, _, is_req in before if is_req),
+                    frozenset(name for name, _, _ in before),
+                )
+            self._declared = ()  # (the schemas need not stay alive for it)
+        return sets
+
+    def __getstate__(self) -> tuple[str, tuple[frozenset[str], frozenset[str]]]:
+        return self.name, self._key_sets()  # (a pickled plan keeps the sets, not the schemas)
+
+    def __setstate__(self, state: tuple[str, tuple[frozenset[str], frozenset[str]]]) -> None:
+        self.name, self._sets = state
+        self._declared, self._index = (), 0
 
     def matches(self, segment: str) -> bool:
         """Is the concrete ``segment`` (a `MemberKey`) this property, after such keys?"""
@@ -113,14 +153,16 @@ class Member:
         )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Member) and (other.name, other.required, other.allowed) == (
-            self.name,
-            self.required,
-            self.allowed,
+        return (
+            isinstance(other, Member)
+            and other.name == self.name
+            and other._key_sets() == self._key_sets()
         )
 
     def __hash__(self) -> int:
-        return hash((self.name, self.required, self.allowed))
+        # the name alone (equal members have equal names): a plan's path sets then build the
+        # key sets only of members that share a name with another, not of all of them
+        return hash(self.name)
 
     def __repr__(self) -> str:
         return f"Member({self.name!r})"
