@@ -65,6 +65,7 @@ def _names_complement_automaton(names: tuple[str, ...]) -> Node:
     reachable from the root and reaches acceptance (F accepts from each of its states)."""
     free = _string_contents_dfa()
     free_rows = _string_contents_rows()  # (F, 256)
+    free_moves = _string_contents_moves()  # the same as lists (one Python index per byte)
     # the trie of the encoded names; node k's F state is where its bytes lead from F's start
     children: list[dict[int, int]] = [{}]
     free_of = [free.start_state]
@@ -81,7 +82,7 @@ def _names_complement_automaton(names: tuple[str, ...]) -> Node:
                 nxt = len(children)
                 children[node][byte] = nxt
                 children.append({})
-                free_of.append(int(free_rows[free_of[node], byte]))
+                free_of.append(free_moves[free_of[node]][byte])
                 is_name.append(False)
             node = nxt
         is_name[node] = True
@@ -89,7 +90,15 @@ def _names_complement_automaton(names: tuple[str, ...]) -> Node:
     merged = [0] * len(children)
     signatures: dict[tuple, int] = {}
     for k in range(len(children) - 1, -1, -1):
-        kids = tuple(sorted((byte, merged[child]) for byte, child in children[k].items()))
+        edges = children[k]
+        kids: tuple
+        if len(edges) > 1:  # ((byte, merged child), ...) by byte: the row's canonical order
+            kids = tuple(sorted([(byte, merged[child]) for byte, child in edges.items()]))
+        elif edges:  # a chain link (most trie nodes): its one (byte, merged child) pair
+            ((byte, child),) = edges.items()
+            kids = (byte, merged[child])
+        else:
+            kids = ()
         merged[k] = signatures.setdefault((is_name[k], free_of[k], kids), len(signatures))
     # number the merged states from the root (state 0) down; F's states after them
     num_trie = len(signatures)
@@ -129,6 +138,12 @@ def _string_contents_rows() -> np.ndarray:
     rows = free.transitions[:, free.byte_to_class].astype(np.int32)
     rows.setflags(write=False)
     return rows
+
+
+@functools.lru_cache(maxsize=1)
+def _string_contents_moves() -> list[list[int]]:
+    """`_string_contents_rows` as Python lists: ``moves[state][byte]``."""
+    return _string_contents_rows().tolist()
 
 
 @functools.lru_cache(maxsize=1)
