@@ -64,6 +64,13 @@ _BLOCK_MEMO_SIZE = 256
 _BLOCK_MEMO_MAX_CELLS = 1 << 20  # larger DFAs are prepared per copy (not kept)
 
 
+def _memo_put(memo: dict, size: int, key: object, value: object) -> None:
+    """``memo[key] = value``, the memo emptied first once it holds ``size`` entries."""
+    if len(memo) >= size:
+        memo.clear()
+    memo[key] = value
+
+
 def build_nfa(
     node: Node, budget: CompileBudget, *, chain_min_copies: int = CHAIN_MIN_COPIES
 ) -> ByteNFA:
@@ -325,9 +332,7 @@ class _Builder:
         if block is None:
             block = _edge_block(rows, byte_to_class)
             if key is not None and rows.size <= _BLOCK_MEMO_MAX_CELLS:
-                if len(_BLOCK_MEMO) >= _BLOCK_MEMO_SIZE:
-                    _BLOCK_MEMO.clear()
-                _BLOCK_MEMO[key] = block
+                _memo_put(_BLOCK_MEMO, _BLOCK_MEMO_SIZE, key, block)
         state_counts, local_edges = block
         edges = local_edges + np.array([0, 0, base], dtype=np.int64)  # (E, 3) targets placed
         nfa = self.nfa
@@ -458,9 +463,7 @@ def _chain_rows(item, node: Repeat, budget: CompileBudget, num_before: int = 0):
     found = rows, starts + ([num_copies * width] if hi is not None else [])
     rows.setflags(write=False)
     if rows.size <= _BLOCK_MEMO_MAX_CELLS:
-        if len(_CHAIN_MEMO) >= _BLOCK_MEMO_SIZE:
-            _CHAIN_MEMO.clear()
-        _CHAIN_MEMO[key] = found
+        _memo_put(_CHAIN_MEMO, _BLOCK_MEMO_SIZE, key, found)
     return found
 
 
@@ -517,9 +520,7 @@ def _item_dfa(item: Node, budget: CompileBudget, position: int) -> ByteDFA | Non
         finals = np.flatnonzero(dfa.is_accepting)
         if len(finals) == 1 and not (dfa.transitions[finals[0]] >= 0).any():
             found = dfa
-    if len(_ITEM_MEMO) >= _ITEM_MEMO_SIZE:
-        _ITEM_MEMO.clear()
-    _ITEM_MEMO[key] = found
+    _memo_put(_ITEM_MEMO, _ITEM_MEMO_SIZE, key, found)
     return found
 
 
