@@ -348,9 +348,17 @@ def with_length(
     PatternRefused
         The bounds cannot be folded into the nodes exactly.
     """
-    nodes = tuple(nodes)
+    return _with_length_memo(tuple(nodes), min_len, max_len)
+
+
+@functools.lru_cache(maxsize=1024)  # pure: a format or pattern recurs with the same bounds
+def _with_length_memo(
+    nodes: tuple[Node, ...], min_len: int, max_len: int | None
+) -> tuple[Node, ...] | None:
     widths = [_node_width(node) for node in nodes]
-    lo, hi = width(nodes)
+    lo = sum(w[0] for w in widths)
+    highs = [w[1] for w in widths]
+    hi = None if None in highs else sum(highs)  # type: ignore[arg-type]
     if lo >= min_len and (max_len is None or (hi is not None and hi <= max_len)):
         return nodes
     if (max_len is not None and lo > max_len) or (hi is not None and hi < min_len):
@@ -436,8 +444,11 @@ def pattern_tree(branches: Sequence[Branch]) -> Node | None:
 def _clear_memos() -> None:
     _parsed_branches_memo.cache_clear()
     _encode_memo.cache_clear()
+    _with_length_memo.cache_clear()
 
 
 caches.register(
-    "json_schema.pattern_branches", "LRU: 1024 parsed patterns and 1024 encodings", _clear_memos
+    "json_schema.pattern_branches",
+    "LRU: 1024 parsed patterns, 1024 length bounds applied and 1024 encodings",
+    _clear_memos,
 )

@@ -408,6 +408,7 @@ def nonneg_decimal_range(
     return alt(branches)
 
 
+@functools.lru_cache(maxsize=1024)  # pure (Fractions hash by value): bounds recur in a schema
 def decimal_range(
     lo: Fraction | None,
     lo_strict: bool,
@@ -430,3 +431,4 @@ def decimal_range(
 
 
 caches.register("json_schema.int_ranges", "LRU: 1024 ranges", nonneg_int_range.cache_clear)
+caches.register("json_schema.decimal_ranges", "LRU: 1024 ranges", decimal_range.cache_clear)

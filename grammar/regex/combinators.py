@@ -50,6 +50,7 @@ def _character(c: str) -> CharSet:
     return CharSet(((ord(c), ord(c)),), -1)
 
 
+@functools.lru_cache(maxsize=4096)  # pure: keys and punctuation recur across a schema's trees
 def literal(text: str) -> Node:
     """Exactly ``text``."""
     if len(text) == 1:
@@ -167,6 +168,12 @@ def _trie(words: list[str]) -> Node:
     return opt(body) if has_empty else body
 
 
+def _clear_memos() -> None:
+    _character.cache_clear()
+    one_of.cache_clear()
+    literal.cache_clear()
+
+
 caches.register(
-    "regex.built_characters", "LRU: 4096 characters, 1024 classes", _character.cache_clear
+    "regex.built_characters", "LRU: 4096 characters, 1024 classes, 4096 literals", _clear_memos
 )
