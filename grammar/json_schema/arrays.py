@@ -59,7 +59,7 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     max_n = None if s.get("maxItems") is None else int(s["maxItems"])
     if max_n is not None and max_n < min_n:
         return None
-    with c.child(), c.at(ELEMENT):
+    with c.member(ELEMENT):
         prefix_trees = [c.compile(p, f"{ptr}/prefixItems/{i}") for i, p in enumerate(prefix)]
         rest_tree = c.compile(rest, f"{ptr}/{rest_key}")
     contains = s.get("contains")
@@ -89,7 +89,7 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
         if prefix or min_n > min_contains or max_n is not None:
             c.refuse("contains together with prefixItems or item counts", ptr, "contains")
         else:
-            with c.child(), c.at(ELEMENT):
+            with c.member(ELEMENT):
                 hit = c.compile({"allOf": [rest, contains]}, ptr + "/contains")
             if hit is None or rest_tree is None:
                 return None
@@ -210,7 +210,7 @@ def _open_item_kind(c: SchemaCompiler, rest: Any, ptr: str) -> str | None:
         return kind
     if not keywords <= {"type", "minLength", "maxLength", "pattern", "format"}:
         return None
-    with c.child(), c.at(ELEMENT):
+    with c.member(ELEMENT):
         item_tree = c.compile_exact(rest, ptr + "/items")
     return kind if item_tree is not None and _is_open(item_tree) else None
 
@@ -260,7 +260,7 @@ def _is_open_object(c: SchemaCompiler, s: dict, keywords: set[str], ptr: str) ->
         return False
     if extra is True or extra == {}:
         return True
-    with c.child(), c.at(ELEMENT):  # (plan paths: refused inside anyway, see _reads_items)
+    with c.member(ELEMENT):  # (plan paths: refused inside anyway, see _reads_items)
         return c.compile_exact(extra, ptr + "/items/additionalProperties") is not None
 
 
@@ -300,7 +300,7 @@ def _item_automaton(c: SchemaCompiler, rest: Any, ptr: str) -> ItemAutomaton | N
     assert plan is not None
     num_guarded = len(plan.unique)
     try:
-        with c.child(), c.at(ELEMENT):
+        with c.member(ELEMENT):
             item_tree = c.compile_exact(rest, ptr + "/items")
         dfa = byte_dfa(item_tree) if item_tree is not None else None
     except (CompileBudgetError, GrammarError, SchemaError):  # budgets, recursion
@@ -333,7 +333,7 @@ def _enum_domain(c: SchemaCompiler, values: list, rest: Any, ptr: str) -> EnumDo
     string (number texts have several spellings)."""
     if not all(isinstance(v, str) for v in values):
         return None
-    with c.child(), c.at(ELEMENT):
+    with c.member(ELEMENT):
         item_tree = c.compile_exact(rest, ptr + "/items")  # matched against texts: no cuts
     admitted = [v for v in values if c.fullmatch(item_tree, json.dumps(v, ensure_ascii=False))]
     return EnumDomain(admitted)
@@ -390,7 +390,7 @@ def _unique(c, s, ptr, prefix, rest, min_n, max_n, sep) -> Node | None:
         if len(arrays) > MAX_UNIQUE_ARRAYS:
             c.refuse("uniqueItems over too many distinct arrays", ptr, "uniqueItems")
             return array_tree(c, {k: v for k, v in s.items() if k != "uniqueItems"}, ptr)
-    with c.child():
+    with c.member(None):
         texts = [joined([c.literal_tree(v, rest) for v in arr], sep) for arr in arrays if arr]
     is_optional = min_n == 0
     body = alt(texts)

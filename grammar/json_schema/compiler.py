@@ -15,8 +15,7 @@ import functools
 import json
 import re
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
@@ -111,6 +110,32 @@ _REFUSED = {
 _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
 
 
+class _Member:
+    """``with compiler.member(segment)``: see :meth:`SchemaCompiler.member` (a class, not a
+    generator context manager: entered once per member compiled, ~3x cheaper)."""
+
+    __slots__ = ("_compiler", "_segment", "_path")
+
+    def __init__(self, compiler: SchemaCompiler, segment: Segment | None) -> None:
+        self._compiler = compiler
+        self._segment = segment
+        self._path: list | None = None
+
+    def __enter__(self) -> None:
+        compiler = self._compiler
+        compiler.depth += 1
+        plan = compiler.unique_plan
+        if plan is not None and self._segment is not None:
+            self._path = plan.path
+            self._path.append(self._segment)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._compiler.depth -= 1
+        if self._path is not None:
+            self._path.pop()
+            self._path = None
+
+
 class SchemaCompiler:
     """Compiles subschemas of one root document to syntax trees (see module docstring)."""
 
@@ -201,28 +226,12 @@ class SchemaCompiler:
         self._guard_budget: dict[tuple[str, int, int | None], str | None] = {}
         self._length_guards: dict[tuple[str, int, int | None], LengthGuard | None] = {}
 
-    @contextmanager
-    def child(self) -> Iterator[None]:
-        """Compile the members of the current container (one level deeper)."""
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
-
-    @contextmanager
-    def at(self, segment: Segment) -> Iterator[None]:
-        """Compile the value at ``segment`` below the current instance path (a property
-        name, ``any_key_except(names)``, ``"[]"`` for an array element; see unique_plan)."""
-        plan = self.unique_plan
-        if plan is None:
-            yield
-            return
-        plan.path.append(segment)
-        try:
-            yield
-        finally:
-            plan.path.pop()
+    def member(self, segment: Segment | None) -> _Member:
+        """Context for compiling a member of the current container: one level deeper, with
+        ``segment`` below the current instance path (a property name,
+        ``any_key_except(names)``, ``"[]"`` for an array element; ``None``: no segment; see
+        unique_plan)."""
+        return _Member(self, segment)
 
     # ---- errors ------------------------------------------------------------------------------
 

@@ -42,10 +42,12 @@ refused under any order.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from formcast.grammar import caches
 from formcast.grammar.json_schema import ecma_pattern
 from formcast.grammar.json_schema.char_dfa import KeyLanguageTooLarge
 from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from formcast.grammar.json_schema.compiler import SchemaCompiler
 
 
+@functools.lru_cache(maxsize=4096)  # pure; dumps with options builds an encoder per call
 def _esc_json(name: str) -> str:
     return json.dumps(name, ensure_ascii=False)
 
@@ -123,7 +126,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
             matched = [p for p in pattern_props if c.pattern_matches(p, name)]
             if matched:
                 sub = {"allOf": [sub] + [pattern_props[p] for p in matched]}
-        with c.child(), c.at(member):
+        with c.member(member):
             value = c.compile(sub, sub_ptr)
         if has_names_schema and not c.fullmatch(names_tree, _esc_json(name)):
             value = None
@@ -141,7 +144,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
         extra = _pattern_extras(c, pattern_props, additional, names_schema, names, ptr)
     elif additional is not False:
         names = [n for n, _, _ in declared]
-        with c.child(), c.at(any_key_except(names)):
+        with c.member(any_key_except(names)):
             val = c.compile(additional, ptr + "/additionalProperties")
         if val is not None:
             key: Node | None
@@ -522,7 +525,7 @@ def _pattern_extras(
         classes = space.classes()
     except (ecma_pattern.PatternRefused, KeyLanguageTooLarge) as exc:
         c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
-        with c.child(), c.at(any_key_except(names)):  # lenient: any key and value (superset)
+        with c.member(any_key_except(names)):  # lenient: any key and value (superset)
             return seq(c.lexeme(c.any_string), c.layout.key_sep(), c.any_value())
     members = []
     for hits in classes:
@@ -536,7 +539,7 @@ def _pattern_extras(
             sub, sub_ptr = {"allOf": [pattern_props[p] for p in matched]}, ptr
         if sub is False:
             continue
-        with c.child(), c.at(KeyClass(space, hits)):
+        with c.member(KeyClass(space, hits)):
             value = c.compile(sub, sub_ptr)
         if value is None:
             continue
@@ -548,3 +551,8 @@ def _pattern_extras(
         if key is not None:
             members.append(seq(c.lexeme(key), c.layout.key_sep(), value))
     return alt(members)
+
+
+caches.register(
+    "json_schema.key_texts", "LRU: 4096 property names as JSON text", _esc_json.cache_clear
+)

@@ -15,9 +15,11 @@ from formcast.grammar.json_schema.ecma_pattern import (
     with_length,
 )
 from formcast.grammar.json_schema.number_ranges import decimal_range
+from formcast.grammar.json_schema.objects import _esc_json
 from formcast.grammar.regex.combinators import literal
 
 CASES = [
+    ("json_schema.key_texts", lambda: _esc_json('na\u00efve "key"' + "x" * 300)),
     ("regex.built_characters", lambda: literal('"apiVersion"')),
     (
         "json_schema.decimal_ranges",
