@@ -140,7 +140,7 @@ class Alternation:
         return self.hash_value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Repeat:
     """``item`` repeated ``min_count`` to ``max_count`` times (``None`` = unbounded)."""
 
@@ -154,26 +154,25 @@ class Repeat:
     has_anchor: bool = field(default=False, compare=False, repr=False)  # see has_anchor
     largest_count: int = field(default=0, compare=False, repr=False)  # see largest_count
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "has_reference", has_reference(self.item))
-        object.__setattr__(self, "has_anchor", has_anchor(self.item))
-        bound = self.min_count if self.max_count is None else self.max_count
-        object.__setattr__(self, "largest_count", max(bound, largest_count(self.item)))
-        size = self.item.num_chars + (0 if isinstance(self.item, CharSet) else 4)
-        size += len(_counter_text(self.min_count, self.max_count))
-        object.__setattr__(self, "num_chars", size)
-        object.__setattr__(
+    def __init__(self, item: Node, min_count: int, max_count: int | None, pos: int) -> None:
+        # every field set once (see Concat): 2.3 -> 1.7 us a node
+        bound = min_count if max_count is None else max_count
+        size = item.num_chars + (0 if type(item) is CharSet else 4)
+        size += len(_counter_text(min_count, max_count))
+        put = object.__setattr__
+        put(self, "item", item)
+        put(self, "min_count", min_count)
+        put(self, "max_count", max_count)
+        put(self, "pos", pos)
+        put(self, "num_chars", size)
+        put(
             self,
             "hash_value",
-            hash(
-                (
-                    4,
-                    self.item.hash_value,
-                    self.min_count,
-                    -1 if self.max_count is None else self.max_count,
-                )
-            ),
+            hash((4, item.hash_value, min_count, -1 if max_count is None else max_count)),
         )
+        put(self, "has_reference", has_reference(item))
+        put(self, "has_anchor", has_anchor(item))
+        put(self, "largest_count", max(bound, largest_count(item)))
 
     def __hash__(self) -> int:
         return self.hash_value
