@@ -30,6 +30,7 @@ from formcast.grammar.automata.byte_dfa import ByteDFA, determinize, split_class
 from formcast.grammar.automata.byte_nfa import DEAD_EDGE, ByteNFA
 from formcast.grammar.automata.chain_keys import ChainKeys
 from formcast.grammar.automata.intersection import intersect_memoized
+from formcast.grammar.automata.literal_trie import literal_bytes, trie
 from formcast.grammar.automata.minimizer import minimize
 from formcast.grammar.automata.utf8_sequences import fragment
 from formcast.grammar.regex.syntax_tree import (
@@ -48,6 +49,10 @@ from formcast.grammar.regex.syntax_tree import (
 # counted repetitions with at least this many copies of a prefix-code item are chained DFA
 # copies (``_Builder.counted_chain``) instead of NFA copies
 CHAIN_MIN_COPIES = 4
+# an alternation with at least this many literal options builds them as one trie
+# (``_Builder.literal_options``; the same language either way: below it, option by option is
+# as fast)
+TRIE_MIN_OPTIONS = 8
 # an item whose NFA has more states is expanded as NFA copies without trying a chain: its
 # minimal DFA would have to be 16x smaller than its NFA to fit the chain's 64-state limit,
 # and finding out costs a subset construction of the item (0.3 s for an array item holding
@@ -233,10 +238,25 @@ class _Builder:
                 then = self.build(item, then, position)
             return then
         if isinstance(node, Alternation):
+            options = node.options
+            words: list[bytes] = []
+            if len(options) >= TRIE_MIN_OPTIONS:  # an enum: its literals as one trie
+                others = []
+                for option in options:
+                    word = literal_bytes(option)
+                    if word is None:
+                        others.append(option)
+                    else:
+                        words.append(word)
+                if len(words) >= TRIE_MIN_OPTIONS:
+                    options = tuple(others)
+                else:
+                    words = []
             entry = self.new_state(position)
-            self.nfa.epsilon_edges[entry].extend(
-                [self.build(option, then, position) for option in node.options]
-            )
+            entries = [self.build(option, then, position) for option in options]
+            if words:
+                entries += self.literal_options(words, then, position)
+            self.nfa.epsilon_edges[entry].extend(entries)
             return entry
         if isinstance(node, Repeat):
             return self.repeat(node, then)
@@ -335,7 +355,22 @@ class _Builder:
                 _memo_put(_BLOCK_MEMO, _BLOCK_MEMO_SIZE, key, block)
         state_counts, local_edges = block
         edges = local_edges + np.array([0, 0, base], dtype=np.int64)  # (E, 3) targets placed
+        return self._append_block(state_counts, edges, accepting, pos, then)
+
+    def _append_block(
+        self,
+        state_counts: np.ndarray,
+        edges: np.ndarray,
+        accepting: list[int],
+        pos: int,
+        then: int,
+    ) -> int:
+        """Append ``len(state_counts)`` states whose byte edges are an edge block (``(S,)``
+        edge counts, ``(E, 3)`` edges grouped by state, targets in place), the ``accepting``
+        ones (numbered from 0) with an epsilon edge to ``then``; return the first new state."""
         nfa = self.nfa
+        base = nfa.num_states
+        num_states = len(state_counts)
         nfa.byte_edges.extend([] for _ in range(num_states))  # (held by the edge block)
         nfa.edge_blocks.append((base, state_counts, edges))
         epsilon_edges: list[list[int]] = [[] for _ in range(num_states)]
@@ -344,6 +379,24 @@ class _Builder:
         nfa.epsilon_edges.extend(epsilon_edges)
         nfa.positions.extend([pos] * num_states)
         return base
+
+    def literal_options(self, words: list[bytes], then: int, position: int) -> list[int]:
+        """Options that are literals (their UTF-8 bytes ``words``) going on to ``then``,
+        built as the option-by-option build shares them: one state per distinct suffix (the
+        trie of the reversed words, :mod:`literal_trie`), reading the suffix's first byte and
+        going on to the state of the rest (``then`` for the empty suffix). Returns each
+        option's first state."""
+        parent, byte, node_of = trie([word[::-1] for word in words])
+        num_states = len(parent) - 1
+        self.budget.check_nfa_states(self.nfa.num_states + num_states, position)
+        # node k >= 1 becomes state first + k - 1; the root (the empty suffix) is ``then``
+        first = self.nfa.num_states
+        state_of = np.arange(first - 1, first + num_states, dtype=np.int64)  # (N,)
+        state_of[0] = then
+        if num_states:
+            edges = np.stack([byte[1:], byte[1:], state_of[parent[1:]]], axis=1)  # (N - 1, 3)
+            self._append_block(np.ones(num_states, dtype=np.int64), edges, [], position, then)
+        return state_of[node_of].tolist()
 
     def counted_chain(self, node: Repeat, then: int) -> int | None:
         """``X{m,n}`` / ``X{m,}`` as a chain of copies of the minimal DFA of ``X``, when ``X``
