@@ -135,7 +135,12 @@ def _unshared(
         ranges = node.ranges
         num = 1 if ranges and ranges[-1][1] < 0x80 else fragment(ranges)[0] - 1
     elif isinstance(node, Concat):
-        num = sum(_unshared(item, budget, chain_min_copies, counts) for item in node.items)
+        num = 0
+        for item in node.items:  # (an ASCII character inline: one state, most of a text)
+            if type(item) is CharSet and item.ranges and item.ranges[-1][1] < 0x80:
+                num += 1
+            else:
+                num += _unshared(item, budget, chain_min_copies, counts)
     elif isinstance(node, Alternation):
         num = 1 + sum(_unshared(o, budget, chain_min_copies, counts) for o in node.options)
     elif isinstance(node, Repeat):
