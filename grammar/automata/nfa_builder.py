@@ -50,8 +50,7 @@ from formcast.grammar.regex.syntax_tree import (
 # copies (``_Builder.counted_chain``) instead of NFA copies
 CHAIN_MIN_COPIES = 4
 # an alternation with at least this many literal options builds them as one trie
-# (``_Builder.literal_options``; the same language either way: below it, option by option is
-# as fast)
+# (``_Builder.literal_options``): a cost threshold only, the language is the same either way
 TRIE_MIN_OPTIONS = 8
 # an item whose NFA has more states is expanded as NFA copies without trying a chain: its
 # minimal DFA would have to be 16x smaller than its NFA to fit the chain's 64-state limit,

@@ -116,7 +116,7 @@ _json_text = json.JSONEncoder(ensure_ascii=False).encode
 
 class _Member:
     """``with compiler.member(segment)``: see :meth:`SchemaCompiler.member` (a class, not a
-    generator context manager: entered once per member compiled, ~3x cheaper)."""
+    generator context manager: entered once per member compiled, 1.9 -> 0.4 us)."""
 
     __slots__ = ("_compiler", "_segment", "_path")
 
