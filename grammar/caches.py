@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -77,27 +78,43 @@ def held_bytes(root: object, shared: tuple[type, ...] = ()) -> int:
 
     Walks attributes (``__dict__`` and ``__slots__``), lists, tuples, sets and dict values,
     each object once; instances of ``shared`` (a vocabulary every grammar points to) are not
-    entered. Python objects other than arrays are not counted: in compiled grammars the
-    arrays are the bulk, and an estimate that is cheap and stable is what eviction needs.
+    entered, and an array they hold is not counted where ``root`` also holds it directly (a
+    kernel's arguments gathered from the vocabulary's tables). Python objects other than
+    arrays are not counted: in compiled grammars the arrays are the bulk, and an estimate that
+    is cheap and stable is what eviction needs.
     """
+    arrays, met = _reachable_arrays([root], shared)
+    owned_by_shared, _ = _reachable_arrays(met, ())
+    return sum(a.nbytes for key, a in arrays.items() if key not in owned_by_shared)
+
+
+def _reachable_arrays(
+    roots: list[object], shared: tuple[type, ...]
+) -> tuple[dict[int, Any], list[object]]:
+    """The numpy arrays that own their memory reachable from ``roots`` (by id; a view counts
+    as its base), and the instances of ``shared`` met on the way (not entered)."""
     import types
 
     import numpy as np  # the registry above stays import-light
 
-    opaque = (type, types.ModuleType, types.FunctionType, types.MethodType, *shared)
-
+    opaque = (type, types.ModuleType, types.FunctionType, types.MethodType)
     seen: set[int] = set()
-    stack: list[object] = [root]
-    total = 0
+    stack: list[object] = list(roots)
+    arrays: dict[int, Any] = {}
+    met: list[object] = []
     while stack:
         item = stack.pop()
         if id(item) in seen or isinstance(item, (str, bytes, int, float, bool, type(None))):
             continue
         seen.add(id(item))
         if isinstance(item, np.ndarray):
-            total += item.nbytes if item.base is None else 0  # views share their base
-            if item.base is not None:
+            if item.base is None:
+                arrays[id(item)] = item
+            else:  # views share their base
                 stack.append(item.base)
+            continue
+        if shared and isinstance(item, shared):
+            met.append(item)
             continue
         if isinstance(item, opaque) or callable(item) and not hasattr(item, "__dict__"):
             continue
@@ -112,4 +129,4 @@ def held_bytes(root: object, shared: tuple[type, ...] = ()) -> int:
                 for name in (slots,) if isinstance(slots, str) else slots:
                     if hasattr(item, name):
                         stack.append(getattr(item, name))
-    return total
+    return arrays, met
