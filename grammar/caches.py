@@ -98,6 +98,7 @@ def _reachable_arrays(
     import numpy as np  # the registry above stays import-light
 
     opaque = (type, types.ModuleType, types.FunctionType, types.MethodType)
+    atoms = {str, bytes, int, float, bool, type(None)}
     seen: set[int] = set()
     stack: list[object] = list(roots)
     arrays: dict[int, Any] = {}
@@ -121,7 +122,10 @@ def _reachable_arrays(
         if isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(item)
+            # a container of atoms only (a vocabulary's 49k token byte strings) holds no
+            # array: the set of its element types, built in C, says so without the loop
+            if len(item) < 64 or not set(map(type, item)) <= atoms:
+                stack.extend(item)
         else:
             stack.extend(getattr(item, "__dict__", {}).values())
             for cls in type(item).__mro__:

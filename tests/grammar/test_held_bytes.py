@@ -31,3 +31,18 @@ def test_an_array_only_the_entry_holds_is_counted_beside_a_shared_instance():
     entry = _Entry(table)
     entry.copy = table.rows.copy()  # an array of its own, equal to the table's
     assert held_bytes(entry, shared=(_Table,)) == 8_040
+
+
+def test_long_containers_are_entered_unless_they_hold_only_atoms():
+    words = tuple(b"w%d" % k for k in range(1000))  # a vocabulary's byte strings: no arrays
+    tail = np.zeros(3, dtype=np.int16)  # 6 bytes, after 1,000 atoms
+    mixed = [*words, "text", 7, None, tail]
+    assert held_bytes({"words": words}) == 0
+    assert held_bytes({"mixed": mixed}) == 6
+    holder = _Holder(tail[:2])  # hashable, so a set may hold it
+    assert held_bytes({"set": frozenset([*range(100), holder])}) == 6
+
+
+class _Holder:
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
