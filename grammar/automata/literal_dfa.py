@@ -25,6 +25,12 @@ from formcast.grammar.regex.syntax_tree import CharSet, Concat, Node, Repeat
 _SURROGATES = range(0xD800, 0xE000)
 
 
+def code_point_bytes(code: int) -> bytes | None:
+    """The UTF-8 bytes of one code point, or ``None`` for a surrogate (it has no UTF-8 form:
+    the general path decides what such a pattern means)."""
+    return None if code in _SURROGATES else chr(code).encode("utf-8")
+
+
 def literal_steps(node: Node) -> list[tuple[int, bool]] | None:
     """``[(byte, is_optional)]`` of a pattern made of single code points and optional single
     ASCII characters (concatenated, at any nesting), else ``None``."""
@@ -43,14 +49,15 @@ def literal_steps(node: Node) -> list[tuple[int, bool]] | None:
         if not isinstance(item, CharSet) or len(item.ranges) != 1:
             return None
         lo, hi = item.ranges[0]
-        if lo != hi or lo in _SURROGATES:
+        if lo != hi:
             return None
         if lo < 0x80:
             steps.append((lo, is_optional))
-        elif is_optional:
+            continue
+        encoded = None if is_optional else code_point_bytes(lo)
+        if encoded is None:
             return None
-        else:
-            steps += [(byte, False) for byte in chr(lo).encode("utf-8")]
+        steps += [(byte, False) for byte in encoded]
     return steps
 
 

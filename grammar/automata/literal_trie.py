@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from formcast.grammar.automata.literal_dfa import code_point_bytes
 from formcast.grammar.regex.syntax_tree import CharSet, Concat, Node
-
-_SURROGATES = range(0xD800, 0xE000)
 
 
 def literal_bytes(node: Node) -> bytes | None:
@@ -38,10 +37,11 @@ def literal_bytes(node: Node) -> bytes | None:
         code = ranges[0][0]
         if code < 0x80:
             out.append(code)
-        elif code in _SURROGATES:
-            return None  # (no UTF-8 form: the general path decides)
-        else:
-            out += chr(code).encode("utf-8")
+            continue
+        encoded = code_point_bytes(code)
+        if encoded is None:
+            return None
+        out += encoded
     return bytes(out)
 
 
