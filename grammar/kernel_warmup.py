@@ -56,6 +56,10 @@ def warm_all_kernels(vocab: Vocabulary) -> None:
     byte_dfa.trim(
         np.array([[1], [-1]], dtype=np.int32), np.zeros(256, dtype=np.uint8), np.array([0, 1]) > 0
     )
+    # the minimiser's quotient (called from Python after Hopcroft's blocks)
+    automata_kernels.quotient(
+        np.array([[1], [-1]], dtype=np.int32), np.array([0, 1]) > 0, np.array([0, 1]), 2
+    )
     compile_regex(r"[a-z]{1,4}(,[0-9]+)?", vocab, cache=False)
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     for text, prefix in (

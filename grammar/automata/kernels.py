@@ -462,6 +462,47 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True, nogil=True)
+def quotient(table, is_accepting, block_of, num_blocks):  # pragma: no cover - jitted
+    """The quotient of a trimmed partial DFA ``table`` (``(N, K)``, ``-1`` = no move) by the
+    blocks ``block_of`` of :func:`hopcroft`, its blocks numbered breadth first from the block of
+    state 0 in the order they are met (each block's moves by ascending class): ``(transitions
+    (M, K) int32, is_accepting (M,), M)``. That numbering is one :func:`trim_order` keeps (it
+    meets the blocks in the same order), so the result is trimmed as it is. ``M < num_blocks``
+    only where a block is unreachable (an untrimmed input: the caller trims it instead). Every
+    block of a trimmed DFA reaches acceptance (its states do), so none is dropped for that."""
+    num_states, num_classes = table.shape
+    representative = np.full(num_blocks, -1, np.int64)  # the smallest state of each block
+    for s in range(num_states - 1, -1, -1):
+        representative[block_of[s]] = s
+    new_id = np.full(num_blocks, -1, np.int64)
+    order = np.empty(num_blocks, np.int64)
+    order[0] = block_of[0]
+    new_id[block_of[0]] = 0
+    size = 1
+    i = 0
+    while i < size:  # (order grows while read: breadth first)
+        s = representative[order[i]]
+        for c in range(num_classes):
+            t = table[s, c]
+            if t >= 0:
+                b = block_of[t]
+                if new_id[b] < 0:
+                    new_id[b] = size
+                    order[size] = b
+                    size += 1
+        i += 1
+    out = np.empty((size, num_classes), np.int32)
+    accepting = np.empty(size, np.bool_)
+    for i in range(size):
+        s = representative[order[i]]
+        accepting[i] = is_accepting[s]
+        for c in range(num_classes):
+            t = table[s, c]
+            out[i, c] = -1 if t < 0 else new_id[block_of[t]]
+    return out, accepting, size
+
+
+@numba.njit(cache=True, nogil=True)
 def is_acyclic(transitions):  # pragma: no cover - jitted
     """True if the ``(N, K)`` table (``-1`` = dead) has no cycle (self-loops included): Kahn's
     algorithm over its edges, a parallel edge counted once per class that carries it (it

@@ -38,17 +38,17 @@ def minimize(dfa: ByteDFA, budget: CompileBudget, position: int | None = None) -
     )
     if num_blocks == num_states:
         return dfa  # already minimal
-    representatives = np.full(num_blocks, -1, dtype=np.int64)
-    representatives[block_ids[::-1]] = np.arange(num_states - 1, -1, -1)
-    # put the start block first so trim() sees the start state as 0
-    start_block = int(block_ids[0])
-    order_blocks = np.concatenate([[start_block], np.delete(np.arange(num_blocks), start_block)])
-    position_of = np.empty(num_blocks, dtype=np.int64)
-    position_of[order_blocks] = np.arange(num_blocks)
-    rows = table[representatives[order_blocks]]  # (B, K) old state ids
-    quotient = np.where(rows >= 0, position_of[block_ids[np.maximum(rows, 0)]], DEAD)
-    quotient_accepting = dfa.is_accepting[representatives[order_blocks]]
-    return trim(quotient.astype(np.int32), dfa.byte_to_class, quotient_accepting)
+    transitions, is_accepting, num_kept = kernels.quotient(
+        np.ascontiguousarray(table), np.ascontiguousarray(dfa.is_accepting, dtype=bool),
+        block_ids, num_blocks,
+    )  # fmt: skip
+    if num_kept == num_blocks:  # every block reached (a trimmed input): trimmed as it is
+        return ByteDFA(
+            transitions=transitions,
+            byte_to_class=dfa.byte_to_class.astype(np.uint8),
+            is_accepting=is_accepting,
+        )
+    return trim(transitions, dfa.byte_to_class, is_accepting)  # an untrimmed input's blocks
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
