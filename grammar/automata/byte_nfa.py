@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,9 +18,11 @@ class ByteNFA:
     ----------
     byte_edges:
         ``byte_edges[s]`` lists ``(lo, hi, target)``: bytes ``lo..hi`` lead from ``s`` to target
-        (empty for a state inside an edge block).
+        (empty for a state inside an edge block, whose edges are the block's). A state's list
+        gets its edges as the builder makes the state; block states share one empty tuple.
     epsilon_edges:
-        ``epsilon_edges[s]`` lists the targets reachable without input.
+        ``epsilon_edges[s]`` lists the targets reachable without input (a tuple for block
+        states).
     positions:
         Pattern offset that created each state (for error messages).
     edge_blocks:
@@ -29,8 +32,8 @@ class ByteNFA:
         int64 in state order. Ascending ``first``, disjoint.
     """
 
-    byte_edges: list[list[tuple[int, int, int]]]
-    epsilon_edges: list[list[int]]
+    byte_edges: list[Sequence[tuple[int, int, int]]]
+    epsilon_edges: list[Sequence[int]]
     positions: list[int]
     start: int = 0
     final: int = 0

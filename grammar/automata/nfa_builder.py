@@ -19,7 +19,9 @@ intersection modules, none of which imports it.
 
 from __future__ import annotations
 
+import itertools
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -66,6 +68,9 @@ _BLOCK_MEMO: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 _CHAIN_MEMO: dict[tuple, tuple[np.ndarray, list[int]]] = {}
 _BLOCK_MEMO_SIZE = 256
 _BLOCK_MEMO_MAX_CELLS = 1 << 20  # larger DFAs are prepared per copy (not kept)
+# the (never extended) edge list of every state that has no edges of a kind once built: block
+# states' byte edges, and the epsilon edges of block and character states
+_NO_EDGES: tuple[()] = ()
 
 
 def _memo_put(memo: dict, size: int, key: object, value: object) -> None:
@@ -221,7 +226,7 @@ class _Builder:
         nfa = self.nfa
         entry = len(nfa.byte_edges)
         nfa.byte_edges.append([(lo, hi, then) for lo, hi in node.ranges])
-        nfa.epsilon_edges.append([])
+        nfa.epsilon_edges.append(_NO_EDGES)
         nfa.positions.append(node.pos)
         if entry >= self.budget.max_nfa_states:
             self.budget.check_nfa_states(entry + 1, node.pos)
@@ -238,8 +243,18 @@ class _Builder:
                     then = self.guarded(item, Concat(items[k + 1 :]), then)
                     items = items[:k]
                     break
+            entries = self._entries
             for item in reversed(items):
-                then = self.build(item, then, position)
+                # an ASCII character (most items of a JSON schema's text) without a call
+                # to build(): its (character, continuation) pair shared all the same
+                if type(item) is CharSet and item.ranges and item.ranges[-1][1] < 0x80:
+                    key = (item, then)
+                    entry = entries.get(key)
+                    if entry is None:
+                        entry = entries[key] = self._ascii_char(item, then)
+                    then = entry
+                else:
+                    then = self.build(item, then, position)
             return then
         if isinstance(node, Alternation):
             options = node.options
@@ -293,7 +308,7 @@ class _Builder:
         entry = self.new_state(node.pos)
         base = nfa.num_states - 2  # node k >= 2 becomes state base + k, after the entry
         nfa.byte_edges.extend([] for _ in range(num_nodes - 2))
-        nfa.epsilon_edges.extend([] for _ in range(num_nodes - 2))
+        nfa.epsilon_edges.extend(itertools.repeat(_NO_EDGES, num_nodes - 2))
         nfa.positions.extend([node.pos] * (num_nodes - 2))
         byte_edges = nfa.byte_edges
         for src, lo, hi, dst in edges:
@@ -375,11 +390,13 @@ class _Builder:
         nfa = self.nfa
         base = nfa.num_states
         num_states = len(state_counts)
-        nfa.byte_edges.extend([] for _ in range(num_states))  # (held by the edge block)
+        # the block's states share one empty tuple each way (their byte edges are the block's;
+        # the builder extends only the edge lists of the states new_state made)
+        nfa.byte_edges.extend(itertools.repeat(_NO_EDGES, num_states))
         nfa.edge_blocks.append((base, state_counts, edges))
-        epsilon_edges: list[list[int]] = [[] for _ in range(num_states)]
+        epsilon_edges: list[Sequence[int]] = [_NO_EDGES] * num_states
         for state in accepting:
-            epsilon_edges[state] = [then]
+            epsilon_edges[state] = (then,)
         nfa.epsilon_edges.extend(epsilon_edges)
         nfa.positions.extend([pos] * num_states)
         return base
