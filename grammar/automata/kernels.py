@@ -257,7 +257,7 @@ def determinize(
 def _in_edges(table):  # pragma: no cover - jitted
     """The reverse edges of a ``(N, K)`` table (``-1`` = none) in CSR form by target:
     ``(in_start (N + 1,), pred_cls, pred_src)``; target ``t``'s edges are
-    ``in_start[t]:in_start[t + 1]``, sorted by class."""
+    ``in_start[t]:in_start[t + 1]`` (by source; the table is read row by row)."""
     num_states, num_classes = table.shape
     in_start = np.zeros(num_states + 1, np.int64)
     for s in range(num_states):
@@ -271,8 +271,8 @@ def _in_edges(table):  # pragma: no cover - jitted
     pred_cls = np.empty(num_edges, np.int64)
     pred_src = np.empty(num_edges, np.int64)
     fill = in_start[:num_states].copy()
-    for c in range(num_classes):  # class-major: each target's run ends up sorted by class
-        for s in range(num_states):
+    for s in range(num_states):
+        for c in range(num_classes):
             t = table[s, c]
             if t >= 0:
                 pred_cls[fill[t]] = c
@@ -348,13 +348,15 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
     class of the partial DFA ``table`` (``-1`` = no move): ``(block id per state, blocks)``.
 
     Blocks are contiguous slices ``first[b]:end[b]`` of the permutation ``elems``; states of
-    ``b`` marked by the current splitter are moved to ``[first[b], mid[b])``. A block is
-    popped with all its pending classes at once: the in-edges of its states are gathered
-    once (``O(in-edges)``, not ``O(|B| x classes)``) and bucketed by class, then each class
-    splits the blocks it marks. Splitting by a block that has meanwhile been split is sound
-    (a union of blocks) and, with the halves pushed as below, complete. A split keeps the
-    larger half under the old id (it keeps its pending classes) and the smaller half, the new
-    block, becomes pending for every class (Hopcroft's rule).
+    ``b`` marked by the current splitter are moved to ``[first[b], mid[b])``. A block on the
+    stack is pending for every class (a new block is pushed for all of them, and a popped one
+    is done with all of them), so the stack alone says what is pending. A popped splitter's
+    in-edges are gathered once (``O(in-edges)``) and bucketed by the classes they carry (only
+    those: no ``O(classes)`` pass per splitter), then each class splits the blocks it marks.
+    Splitting by a block that has meanwhile been split is sound (a union of blocks) and, with
+    the halves pushed as below, complete. A split keeps the larger half under the old id (on
+    the stack if the old block was) and the smaller half, the new block, is pushed (Hopcroft's
+    rule). The partition is unique, whatever order the classes are taken in.
     """
     num_states, num_classes = table.shape
     in_start, pred_cls, pred_src = _in_edges(table)
@@ -380,45 +382,47 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
             mid[num_blocks] = lo
             end[num_blocks] = size
             num_blocks += 1
-    pending = np.zeros((num_states + 1, num_classes), np.bool_)
-    is_stacked = np.zeros(num_states + 1, np.bool_)
     stack = np.empty(num_states + 1, np.int64)
     depth = 0
     for b in range(num_blocks):
-        pending[b, :] = True
-        is_stacked[b] = True
         stack[depth] = b
         depth += 1
-    count = np.zeros(num_classes + 1, np.int64)
+    count = np.zeros(num_classes, np.int64)  # zero between splitters
+    class_start = np.empty(num_classes, np.int64)
+    fill_c = np.empty(num_classes, np.int64)
+    classes_met = np.empty(num_classes, np.int64)
     bucket = np.empty(num_edges, np.int64)
     touched = np.empty(num_states + 1, np.int64)
     while depth:
         depth -= 1
         splitter = stack[depth]
-        is_stacked[splitter] = False
-        # the splitter's in-edges on its pending classes, bucketed by class
-        count[:] = 0
-        for i in range(first[splitter], end[splitter]):
-            t = elems[i]
-            for e in range(in_start[t], in_start[t + 1]):
-                if pending[splitter, pred_cls[e]]:
-                    count[pred_cls[e] + 1] += 1
-        for c in range(num_classes):
-            count[c + 1] += count[c]
-        fill_c = count[:num_classes].copy()
+        # the splitter's in-edges, bucketed by class (the classes met, in the order met)
+        num_met = 0
         for i in range(first[splitter], end[splitter]):
             t = elems[i]
             for e in range(in_start[t], in_start[t + 1]):
                 c = pred_cls[e]
-                if pending[splitter, c]:
-                    bucket[fill_c[c]] = pred_src[e]
-                    fill_c[c] += 1
-        pending[splitter, :] = False
-        for c in range(num_classes):
-            if count[c] == count[c + 1]:
-                continue
+                if count[c] == 0:
+                    classes_met[num_met] = c
+                    num_met += 1
+                count[c] += 1
+        offset = 0
+        for k in range(num_met):
+            c = classes_met[k]
+            class_start[c] = offset
+            fill_c[c] = offset
+            offset += count[c]
+        for i in range(first[splitter], end[splitter]):
+            t = elems[i]
+            for e in range(in_start[t], in_start[t + 1]):
+                c = pred_cls[e]
+                bucket[fill_c[c]] = pred_src[e]
+                fill_c[c] += 1
+        for k in range(num_met):
+            c = classes_met[k]
+            count[c] = 0
             num_touched = 0
-            for q in range(count[c], count[c + 1]):
+            for q in range(class_start[c], fill_c[c]):
                 s = bucket[q]
                 b = block_of[s]
                 m = mid[b]
@@ -453,10 +457,7 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
                 mid[new] = first[new]
                 for j in range(first[new], end[new]):
                     block_of[elems[j]] = new
-                # (b keeps its pending classes: pending implies stacked, so nothing to do)
-                pending[new, :] = True
-                is_stacked[new] = True
-                stack[depth] = new
+                stack[depth] = new  # (b stays where it is, on the stack or not)
                 depth += 1
     return block_of, num_blocks
 

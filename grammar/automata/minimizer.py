@@ -18,7 +18,6 @@ from formcast.grammar.automata.byte_dfa import DEAD, ByteDFA, trim
 # is skipped; such DFAs are only reduced by merging identical states (exact, usually
 # near-minimal, indexed lazily anyway).
 MAX_HOPCROFT_TRANSITIONS = 2_000_000
-MAX_HOPCROFT_CELLS = 32_000_000
 _MAX_MERGE_ROUNDS = 64
 
 
@@ -28,10 +27,7 @@ def minimize(dfa: ByteDFA, budget: CompileBudget, position: int | None = None) -
     num_states = table.shape[0]
     if num_states <= 1:
         return dfa
-    if (
-        int((table >= 0).sum()) > MAX_HOPCROFT_TRANSITIONS
-        or table.size > MAX_HOPCROFT_CELLS  # the kernel keeps a (states, classes) bool table
-    ):
+    if int((table >= 0).sum()) > MAX_HOPCROFT_TRANSITIONS:
         return merge_identical_states(dfa, budget, position)
     block_ids, num_blocks = kernels.hopcroft(
         np.ascontiguousarray(table), np.ascontiguousarray(dfa.is_accepting, dtype=bool)
