@@ -86,6 +86,21 @@ def _find_or_add(pool, pool_len, set_start, num_sets, slots, cand, cand_len):  #
         slot = (slot + 1) & mask
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sort_small(values, size):  # pragma: no cover - jitted
+    """Sort ``values[:size]`` in place: insertion sort for a few values, else numpy's."""
+    if size > 16:
+        values[:size].sort()
+        return
+    for i in range(1, size):
+        v = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > v:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = v
+
+
 @numba.njit(cache=True, nogil=True)
 def determinize(
     counts, edges, eps_counts, eps_dst, start, final, max_states, max_work
@@ -164,7 +179,11 @@ def determinize(
     slots = np.full(64, -1, np.int64)
     slots[-1 - _find_or_add(pool, pool_len, set_start, 0, slots, pool, pool_len)] = 0
     stamp = np.full(num_nfa, -1, np.int64)
-    count = np.zeros(num_classes + 1, np.int64)
+    count = np.zeros(num_classes, np.int64)  # zero between sets
+    class_start = np.empty(num_classes, np.int64)
+    fill = np.empty(num_classes, np.int64)
+    classes_met = np.empty(num_classes, np.int64)
+    targets = np.empty(64, np.int64)
     cand = np.empty(num_nfa, np.int64)
     work = 0
     k = 0
@@ -172,32 +191,45 @@ def determinize(
         lo, hi = set_start[k], set_start[k + 1]
         if work > max_work:
             return PAUSED, empty_table, empty_flags, classes, pool[lo:hi].copy()
-        # bucket the moves of the set's NFA states by class (counting sort)
-        count[:] = 0
+        # bucket the moves of the set's NFA states by class, over the classes they carry
+        # (no O(classes) pass per set but the row's fill), taken in ascending class order
+        num_met = 0
+        num_moves = 0
         for i in range(lo, hi):
             s = pool[i]
             for j in range(move_start[s], move_start[s + 1]):
-                count[move_cls[j] + 1] += 1
-        for c in range(num_classes):
-            count[c + 1] += count[c]
-        targets = np.empty(count[num_classes], np.int64)
-        fill = count[:num_classes].copy()
+                c = move_cls[j]
+                if count[c] == 0:
+                    classes_met[num_met] = c
+                    num_met += 1
+                count[c] += 1
+            num_moves += move_start[s + 1] - move_start[s]
+        _sort_small(classes_met, num_met)
+        if num_moves > len(targets):
+            targets = np.empty(2 * num_moves, np.int64)
+        offset = 0
+        for m in range(num_met):
+            c = classes_met[m]
+            class_start[c] = offset
+            fill[c] = offset
+            offset += count[c]
         for i in range(lo, hi):
             s = pool[i]
             for j in range(move_start[s], move_start[s + 1]):
                 c = move_cls[j]
                 targets[fill[c]] = move_dst[j]
                 fill[c] += 1
-        work += count[num_classes] + (hi - lo)
+        work += num_moves + (hi - lo)
         row = k * num_classes
-        for c in range(num_classes):
-            if count[c] == count[c + 1]:
-                trans[row + c] = -1
-                continue
+        trans[row : row + num_classes] = -1
+        for m in range(num_met):
+            c = classes_met[m]
+            num_targets = count[c]
+            count[c] = 0
             # union of the targets' closures, deduplicated by a stamp per (state, class)
             tag = row + c
             size = 0
-            for j in range(count[c], count[c + 1]):
+            for j in range(class_start[c], class_start[c] + num_targets):
                 w = clos_of[targets[j]]
                 for q in range(clos_start[w], clos_start[w + 1]):
                     s = clos_states[q]
@@ -206,8 +238,8 @@ def determinize(
                         cand[size] = s
                         size += 1
             work += size
-            if count[c + 1] - count[c] > 1:
-                cand[:size] = np.sort(cand[:size])
+            if num_targets > 1:
+                cand[:size].sort()
             found = _find_or_add(pool, pool_len, set_start, num_sets, slots, cand, size)
             if found < 0:
                 if num_sets >= max_states:
