@@ -101,6 +101,19 @@ def _sort_small(values, size):  # pragma: no cover - jitted
         values[j + 1] = v
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _class_offsets(classes_met, num_met, count, class_start, fill):  # pragma: no cover - jitted
+    """Lay out the buckets of the classes met, in the order of ``classes_met[:num_met]``:
+    class ``c``'s ``count[c]`` items go to ``class_start[c]`` on (``fill[c]``: the next free
+    slot, the start until items are placed)."""
+    offset = 0
+    for m in range(num_met):
+        c = classes_met[m]
+        class_start[c] = offset
+        fill[c] = offset
+        offset += count[c]
+
+
 @numba.njit(cache=True, nogil=True)
 def determinize(
     counts, edges, eps_counts, eps_dst, start, final, max_states, max_work
@@ -207,12 +220,7 @@ def determinize(
         _sort_small(classes_met, num_met)
         if num_moves > len(targets):
             targets = np.empty(2 * num_moves, np.int64)
-        offset = 0
-        for m in range(num_met):
-            c = classes_met[m]
-            class_start[c] = offset
-            fill[c] = offset
-            offset += count[c]
+        _class_offsets(classes_met, num_met, count, class_start, fill)
         for i in range(lo, hi):
             s = pool[i]
             for j in range(move_start[s], move_start[s + 1]):
@@ -438,12 +446,7 @@ def hopcroft(table, is_accepting):  # pragma: no cover - jitted
                     classes_met[num_met] = c
                     num_met += 1
                 count[c] += 1
-        offset = 0
-        for k in range(num_met):
-            c = classes_met[k]
-            class_start[c] = offset
-            fill_c[c] = offset
-            offset += count[c]
+        _class_offsets(classes_met, num_met, count, class_start, fill_c)
         for i in range(first[splitter], end[splitter]):
             t = elems[i]
             for e in range(in_start[t], in_start[t + 1]):
