@@ -29,6 +29,9 @@ Output layout (what a constrained generation writes):
 - Integers: JSON integer literals (``-0`` allowed; no ``1.0`` or ``1e2`` although jsonschema
   calls those integers). Numbers: the full JSON number grammar when unbounded; with bounds or
   ``multipleOf``, decimals without exponent (value comparison over exponents is not regular).
+  ``enum`` / ``const`` numbers compare by value: ``json.dumps``'s text or any text without
+  exponent equal to it (``2``, ``2.0``, ``2.00`` for ``enum: [2.0]``; integer literals only
+  under ``type: integer``).
 - ``true`` / ``{}`` schemas and, under ``strict=False``, undeclared properties (any JSON value)
   nest without bound by default (``max_any_depth=None``). Arbitrary nesting is not regular:
   the regex route writes each container inside such a value as a marker byte and runs the DFA

@@ -135,6 +135,45 @@ def int_bounds(schema_bounds: tuple) -> tuple[int | None, int | None]:
     return lo, hi
 
 
+# a value whose text without exponent has more characters is written only as json.dumps does
+MAX_SPELLING_CHARS = 48
+
+
+def value_spellings(values: list[int | float], *, is_integer_only: bool = False) -> Node | None:
+    """The JSON texts formcast accepts for the numbers ``values`` (an ``enum`` or ``const``).
+
+    JSON Schema compares numbers by value (``2`` equals ``2.0``), so each value is written as
+    ``json.dumps`` writes it *or* as any text without exponent equal to it: ``2``, ``2.0``,
+    ``2.00`` for 2; ``2.5``, ``2.50`` for 2.5; ``0``, ``-0``, ``0.0`` for zero. Exponent
+    spellings other than ``json.dumps``'s (``2e0``) are not written, as in the ranges above.
+    ``is_integer_only`` (the schema's types hold ``integer`` but not ``number``): integer
+    literals, no fraction (the integer layout), besides ``json.dumps``'s text. A value whose
+    text without exponent is over ``MAX_SPELLING_CHARS`` long (``1e300``) keeps only that text.
+    """
+    integral: set[str] = set()  # texts of integral values, "-"? digits
+    fractional: set[str] = set()  # "-"? digits "." digits, no trailing zero
+    others: set[str] = set()  # json.dumps texts the two sets above do not spell
+    for value in values:
+        canonical = repr(value) if isinstance(value, float) else str(value)
+        plain = format(Decimal(canonical), "f")
+        if "." in plain:
+            plain = plain.rstrip("0").rstrip(".")
+        if plain in ("0", "-0"):
+            integral.update(("0", "-0"))
+        elif len(plain) <= MAX_SPELLING_CHARS:
+            (fractional if "." in plain else integral).add(plain)
+        is_spelled = len(plain) <= MAX_SPELLING_CHARS and "e" not in canonical.lower()
+        if not is_spelled or (is_integer_only and "." in canonical):
+            others.add(canonical)
+    integers = trie_alt(integral)
+    if not is_integer_only and integers is not None:
+        integers = seq(integers, opt(seq(literal("."), _ZEROS_PLUS)))
+    decimals = None
+    if fractional and not is_integer_only:
+        decimals = seq(trie_alt(fractional), _ZEROS)
+    return alt([integers, decimals, trie_alt(others)])
+
+
 def to_fraction(value: float | int) -> Fraction:
     """Exact value of a schema number (floats through their shortest decimal repr)."""
     if isinstance(value, float):

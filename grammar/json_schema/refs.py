@@ -3,6 +3,7 @@ pointers, and local ``$ref`` resolution (JSON pointers with ``~0``/``~1``/%-esca
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote, urljoin
@@ -119,6 +120,8 @@ def _localize_all(root: dict) -> dict:
         for key, value in node.items():
             if key == "$ref" and isinstance(value, str):
                 new = _local_ref(value, base, resources, anchors)
+                if new != value and value.startswith("#/") and not _resolves(root, new):
+                    new = _root_pointer_fallback(root, value, new, pointer)
             elif key not in DATA_KEYWORDS and isinstance(value, (dict, list)):
                 new = rewrite(value, f"{pointer}/{escape_pointer_token(key)}", base)
             else:
@@ -140,6 +143,31 @@ def _localize_all(root: dict) -> dict:
     resources[_defragment(urljoin("", _own_id(root) or ""))] = ""
     index(root, "", "")
     return rewrite(root, "", "")
+
+
+def _resolves(root: Any, ref: str) -> bool:
+    try:
+        resolve_ref(root, ref, "")
+    except SchemaError:
+        return False
+    return True
+
+
+def _root_pointer_fallback(root: Any, ref: str, scoped: str, pointer: str) -> str:
+    """``ref`` (``#/...``) read from the document's root where, read from the resource its
+    ``$id`` / ``id`` opens (``scoped``), it names nothing: generators of draft-04 documents
+    (Heroku's prmd, API blueprints) write an ``id`` on each definition and pointers from the
+    root inside it, and the tools that ignore ``id`` read them so. Warns; ``scoped`` is kept
+    (refused later with its pointer) when the root reading names nothing either."""
+    if not _resolves(root, ref):
+        return scoped
+    warnings.warn(
+        f"$ref {ref!r} at JSON pointer {pointer or '#'!r} names nothing inside the resource "
+        f"its enclosing $id opens ({scoped!r}); read from the document's root instead",
+        UserWarning,
+        stacklevel=2,
+    )
+    return ref
 
 
 def _may_localize(root: dict) -> bool:

@@ -161,3 +161,47 @@ def test_the_scan_skips_only_documents_the_walk_leaves_unchanged(document):
         full = None  # a malformed base the walk refuses: the scan must not skip it either
     if not refs._may_localize(document):
         assert full is document
+
+
+# draft-04 documents written by generators (Heroku's prmd): an ``id`` on each definition and
+# pointers from the document's root inside it, which the definition's resource does not hold
+ROOT_POINTERS_UNDER_ID = {
+    "$schema": "http://json-schema.org/draft-04/schema#",
+    "type": "object",
+    "properties": {"lemon": {"$ref": "#/definitions/lemon"}},
+    "required": ["lemon"],
+    "definitions": {
+        "lemon": {
+            "id": "schema/lemon",
+            "type": "object",
+            "properties": {
+                "ripe": {"$ref": "#/definitions/lemon/definitions/ripe"},
+                "size": {"$ref": "#/definitions/lemon/definitions/size"},
+            },
+            "required": ["size"],
+            "additionalProperties": False,
+            "definitions": {"ripe": {"type": "boolean"}, "size": {"enum": ["s", "l"]}},
+        }
+    },
+}
+
+
+def test_root_pointers_under_an_id_are_read_from_the_root(smollm2_vocab, smollm2_tokenizer):
+    with pytest.warns(UserWarning, match="read from the document's root") as record:
+        grammar = compile_json_schema(ROOT_POINTERS_UNDER_ID, smollm2_vocab, cache=False)
+    assert {str(w.message).split("'")[1] for w in record} == {
+        "#/definitions/lemon/definitions/ripe", "#/definitions/lemon/definitions/size",
+    }  # fmt: skip
+    accepted = {'{"lemon":{"ripe":true,"size":"s"}}', '{"lemon":{"size":"l"}}'}
+    rejected = {'{"lemon":{"ripe":1,"size":"s"}}', '{"lemon":{"size":"m"}}', '{"lemon":{}}'}
+    for text in accepted | rejected:
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        matcher = grammar.matcher()
+        complete = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert complete == (text in accepted), text
+    # a pointer that names nothing from the root either is refused with its place
+    broken = json.loads(json.dumps(ROOT_POINTERS_UNDER_ID))
+    broken["definitions"]["lemon"]["properties"]["size"]["$ref"] = "#/definitions/nowhere"
+    with pytest.warns(UserWarning), pytest.raises(SchemaError, match="does not resolve") as info:
+        compile_json_schema(broken, smollm2_vocab, cache=False)
+    assert info.value.pointer == "/definitions/lemon/properties/size"
