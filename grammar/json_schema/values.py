@@ -1,9 +1,10 @@
 """JSON values in formcast's output layout: type names, equality, serialization, literals.
 
 ``serialize(value, schema, root)`` writes a value the way a schema-constrained generation
-writes it: object keys in the schema's ``properties`` order (then ``$ref`` targets, ``allOf``
-parts and ``anyOf``/``oneOf`` branches in order; then the names the dependency keywords mention;
-keys no schema names keep their order, last),
+writes it: object keys in the order of the merged schema's ``properties`` (``$ref`` target,
+own, ``allOf`` parts; then the ``anyOf``/``oneOf`` branches the value fits by its keys and
+``const``/``enum`` members); then names only ``required`` lists; then the names the dependency
+keywords mention; keys no schema names keep their order, last),
 compact separators, strings as ``json.dumps(..., ensure_ascii=False)``, integral floats under an
 integer-only schema written as integers.
 """
@@ -65,27 +66,58 @@ def property_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -
 
 
 def _declared_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:
-    if not isinstance(schema, dict) or _depth > 20:
-        return []
-    names: list[str] = []
+    declared: list[str] = []
+    required: list[str] = []
+    unions: list[list] = []
+    _collect_names(schema, root, _depth, value, declared, required, unions)
+    # the unions' branches merge into the schema after its allOf parts (object_tree lays out
+    # the merged properties of the schema and its parts, then a branch's own): one fitting
+    # branch is merged so; of several, each adds its own order (which one lays the object
+    # out is not known from the keys alone)
+    for branches in unions:  # (grows while merged branches add their own unions)
+        if len(branches) == 1:
+            _collect_names(branches[0], root, _depth + 1, value, declared, required, unions)
+            continue
+        for sub in branches:
+            declared += _declared_order(sub, root, _depth + 1, value)
+    # required names that no "properties" declares come after every declared one, in
+    # "required" order (the merged schema's properties, then its merged required list)
+    return declared + required
+
+
+def _collect_names(
+    schema: Any,
+    root: Any,
+    depth: int,
+    value: Any,
+    declared: list[str],
+    required: list[str],
+    unions: list[list],
+) -> None:
+    """Append the names ``schema`` declares in ``properties`` (its ``$ref`` target's first,
+    then its own, then those of its ``allOf`` parts) and those its ``required`` lists name,
+    in the order the merge meets them; its ``anyOf`` / ``oneOf`` branches that fit ``value``
+    go to ``unions``, one list per union."""
+    if not isinstance(schema, dict) or depth > 20:
+        return
     if "$ref" in schema and isinstance(schema["$ref"], str):
         try:
             target = resolve_ref(root, schema["$ref"], "")[0]
-            names += _declared_order(target, root, _depth + 1, value)
+            _collect_names(target, root, depth + 1, value, declared, required, unions)
         except ValueError:
             pass
     props = schema.get("properties")
     if isinstance(props, dict):
-        names += list(props)
-    for key in ("allOf", "anyOf", "oneOf"):
-        for sub in _branches(schema, key, root, value):
-            names += _declared_order(sub, root, _depth + 1, value)
-    # required names that no "properties" declares come after the declared ones, in
-    # "required" order (schema_objects lays them out so)
-    required = schema.get("required")
-    if isinstance(required, list):
-        names += [n for n in required if isinstance(n, str)]
-    return names
+        declared += list(props)
+    names = schema.get("required")
+    if isinstance(names, list):
+        required += [n for n in names if isinstance(n, str)]
+    for sub in _branches(schema, "allOf", root, value):
+        _collect_names(sub, root, depth + 1, value, declared, required, unions)
+    for key in ("anyOf", "oneOf"):
+        branches = _branches(schema, key, root, value)
+        if branches:
+            unions.append(branches)
 
 
 def dependency_keywords(draft: str) -> tuple[str, ...]:
@@ -169,6 +201,15 @@ def _fits(schema: Any, value: dict, root: Any) -> bool:
     required = schema.get("required")
     if isinstance(required, list) and any(n not in value for n in required if isinstance(n, str)):
         return False
+    props = schema.get("properties")
+    for name, sub in props.items() if isinstance(props, dict) else ():
+        # a discriminator: a member whose const / enum the value's member is not among
+        if name in value and isinstance(sub, dict) and ("const" in sub or "enum" in sub):
+            allowed = [sub["const"]] if "const" in sub else sub["enum"]
+            if isinstance(allowed, list):
+                key = equality_key(value[name])
+                if all(equality_key(v) != key for v in allowed):
+                    return False
     if schema.get("additionalProperties") is False and not schema.get("patternProperties"):
         declared = set(_declared_order(schema, root))
         return all(k in declared for k in value)
