@@ -132,6 +132,7 @@ def index_rows(
     below,
     covered,
     uniform,
+    closed,
     row_lengths,
     dense_of,
     dense,
@@ -154,8 +155,11 @@ def index_rows(
     of node ``n``'s whole subtree (``dense_of[n] = -1``: none); ``text_row``: the packed row of
     every text token. Rows of ``out`` must be zero.
 
-    ``uniform``: ``(S,)`` the uniform successors of :func:`chain_coverage`; ``row_lengths``:
-    ``(R,)`` the byte length of each trie row's token.
+    ``uniform``: ``(S,)`` the uniform successors of :func:`chain_coverage`; ``closed``: ``(S,
+    4)`` the byte sets of :func:`closed_bytes` (a subtree whose bytes all lie in
+    ``closed[q]`` is alive throughout from ``q``, at any length: the strings inside a JSON
+    string that searches for an unanchored pattern, where no byte loops on one state);
+    ``row_lengths``: ``(R,)`` the byte length of each trie row's token.
 
     The walk splits the trie into finished pieces: subtrees that die at their first byte,
     subtrees that stay alive throughout (on the state's uniform chain), subtrees cut by length
@@ -235,8 +239,8 @@ def index_rows(
         _walk_state(
             row, states[i], root_bits, ref_of[i] < 0, transitions, byte_to_class, node_byte,
             child_start, child_end, token_start, token_rows, token_ids, row_lo, row_hi, height,
-            below, covered, uniform, row_lengths, dense_of, dense, children_cost, text_row,
-            stack_node, stack_state, stack_depth, piece_node, piece_kind, piece_cut, found,
+            below, covered, uniform, closed, row_lengths, dense_of, dense, children_cost,
+            text_row, stack_node, stack_state, stack_depth, piece_node, piece_kind, piece_cut, found,
         )  # fmt: skip
 
 
@@ -274,6 +278,7 @@ def _walk_state(
     below,
     covered,
     uniform,
+    closed,
     row_lengths,
     dense_of,
     dense,
@@ -339,7 +344,10 @@ def _walk_state(
                 continue
             h = height[child]
             if h > 0:
-                if _is_within(below[child], covered[min(h, max_height), nxt]):
+                bits = below[child]
+                if _is_within(bits, covered[min(h, max_height), nxt]) or _is_within(
+                    bits, closed[nxt]
+                ):
                     piece_node[num_pieces] = child
                     piece_kind[num_pieces] = 0
                     num_pieces += 1
@@ -654,6 +662,70 @@ def difference_refs(
         if ref[s] < 0 or is_shift[s]:
             diff[s, :] = 0
     return ref, diff, fix_depth, level
+
+
+# the bytes :func:`closed_bytes` tries: printable ASCII but the quote and the backslash (what
+# a JSON string's contents are mostly made of; a UTF-8 lead byte leads where only
+# continuation bytes are read, so no state stays alive on every non-ASCII byte)
+STRING_TEXT_BYTES = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def closed_bytes(transitions, byte_to_class, byte_set):  # pragma: no cover - jitted
+    """``(S, 4)`` uint64: the bit set of ``byte_set`` for the states from which every string
+    over ``byte_set`` stays alive (of any length), zero for the others.
+
+    Those states are the largest set ``R`` with ``δ(s, b)`` defined and in ``R`` for every
+    ``s`` in ``R`` and ``b`` in ``byte_set`` (a state inside a JSON string, in every pattern
+    that does not bound it: the loop of ``.*``, and the states of a search for an unanchored
+    pattern, where no byte loops on one state and the uniform chains of
+    :func:`chain_coverage` do not reach). Found by removal: a state with a dead move on one
+    of the bytes is out, then every state that moves into a removed one on one of them
+    (predecessors through a reverse table, each state removed once)."""
+    num_states = transitions.shape[0]
+    classes = np.unique(byte_to_class[byte_set])  # the classes the bytes fall in
+    bits = np.zeros(4, np.uint64)
+    for b in byte_set:
+        bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    # reverse moves on those classes: pred[pred_start[q]:pred_start[q + 1]] move into q
+    counts = np.zeros(num_states + 1, np.int64)
+    for s in range(num_states):
+        for k in classes:
+            q = transitions[s, k]
+            if q >= 0:
+                counts[q + 1] += 1
+    pred_start = np.cumsum(counts)
+    fill = pred_start[:-1].copy()
+    pred = np.empty(pred_start[-1], np.int64)
+    is_in = np.ones(num_states, np.bool_)
+    queue = np.empty(num_states, np.int64)
+    num_queued = 0
+    for s in range(num_states):
+        for k in classes:
+            q = transitions[s, k]
+            if q >= 0:
+                pred[fill[q]] = s
+                fill[q] += 1
+            elif is_in[s]:
+                is_in[s] = False
+                queue[num_queued] = s
+                num_queued += 1
+    head = 0
+    while head < num_queued:
+        q = queue[head]
+        head += 1
+        for j in range(pred_start[q], pred_start[q + 1]):
+            p = pred[j]
+            if is_in[p]:
+                is_in[p] = False
+                queue[num_queued] = p
+                num_queued += 1
+    out = np.zeros((num_states, 4), np.uint64)
+    for s in range(num_states):
+        if is_in[s]:
+            for w in range(4):
+                out[s, w] = bits[w]
+    return out
 
 
 @numba.njit(cache=True, nogil=True)

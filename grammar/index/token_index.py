@@ -51,7 +51,9 @@ from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.byte_dfa import ByteDFA
 from formcast.grammar.index.background_indexer import BACKGROUND_INDEXER
 from formcast.grammar.index.kernels import (
+    STRING_TEXT_BYTES,
     chain_coverage,
+    closed_bytes,
     dense_rows,
     difference_refs,
     group_rows,
@@ -501,6 +503,8 @@ class TrieTokens:
             dfa.transitions, dfa.byte_to_class, max(longest, 1), COVERAGE_MAX_CELLS
         )
         self.max_height = len(self.covered) - 1
+        # (S, 4): bytes over which every string stays alive, at any length (kernels.closed_bytes)
+        self.closed = closed_bytes(dfa.transitions, dfa.byte_to_class, STRING_TEXT_BYTES)
         self._dfa, self._table = dfa, table
         self._derivations: Derivations | None = None
         self._arguments: tuple[tuple[np.ndarray, ...], ...] | None = None
@@ -518,7 +522,7 @@ class TrieTokens:
                 (
                     trie.child_start, trie.child_end, trie.token_start, trie.token_rows,
                     table.token_ids, trie.row_lo, trie.row_hi, trie.height, trie.bytes_below,
-                    self.covered, self.uniform, table.lengths, dense_of, dense,
+                    self.covered, self.uniform, self.closed, table.lengths, dense_of, dense,
                     table.children_cost(), table.text_row(),
                 ),
                 (table.matrix, long_rows),

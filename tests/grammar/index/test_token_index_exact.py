@@ -143,6 +143,11 @@ TRIE_PATTERNS = [
     r"[a-z]{0,3}[a-z0-9]|[ -~]{1,6}\.",
     # the chain's end reads `e` off the chain (to a state of its own): "the" lives past it
     r"[a-z]{2}(?:[0-9]+|e)",
+    # searches for unanchored patterns inside a JSON string: no byte loops on one state, but
+    # every string over the printable ASCII text bytes stays alive (kernels.closed_bytes)
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*[A-Fa-f0-9]{6}(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+    r'"[ -~]*ab[ -~]*"(?:,|\})',
+    r"[ -~]*(?:x[0-9]{3}|é)[ -~]*",
 ]
 
 
@@ -405,3 +410,55 @@ def test_rows_derived_hypothesis(pattern, min_ratio, chunk, max_fix_tokens, smol
         _assert_derived_rows_exact(
             regex_to_dfa(pattern), smollm2_vocab, min_ratio, chunk, monkeypatch, max_fix_tokens
         )
+
+
+def _closed_states_by_search(dfa, byte_set: list[int]) -> np.ndarray:
+    """``(S,)`` bool: from the state, every string over ``byte_set`` stays alive, found by a
+    search of the states each one reaches on those bytes (none may miss one of them)."""
+    moves = [sorted({int(dfa.transitions[s, dfa.byte_to_class[b]]) for b in byte_set})
+             for s in range(dfa.num_states)]  # fmt: skip
+    is_closed = np.zeros(dfa.num_states, dtype=bool)
+    for start in range(dfa.num_states):
+        seen, stack = {start}, [start]
+        while stack:
+            state = stack.pop()
+            if -1 in moves[state]:
+                break
+            for nxt in moves[state]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        else:
+            is_closed[start] = True
+    return is_closed
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=_patterns(), byte_set=st.sampled_from(["text", "ab", "digits"]))
+def test_closed_bytes_are_exactly_the_states_alive_on_every_string(pattern, byte_set):
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.index.kernels import STRING_TEXT_BYTES, closed_bytes
+
+    dfa = regex_to_dfa(pattern)
+    chosen = {
+        "text": STRING_TEXT_BYTES.tolist(), "ab": [0x61, 0x62], "digits": list(range(0x30, 0x3A)),
+    }[byte_set]  # fmt: skip
+    closed = closed_bytes(dfa.transitions, dfa.byte_to_class, np.array(chosen, np.int64))
+    bits = np.zeros(4, np.uint64)
+    for b in chosen:
+        bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    is_closed = _closed_states_by_search(dfa, chosen)
+    for state in range(dfa.num_states):
+        assert np.array_equal(closed[state], bits if is_closed[state] else np.zeros(4, np.uint64))
+
+
+def test_closed_string_states_of_a_search(smollm2_vocab):
+    """Inside a JSON string that must contain 6 hex digits, every state before and after the
+    match is closed over the text bytes (the rows need no walk of those subtrees)."""
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.index.token_index import TrieTokens, vocab_table
+
+    dfa = regex_to_dfa(TRIE_PATTERNS[-3])
+    tokens = TrieTokens(dfa, vocab_table(smollm2_vocab))
+    num_closed = int((tokens.closed != 0).any(axis=1).sum())
+    assert num_closed >= 7  # the 6 counted positions and the state after the match
