@@ -16,7 +16,9 @@ lexeme may start with it). A walk returns
 :func:`walk_trie` reads every token (of the chosen first bytes) from one state: a DFS over the
 vocabulary trie (:func:`trie_nodes`), one step per alive token *prefix*. A subtree whose bytes
 all stay on the state's uniform chain for its whole height (a string's inside) is settled as
-one row range (a precomputed packed row for large subtrees); one whose bytes stay on it for
+one row range (a precomputed packed row for large subtrees), and so is one whose bytes are
+all printable ASCII text read from a state where every such string stays alive (a string that
+searches for an unanchored pattern: ``index.kernels.closed_bytes``); one whose bytes stay on it for
 its first ``L`` levels only (a ``{0,n}`` counter with fewer steps left than the subtree is
 high) is settled down to ``L`` levels from the token lengths, and the walk jumps to the nodes
 ``L`` levels down (:func:`chain_coverage`). :func:`walk_suffixes` reads given token suffixes
@@ -185,6 +187,7 @@ def _trie_walk(
     follow,
     covered,
     uniform,
+    closed,
     nodes,
     below,
     dense,
@@ -196,7 +199,7 @@ def _trie_walk(
     num_words,
 ):  # pragma: no cover - jitted
     """Every token whose first byte is marked in ``first_bytes`` (``(256,)`` bool), read from
-    ``start``; ``covered``, ``uniform``: :func:`chain_coverage`; ``nodes``, ``below``,
+    ``start``; ``covered``, ``uniform``, ``closed``: :func:`chain_coverage`; ``nodes``, ``below``,
     ``dense``, ``level_start``: :func:`trie_nodes`. Returns ``(within_row, split_rows,
     split_steps, split_states)`` (module docstring).
 
@@ -235,7 +238,8 @@ def _trie_walk(
             h = height_byte & 0xFFFFFFFF
             if h and has_coverage:
                 lv = min(h, top)
-                if _is_subset(below, c, covered, lv, q):  # the whole subtree stays alive
+                if _is_subset(below, c, covered, lv, q) or _is_subset(below, c, closed, 0, q):
+                    # the whole subtree stays alive (on q's chain, or over its closed bytes)
                     d = nodes[c, _DENSE]
                     if d >= 0:  # a large subtree: OR its packed row
                         for w in range(num_words):
@@ -521,14 +525,19 @@ _ALL_BYTES = np.ones(256, dtype=bool)
 # the identity byte -> class map: walks of a table with one column per byte
 BYTE_CLASSES = np.arange(256, dtype=np.uint8)
 # a coverage that covers nothing
-NO_COVERAGE = (np.zeros((1, 0, 4), dtype=np.uint64), np.zeros(0, dtype=np.int64))
+NO_COVERAGE = (
+    np.zeros((1, 0, 4), dtype=np.uint64),
+    np.zeros(0, dtype=np.int64),
+    np.zeros((1, 0, 4), dtype=np.uint64),
+)
 _TRIE_NODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def chain_coverage(dfa: ByteDFA, vt: VocabTable) -> tuple[np.ndarray, np.ndarray]:
+def chain_coverage(dfa: ByteDFA, vt: VocabTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The chain coverage (:func:`~formcast.grammar.index.kernels.chain_coverage`) of
-    ``dfa``, up to the longest token of
-    ``vt``: ``(covered, uniform successors)``."""
+    ``dfa``, up to the longest token of ``vt``, and its closed text bytes
+    (:func:`~formcast.grammar.index.kernels.closed_bytes`, as one ``(1, S, 4)`` level):
+    ``(covered, uniform successors, closed)``."""
     height = max(int(vt.trie.height[0]), 1)
     covered, uniform = index_kernels.chain_coverage(dfa.transitions, dfa.byte_to_class, height)
     # the kernel's levels are a view of a buffer of every possible level (~80); a lexer keeps
@@ -539,7 +548,10 @@ def chain_coverage(dfa: ByteDFA, vt: VocabTable) -> tuple[np.ndarray, np.ndarray
     # pattern, fills most of it, and copying 25 MB cost a first visit 4 ms)
     if 2 * covered.shape[0] < height + 2:  # the buffer holds height + 2 levels
         covered = covered.copy()
-    return covered, uniform
+    closed = index_kernels.closed_bytes(
+        dfa.transitions, dfa.byte_to_class, index_kernels.STRING_TEXT_BYTES
+    )
+    return covered, uniform, closed[None]
 
 
 def trie_nodes(vt: VocabTable) -> tuple[np.ndarray, ...]:
@@ -584,7 +596,7 @@ def walk_trie(
     start: int,
     is_split: np.ndarray,
     follow: np.ndarray,
-    coverage: tuple[np.ndarray, np.ndarray],
+    coverage: tuple[np.ndarray, np.ndarray, np.ndarray],
     vt: VocabTable,
     first_bytes: np.ndarray = _ALL_BYTES,
     classes: np.ndarray = BYTE_CLASSES,
@@ -596,10 +608,11 @@ def walk_trie(
     :func:`chain_coverage` (or :data:`NO_COVERAGE`). Returns ``(within_row, split_rows,
     split_steps, split_states)`` (module docstring)."""
     nodes, below, dense, level_start, row_lo = trie_nodes(vt)
-    covered, uniform = coverage
+    covered, uniform, closed = coverage
     return _trie_walk(
-        table, classes, start, first_bytes, is_split, follow, covered, uniform, nodes, below,
-        dense, level_start, row_lo, vt.lengths, vt.trie.token_rows, vt.token_ids, vt.num_words,
+        table, classes, start, first_bytes, is_split, follow, covered, uniform, closed, nodes,
+        below, dense, level_start, row_lo, vt.lengths, vt.trie.token_rows, vt.token_ids,
+        vt.num_words,
     )  # fmt: skip
 
 
