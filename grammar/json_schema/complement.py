@@ -77,7 +77,7 @@ from formcast.grammar.json_schema.char_dfa import (
     names_dfa,
 )
 from formcast.grammar.json_schema.charset import JSON_CHAR
-from formcast.grammar.json_schema.dfa_to_tree import dfa_tree
+from formcast.grammar.json_schema.dfa_to_tree import dfa_automaton, dfa_tree
 from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
 from formcast.grammar.json_schema.values import JSON_TYPES, property_order, type_of
 from formcast.grammar.regex.combinators import alt, chars, group, literal, opt, repeat, seq
@@ -323,9 +323,17 @@ def _meet(first: CharDFA, second: CharDFA) -> bool:
     return bool(_pair(first, second, _both).is_accepting.any())
 
 
-def _tree(dfa: CharDFA, alphabet: Alphabet) -> Node | None:
-    """The minimal ``dfa`` as a character-level syntax tree (``None``: empty language)."""
-    return dfa_tree(minimize(dfa), alphabet, max_chars=MAX_TREE_CHARS, encode=chars)
+def _tree(dfa: CharDFA, alphabet: Alphabet, allow_automaton: bool = True) -> Node | None:
+    """The minimal ``dfa`` as a character-level syntax tree (``None``: empty language), or,
+    with ``allow_automaton``, as an automaton node where state elimination is over its
+    bounds (``KeyLanguageTooLarge`` otherwise)."""
+    least = minimize(dfa)
+    try:
+        return dfa_tree(least, alphabet, max_chars=MAX_TREE_CHARS, encode=chars)
+    except KeyLanguageTooLarge:
+        if not allow_automaton:
+            raise
+        return dfa_automaton(least, alphabet, "a text difference (not / oneOf)", encode=chars)
 
 
 @functools.lru_cache(maxsize=256)  # pure; oneOf branches repeat one pair many times
@@ -345,7 +353,9 @@ def texts_meet(first: Node, second: Node) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def text_difference(first: Node, second: Node, *, prefix: str = "") -> Node | None:
+def text_difference(
+    first: Node, second: Node, *, prefix: str = "", allow_automaton: bool = True
+) -> Node | None:
     """A tree of the texts ``x`` such that ``prefix + x`` is a text of ``first`` and not of
     ``second``.
 
@@ -356,6 +366,9 @@ def text_difference(first: Node, second: Node, *, prefix: str = "") -> Node | No
     prefix : str
         Text every result starts with, left out of the tree (a string's opening quote,
         when the caller guards the rest with a length lookahead).
+    allow_automaton : bool
+        Write a difference whose tree is over its bounds as an automaton node (no regex
+        text: off for ``json_schema_to_regex``).
 
     Returns
     -------
@@ -374,7 +387,7 @@ def text_difference(first: Node, second: Node, *, prefix: str = "") -> Node | No
     alphabet = Alphabet(kept.charsets() + (removed.charsets() if removed else []))
     kept_dfa = kept.on(alphabet)
     left = kept_dfa if removed is None else _pair(kept_dfa, removed.on(alphabet), _first_only)
-    return _tree(_after(left, alphabet, prefix), alphabet)
+    return _tree(_after(left, alphabet, prefix), alphabet, allow_automaton)
 
 
 def _after(dfa: CharDFA, alphabet: Alphabet, prefix: str) -> CharDFA:
@@ -1068,8 +1081,21 @@ def _string_part(c: SchemaCompiler, rest: dict, neg: Any, ptr: str, neg_ptr: str
     if not _automata("string", ptr, lambda: texts_meet(kept, removed)):
         return alt([*parts, c.compile({"allOf": [rest, typed]}, ptr)])  # nothing removed
     if shortest == 0 and longest is None:
-        return alt([*parts, _automata("string", ptr, lambda: text_difference(kept, removed))])
-    body = _automata("string", ptr, lambda: text_difference(kept, removed, prefix='"'))
+        return alt(
+            [
+                *parts,
+                _automata(
+                    "string",
+                    ptr,
+                    lambda: text_difference(kept, removed, allow_automaton=c.allow_automata),
+                ),
+            ]
+        )
+    body = _automata(
+        "string",
+        ptr,
+        lambda: text_difference(kept, removed, prefix='"', allow_automaton=c.allow_automata),
+    )
     if body is None:
         return alt(parts)
     guard = Lookahead(seq(Repeat(JSON_CHAR, shortest, longest, -1), literal('"')), -1)

@@ -1,4 +1,4 @@
-"""A small character DFA -> syntax tree, by state elimination.
+"""A small character DFA -> syntax tree, by state elimination (or an automaton node).
 
 The states of a :class:`~formcast.grammar.json_schema.char_dfa.CharDFA` that can reach
 acceptance become nodes of a generalised automaton whose edges carry syntax trees (one edge
@@ -17,6 +17,12 @@ excluded from a key class) is then eliminated leaves first and the tree stays li
 trie. Every edge's tree is bounded by ``max_chars`` (``num_chars``) and ``MAX_NESTING`` levels
 (:class:`~formcast.grammar.json_schema.char_dfa.KeyLanguageTooLarge`): tree walkers further
 on (the NFA builder, the printer, hashing) recurse once per level.
+
+Where the tree is over those bounds (the keys other than ``[a-z0-9_-]{1,255}``: a chain of
+257 states nests ~250 levels deep), :func:`dfa_automaton` writes the same language as an
+:class:`~formcast.grammar.regex.syntax_tree.Automaton` node instead: a byte NFA with one state
+per live DFA state and, per edge, the NFA of its encoded class set between them, determinised
+and minimised. It has no regex text (``json_schema_to_regex`` refuses it, naming its label).
 """
 
 from __future__ import annotations
@@ -26,12 +32,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from formcast.grammar.automata.budget import CompileBudget
+from formcast.grammar.automata.byte_dfa import determinize
+from formcast.grammar.automata.byte_nfa import ByteNFA
+from formcast.grammar.automata.minimizer import minimize
+from formcast.grammar.automata.nfa_builder import build_nfa
 from formcast.grammar.json_schema.char_dfa import Alphabet, CharDFA, KeyLanguageTooLarge
 from formcast.grammar.json_schema.charset import Intervals, encode_charset
 from formcast.grammar.regex.combinators import repeat, seq
 from formcast.grammar.regex.syntax_tree import (
     EMPTY,
     Alternation,
+    Automaton,
     Node,
     children,
 )
@@ -102,14 +114,9 @@ def dfa_tree(
     for p in range(num_states):
         if not live[p]:
             continue
-        by_target: dict[int, list[int]] = {}
-        for c, t in enumerate(rows[p]):
-            if live[t]:
-                by_target.setdefault(t, []).append(c)
-        for t, classes in by_target.items():
-            key = tuple(classes)
+        for t, key in _classes_by_target(rows[p], live).items():
             if key not in labels:  # rows share class sets (e.g. "any other character")
-                labels[key] = encode(alphabet.charset(classes))
+                labels[key] = encode(alphabet.charset(key))
             label = labels[key]
             if label is not None:
                 connect(p, t, label)
@@ -204,6 +211,74 @@ class _Depths:
             stack.append((current, True))
             stack.extend((c, False) for c in subtree_list if id(c) not in memo)
         return memo[id(node)][1]
+
+
+def dfa_automaton(
+    dfa: CharDFA,
+    alphabet: Alphabet,
+    label: str,
+    encode: Callable[[Intervals], Node | None] = encode_charset,
+) -> Node | None:
+    """``dfa``'s language (written by ``encode``, as :func:`dfa_tree` writes it) as an
+    :class:`~formcast.grammar.regex.syntax_tree.Automaton` node named ``label``; ``None``
+    when it is empty.
+
+    The byte NFA has a state per DFA state on a path from the start to acceptance, and per
+    edge ``p -> t`` (the classes leading there, encoded once per distinct class set) a copy
+    of that tree's NFA between them; the encoding is a prefix code, so the determinised,
+    minimised result reads exactly the encoded strings of the language.
+
+    Raises
+    ------
+    CompileBudgetError
+        The byte automaton is over the default state budget.
+    """
+    table = dfa.table
+    live = _co_reachable(table, dfa.is_accepting) & _reachable(table)
+    if not live[0]:
+        return None
+    budget = CompileBudget()
+    byte_edges: list[list[tuple[int, int, int]]] = []
+    epsilon_edges: list[list[int]] = []
+
+    def new_state() -> int:
+        byte_edges.append([])
+        epsilon_edges.append([])
+        return len(byte_edges) - 1
+
+    entry = {int(p): new_state() for p in np.flatnonzero(live)}
+    final = new_state()
+    pieces: dict[tuple[int, ...], ByteNFA | None] = {}
+    rows = table.tolist()
+    for p, source in entry.items():
+        if dfa.is_accepting[p]:
+            epsilon_edges[source].append(final)
+        for t, key in _classes_by_target(rows[p], live).items():
+            if key not in pieces:
+                tree = encode(alphabet.charset(key))
+                pieces[key] = None if tree is None else build_nfa(tree, budget)
+            piece = pieces[key]
+            if piece is None:
+                continue
+            assert not piece.edge_blocks  # one character's encoding: no counted chains
+            offset = len(byte_edges)
+            for edges, eps in zip(piece.byte_edges, piece.epsilon_edges, strict=True):
+                byte_edges.append([(lo, hi, target + offset) for lo, hi, target in edges])
+                epsilon_edges.append([target + offset for target in eps])
+            epsilon_edges[source].append(piece.start + offset)
+            epsilon_edges[piece.final + offset].append(entry[t])
+    nfa = ByteNFA(byte_edges, epsilon_edges, [0] * len(byte_edges), entry[0], final)
+    byte_dfa = minimize(determinize(nfa, budget), budget)
+    return Automaton.of(byte_dfa.transitions, byte_dfa.byte_to_class, byte_dfa.is_accepting, label)
+
+
+def _classes_by_target(row: list[int], live: np.ndarray) -> dict[int, tuple[int, ...]]:
+    """The classes of one DFA row that lead to each live target (ascending)."""
+    by_target: dict[int, list[int]] = {}
+    for c, t in enumerate(row):
+        if live[t]:
+            by_target.setdefault(t, []).append(c)
+    return {t: tuple(classes) for t, classes in by_target.items()}
 
 
 def _reachable(table: np.ndarray) -> np.ndarray:

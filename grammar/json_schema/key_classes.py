@@ -11,8 +11,9 @@ the strings whose tuple of pattern acceptances is exactly ``S``. :class:`KeySpac
 the pattern DFAs once (``char_dfa``), lists the classes some string reaches (a product of the
 pattern DFAs), and writes one class as a syntax tree over JSON text (the key with its quotes):
 the product with the trie of the declared names that fall in that class, minimised, then state
-elimination (``dfa_to_tree``), or the pattern's own tree (``ecma_pattern.pattern_tree``) when
-the class is exactly one pattern's language. Raises ``ecma_pattern.PatternRefused`` for
+elimination (``dfa_to_tree``; an automaton node, ``dfa_automaton``, where that tree is over
+its bounds), or the pattern's own tree (``ecma_pattern.pattern_tree``) when the class is
+exactly one pattern's language. Raises ``ecma_pattern.PatternRefused`` for
 unsupported pattern syntax and ``char_dfa.KeyLanguageTooLarge`` past the state / tree budgets.
 """
 
@@ -22,6 +23,7 @@ from formcast.grammar.json_schema import ecma_pattern
 from formcast.grammar.json_schema.char_dfa import (
     Alphabet,
     CharDFA,
+    KeyLanguageTooLarge,
     minimize,
     names_dfa,
     pattern_charsets,
@@ -29,7 +31,7 @@ from formcast.grammar.json_schema.char_dfa import (
     product,
 )
 from formcast.grammar.json_schema.charset import normalize
-from formcast.grammar.json_schema.dfa_to_tree import dfa_tree
+from formcast.grammar.json_schema.dfa_to_tree import dfa_automaton, dfa_tree
 from formcast.grammar.json_schema.pattern_intersection import parse_pattern
 from formcast.grammar.regex.combinators import literal, seq
 from formcast.grammar.regex.syntax_tree import Node
@@ -92,13 +94,16 @@ class KeySpace:
         product(self._dfas(), record)
         return sorted(found, key=lambda m: (sum(m), [not x for x in m]))
 
-    def class_tree(self, members: Members) -> Node | None:
+    def class_tree(self, members: Members, allow_automaton: bool = True) -> Node | None:
         """The JSON string texts (quotes included) of the undeclared keys of class ``members``.
 
         Parameters
         ----------
         members : Members
             One class, as :meth:`classes` lists them.
+        allow_automaton : bool
+            Write a class whose tree is over its bounds as an automaton node (no regex
+            text: off for ``json_schema_to_regex``).
 
         Returns
         -------
@@ -130,7 +135,14 @@ class KeySpace:
                 body = ecma_pattern.pattern_tree(self.parsed[i])
                 break
         else:
-            body = dfa_tree(keys, self.alphabet)
+            try:
+                body = dfa_tree(keys, self.alphabet)
+            except KeyLanguageTooLarge:  # a long counted run under a complement: no tree
+                if not allow_automaton:
+                    raise
+                body = dfa_automaton(keys, self.alphabet, "keys of a patternProperties class")
+        if body is None:
+            return None
         return seq(literal('"'), body, literal('"'))
 
 

@@ -544,7 +544,7 @@ def _pattern_extras(
         if value is None:
             continue
         try:
-            key = space.class_tree(hits)
+            key = space.class_tree(hits, c.allow_automata)
         except KeyLanguageTooLarge as exc:
             c.refuse(f"patternProperties: {exc}", ptr, "patternProperties")
             key = c.any_string

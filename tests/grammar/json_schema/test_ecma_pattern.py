@@ -19,7 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from formcast.grammar.json_schema import ecma_pattern
-from formcast.grammar.json_schema.char_dfa import Alphabet, CharDFA, KeyLanguageTooLarge
+from formcast.grammar.json_schema.char_dfa import (
+    Alphabet,
+    CharDFA,
+    KeyLanguageTooLarge,
+    minimize,
+    product,
+)
 from formcast.grammar.json_schema.dfa_to_tree import MAX_NESTING, dfa_tree
 from formcast.grammar.json_schema.ecma_pattern import (
     PatternRefused,
@@ -35,7 +41,7 @@ from formcast.grammar.json_schema.formats import FORMAT_REGEXES
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.pattern_intersection import intersect_branches
 from formcast.grammar.regex.combinators import alt, chars
-from formcast.grammar.regex.syntax_tree import CharSet, Repeat, to_python_regex
+from formcast.grammar.regex.syntax_tree import Automaton, CharSet, Repeat, to_python_regex
 
 
 def _content(value: str) -> str:
@@ -280,8 +286,11 @@ def test_dfa_tree_is_the_dfa_language(seed, num_states):
 def test_dfa_tree_bounds():
     # the keys no counted pattern matches: state elimination nests one level per count
     space = KeySpace(["^[a-z_]{1,255}$"], [], None)
+    outside = minimize(product(space.pattern_dfas, lambda accepts: not accepts[0]))
     with pytest.raises(KeyLanguageTooLarge, match=f"nested over {MAX_NESTING}"):
-        space.class_tree((False,))
+        dfa_tree(outside, space.alphabet)
+    # the class is then written as an automaton node (dfa_automaton), not refused
+    assert isinstance(space.class_tree((False,)).items[1], Automaton)  # type: ignore[union-attr]
     small = KeySpace(["^[a-z_]{1,40}$"], [], None)
     assert small.class_tree((False,)) is not None
     keys = small.class_tree((False,))
