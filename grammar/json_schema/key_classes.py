@@ -141,9 +141,7 @@ class KeySpace:
                 if not allow_automaton:
                     raise
                 body = dfa_automaton(keys, self.alphabet, "keys of a patternProperties class")
-        if body is None:
-            return None
-        return seq(literal('"'), body, literal('"'))
+        return seq(literal('"'), body, literal('"'))  # None if the class is empty
 
 
 def _differ(accepts: tuple[bool, ...]) -> bool:
