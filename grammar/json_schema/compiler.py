@@ -553,8 +553,12 @@ class SchemaCompiler:
             schema = {**schema, "type": list(types) + ["null"]}
         return schema
 
-    def _flatten_all(self, parts: list, pointer: str) -> dict | bool:
-        """Resolve refs, flatten nested allOf, merge everything into one schema."""
+    def _flatten_all(
+        self, parts: list, pointer: str, *, is_recursive_ok: bool = False
+    ) -> dict | bool:
+        """Resolve refs, flatten nested allOf, merge everything into one schema.
+        ``is_recursive_ok``: a ``$ref`` being compiled is inlined once more (the structural
+        compiler names the merge, so meeting it again inside is a reference, not a loop)."""
         flat: list[dict] = []
         stack = list(parts)
         guard = 0
@@ -569,7 +573,7 @@ class SchemaCompiler:
                 return False
             if isinstance(s, dict) and isinstance(s.get("$ref"), str):
                 ref = s["$ref"]
-                if ref in self._ref_stack:
+                if ref in self._ref_stack and not is_recursive_ok:
                     raise SchemaError(
                         f"recursive schema ($ref {ref!r}): no regular expression describes it; "
                         "compile_json_schema takes the context-free (structural) route",
@@ -614,8 +618,8 @@ class SchemaCompiler:
         elif key == "oneOf" and len(merged) > 1:
             flat = []
             for b, p in merged:
-                try:
-                    flat.append(self._flatten_all([b], p))
+                try:  # (analysis only: a recursive target is read one level deep)
+                    flat.append(self._flatten_all([b], p, is_recursive_ok=True))
                 except SchemaError:
                     flat.append(None)
             # branches that may overlap: branch i and none of the others it may share an
@@ -664,7 +668,7 @@ class SchemaCompiler:
         found = self._resolve(schema, "")
         if isinstance(found, dict) and "allOf" in found:
             try:
-                return self._flatten_all([found], "")
+                return self._flatten_all([found], "", is_recursive_ok=True)
             except SchemaError:
                 return found
         return found

@@ -28,14 +28,20 @@ rules (repetitions left-recursive). The language is
 exactly the regex path's language, with recursion unrolled without bound; automata stay per
 terminal (per leaf run), so their size never multiplies across the schema.
 
-Limits: ``allOf`` that merges a recursive ``$ref`` is refused by the regex compiler
-(``SchemaError``); so are sibling assertions next to a recursive ``$ref``, and ``indent``
-layout with a recursive ``$ref`` (the indentation would grow without bound).
+An ``allOf`` over ``$ref`` targets (and a ``$ref`` with sibling assertions met inside its own
+target) is one nonterminal named by its content (:meth:`_CuttingCompiler._shared_merge`): a
+recursive target whose members repeat the same merge refers back to it, as a recursive
+``$ref`` does (the regex compiler refuses such merges).
+
+Limits: ``indent`` layout with a recursive ``$ref`` (the indentation would grow without
+bound); a recursive ``$ref`` inside text that must be written out exactly (``propertyNames``,
+``enum`` checks, string complements).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from formcast.errors import CompileBudgetError, GrammarError, SchemaError
@@ -50,6 +56,7 @@ from formcast.grammar.cfg.compiled import (
 )
 from formcast.grammar.cfg.rules import CfgGrammar
 from formcast.grammar.index.vocabulary import Vocabulary
+from formcast.grammar.json_schema import unevaluated
 from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.compiler import QUOTE, SchemaCompiler, has_assertions
 from formcast.grammar.json_schema.layout import Layout, make_layout
@@ -98,9 +105,9 @@ class _CuttingCompiler(SchemaCompiler):
         super().__init__(root, share_refs=False, **options)
         self.cut_chars = cut_chars
         self.rule_trees: list[Node | None] = []  # reference k -> its tree (None: empty)
-        self._ref_index: dict[tuple[str, int], int] = {}
+        self._ref_index: dict[tuple[str, int | str], int] = {}
         self._tree_index: dict[Node, int] = {}
-        self._ref_tree: dict[tuple[str, int], Node | None] = {}
+        self._ref_tree: dict[tuple[str, int | str], Node | None] = {}
         self._any_index: int | None = None
         self._is_exact = 0  # > 0 while compiling text that will be fullmatched: no cutting
         # references to helper nonterminals: named ``...~`` so that ``max_depth`` does not
@@ -231,6 +238,8 @@ class _CuttingCompiler(SchemaCompiler):
     def _compile(self, schema: Any, pointer: str) -> Node | None:
         ref = schema.get("$ref") if isinstance(schema, dict) else None
         if not isinstance(ref, str):
+            if self._is_shared_merge(schema):
+                return self._shared_merge(schema, pointer)
             return super()._compile(schema, pointer)
         target, target_ptr = resolve_ref(self.root, ref, pointer)
         if self.is_any_value_ref(schema, target, target_ptr):
@@ -247,40 +256,91 @@ class _CuttingCompiler(SchemaCompiler):
                 pointer=pointer,
                 keyword="$ref",
             )
-        if is_cycle and (not is_plain or self._is_exact):
-            where = "next to" if not is_plain else "used by propertyNames/enum checks with"
+        if is_cycle and not is_plain and not self._is_exact:  # the target merged with them
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            return self._shared_merge({"allOf": [{"$ref": ref}, rest]}, pointer)
+        if is_cycle and self._is_exact:  # (text a propertyNames / enum check fullmatches)
             raise SchemaError(
-                f"keywords {extra} {where} the recursive $ref {ref!r} are not supported",
+                f"keywords {extra} used by propertyNames/enum checks with the recursive $ref "
+                f"{ref!r} are not supported",
                 pointer=pointer,
                 keyword=extra[0] if extra else "$ref",
             )
         if not is_plain or self._is_exact:
             return super()._compile(schema, pointer)  # inlined (merged with its siblings)
         key = (ref, self.depth if self.layout.is_depth_dependent else 0)
+        self._ref_stack.append(ref)
+        try:
+            return self._shared(key, lambda: self.compile(target, target_ptr))
+        finally:
+            self._ref_stack.pop()
+
+    def _shared(self, key: tuple[str, int | str], build: Callable[[], Node | None]) -> Node | None:
+        """The one tree of nonterminal ``key`` (a ``$ref`` target or a merge), ``build()``
+        on first use: a reference while ``build`` runs (a cycle), then the reference, or the
+        tree itself where it is empty or small and not recursive (fewer nonterminals)."""
         if self.unique_plan is not None:
             self.unique_plan.note_ref_use(key)
         if key in self._ref_tree:
             return self._ref_tree[key]
         index = self._ref_index.get(key)
-        if index is not None:  # a cycle: the target is being compiled right now
+        if index is not None:  # a cycle: the tree is being built right now
             return Reference(index)
         index = self._ref_index[key] = len(self.rule_trees)
         self.rule_trees.append(None)
-        self._ref_stack.append(ref)
-        try:
-            if self.unique_plan is None:
-                found = self.compile(target, target_ptr)
-            else:  # one tree for every place the $ref is used (note_ref_use)
-                with self.unique_plan.shared(key):
-                    found = self.compile(target, target_ptr)
-        finally:
-            self._ref_stack.pop()
+        if self.unique_plan is None:
+            found = build()
+        else:  # one tree for every place the nonterminal is used (note_ref_use)
+            with self.unique_plan.shared(key):
+                found = build()
         self.rule_trees[index] = found
         shared: Node | None = Reference(index)
         if found is None or (found.num_chars <= INLINE_REF_CHARS and not refers_to(found, index)):
-            shared = found  # empty or small and not recursive: inline it (fewer nonterminals)
+            shared = found
         self._ref_tree[key] = shared
         return shared
+
+    def _is_shared_merge(self, schema: Any) -> bool:
+        """An ``allOf`` with a ``$ref`` part, at any ``allOf`` nesting (outside exact text and
+        depth-dependent layouts): compiled by :meth:`_shared_merge`."""
+        parts = schema.get("allOf") if isinstance(schema, dict) else None
+        return (
+            isinstance(parts, list)
+            and not self._is_exact
+            and not self.layout.is_depth_dependent
+            and not any(key in schema for key in unevaluated.KEYWORDS)  # (expressed first)
+            and _merges_ref(parts)
+        )
+
+    def _shared_merge(self, schema: dict, pointer: str) -> Node | None:
+        """``schema`` (an ``allOf`` over ``$ref`` targets) merged into one schema, as one
+        nonterminal named by the schema's content: meeting the same merge again while it is
+        compiled (a recursive target whose own members repeat the ``allOf``) is a reference
+        to it, as a recursive ``$ref`` is. ``$ref`` targets are inlined into the merge even
+        while they are being compiled (the key, not the ``$ref`` stack, ends the recursion).
+        A ``$ref`` has no base-URI context left to tell apart here: ``localize_refs`` made
+        every reference a pointer into the root document."""
+        key = ("allOf", json.dumps(schema, sort_keys=True, default=repr))
+        rest = {k: v for k, v in schema.items() if k != "allOf"}
+
+        def build() -> Node | None:
+            flat = self._flatten_all([rest, *schema["allOf"]], pointer, is_recursive_ok=True)
+            return None if flat is False else self.compile(flat, pointer)
+
+        return self._shared(key, build)
+
+
+def _merges_ref(parts: list) -> bool:
+    """True if ``allOf`` parts (nested ``allOf`` lists included) hold a ``$ref``."""
+    stack = list(parts)
+    while stack:
+        part = stack.pop()
+        if isinstance(part, dict):
+            if isinstance(part.get("$ref"), str):
+                return True
+            if isinstance(part.get("allOf"), list):
+                stack += part["allOf"]
+    return False
 
 
 class _TreeToRules:
