@@ -29,7 +29,10 @@ invalid against ``N``. :func:`compile_not` builds that language type by type:
   negation is pushed into the structure instead (:class:`StructuredNegation`, De Morgan over
   ``N``'s keywords): a required name absent, a declared property present with a value valid
   against its negation, a property count out of bounds, an item not valid against ``items``
-  (``contains: {not: S}``), ... Each disjunct is a schema compiled merged with ``rest`` (its
+  (``contains: {not: S}``), a member under none of ``N``'s names where ``N`` closes its
+  object (``rest`` allowing other keys: the private ``merge.SOME_EXTRA_KEY``, one extra
+  member valid against the negation of ``N``'s ``additionalProperties``, the others
+  anything ``rest`` allows), ... Each disjunct is a schema compiled merged with ``rest`` (its
   own ``not`` parts recursively by this module), so every part is exact, unconstrained values
   included. ``N``'s absent ``additionalProperties`` means what the specification says
   (``true``) whatever ``strict`` is: the complement of a strict reading would accept
@@ -44,7 +47,7 @@ thus written after the declared ones, where ``values.serialize`` keeps the insta
 branches not provably disjoint from ``B_i``: :func:`exclusive_branch`); ``if``/``then``/
 ``else`` is ``(if and then) or (not if and else)`` (:func:`conditional`). What cannot be
 complemented exactly (``uniqueItems``, ``patternProperties``, an ``enum`` of objects,
-``additionalProperties`` where ``rest`` allows keys of its own, ...) or goes over the budgets
+``additionalProperties`` beside ``patternProperties`` where ``rest`` allows keys of its own, ...) or goes over the budgets
 (``MAX_TEXT_STATES`` byte DFA states per side, ``char_dfa.MAX_DFA_STATES`` product states,
 ``MAX_TREE_CHARS`` of tree, ``MAX_DISJUNCTS``, ``MAX_NESTED_NOTS``) is refused with its
 pointer through the compiler's ``refuse``; under ``lenient`` the whole ``not`` is dropped.
@@ -78,7 +81,7 @@ from formcast.grammar.json_schema.char_dfa import (
 )
 from formcast.grammar.json_schema.charset import JSON_CHAR
 from formcast.grammar.json_schema.dfa_to_tree import dfa_automaton, dfa_tree
-from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
+from formcast.grammar.json_schema.merge import SOME_EXTRA_KEY, VALIDATION_KEYWORDS
 from formcast.grammar.json_schema.values import JSON_TYPES, property_order, type_of
 from formcast.grammar.regex.combinators import alt, chars, group, literal, opt, repeat, seq
 from formcast.grammar.regex.parser import parse_regex
@@ -816,15 +819,23 @@ class StructuredNegation:
                     out.append(_present(name, sub))
         additional = s.get("additionalProperties", True)
         if not is_trivial(additional):
-            if self.rest_has_extras and (props or patterns or additional is not False):
+            if self.rest_has_extras and patterns:
                 raise Refused(
-                    "'not' of additionalProperties where keys other than the declared ones "
-                    "are allowed",
+                    "'not' of additionalProperties beside patternProperties where keys other "
+                    "than the declared ones are allowed",
                     pointer,
                     "additionalProperties",
                 )
-            if self.rest_has_extras:  # no key allowed at all: the object has a member
-                out.append({"type": "object", "minProperties": 1})
+            if self.rest_has_extras and not props and additional is False:
+                out.append({"type": "object", "minProperties": 1})  # no key allowed at all
+            elif self.rest_has_extras:  # a member under no name of s, against additional
+                out.append(
+                    {
+                        "type": "object",
+                        "properties": dict.fromkeys(props, True),
+                        SOME_EXTRA_KEY: True if additional is False else {"not": additional},
+                    }
+                )
             for name in self.rest_names:
                 if name in props or any(c.pattern_matches(p, name) for p in patterns):
                     continue

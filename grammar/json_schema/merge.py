@@ -44,6 +44,9 @@ VALIDATION_KEYWORDS = {
 ORDER_KEY = "$formcast:order"
 APPLIED_KEY = "$formcast:applied"
 _PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY)
+# formcast-private (see the complement module): the object has some member whose key none of its
+# declared names is, with a value valid against this schema (a closed object's negation)
+SOME_EXTRA_KEY = "$formcast:some_extra"
 _ITEM_KEYS = ("items", "prefixItems", "additionalItems")
 _MAX_KEYS = ("maxLength", "maxItems", "maxProperties", "maxContains")
 _MIN_KEYS = ("minLength", "minItems", "minProperties", "minContains")
@@ -79,6 +82,16 @@ def merge(
         for key, value in s.items():
             if key in _PRIVATE_LISTS:
                 out[key] = list(dict.fromkeys([*out.get(key, []), *value]))
+                continue
+            if key == SOME_EXTRA_KEY:
+                if key in out and out[key] != value:
+                    raise SchemaError(
+                        "two negated closed objects whose extra members differ cannot be "
+                        "merged exactly",
+                        pointer=pointer,
+                        keyword="additionalProperties",
+                    )
+                out[key] = value
                 continue
             if key not in VALIDATION_KEYWORDS or key in ("properties", "patternProperties"):
                 continue

@@ -53,7 +53,7 @@ from formcast.grammar.json_schema.char_dfa import KeyLanguageTooLarge
 from formcast.grammar.json_schema.dependencies import dependent_object_tree, has_dependencies
 from formcast.grammar.json_schema.key_classes import KeySpace
 from formcast.grammar.json_schema.key_complement import key_complement
-from formcast.grammar.json_schema.merge import ORDER_KEY
+from formcast.grammar.json_schema.merge import ORDER_KEY, SOME_EXTRA_KEY
 from formcast.grammar.json_schema.unique_plan import KeyClass, Member, any_key_except
 from formcast.grammar.json_schema.values import DEPENDENCY_KEYWORDS
 from formcast.grammar.regex.combinators import alt, literal, opt, repeat, seq, star
@@ -77,6 +77,21 @@ MAX_ANY_ORDER_REFERENCES = 12_000
 def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
     """The object instances of schema ``s`` (already merged, refs resolved)."""
     layout = c.layout
+    some_extra = s.get(SOME_EXTRA_KEY)  # (a negated closed object: some extra member)
+    if some_extra is not None and (
+        layout.any_order
+        or has_dependencies(s)
+        or s.get("patternProperties")
+        or "minProperties" in s
+        or "maxProperties" in s
+    ):
+        c.refuse(
+            "a member outside the declared names (the negation of a closed object) beside "
+            "patternProperties, member counts, dependencies or any-order layout",
+            ptr,
+            "additionalProperties",
+        )
+        some_extra = None  # (lenient: a larger language)
     dependent: dict[str, list[str]] | None = None  # any_order: trigger -> names it requires
     if has_dependencies(s):
         dependent = _presence_dependencies(c, s, ptr) if layout.any_order else None
@@ -139,6 +154,7 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
 
     # extra properties
     extra: Node | None = None
+    some: Node | None = None  # an extra member valid against some_extra too
     if pattern_props:
         names = [n for n, _, _ in declared]
         extra = _pattern_extras(c, pattern_props, additional, names_schema, names, ptr)
@@ -159,6 +175,14 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
             else:
                 key = c.lexeme(key_complement(names, c.any_string, c.allow_automata))
             extra = seq(key, key_sep, val)
+            if some_extra is not None:
+                with c.member(any_key_except(names)):
+                    some_val = c.compile(
+                        {"allOf": [additional, some_extra]}, ptr + "/additionalProperties"
+                    )
+                some = None if some_val is None else seq(key, key_sep, some_val)
+    if some_extra is not None and some is None:
+        return None  # no member outside the declared names can be written
 
     n_req = sum(1 for _, r in pairs if r)
     n_all = len(pairs)
@@ -246,6 +270,15 @@ def object_tree(c: SchemaCompiler, s: dict, ptr: str) -> Node | None:
                 after.append(opt(seq(sep, pair)))
     if after:
         body = seq(body, *after)
+    if some is not None:  # extras (x) around one valid against some_extra (y): (x,)* y (,x)*
+        assert extra is not None  # (some is an extra member)
+        extras = seq(star(seq(extra, sep)), some, star(seq(sep, extra)))
+        if body is None:
+            return layout.container("{}", extras, False, c.depth)
+        with_decl = seq(body, sep, extras)
+        return layout.container(
+            "{}", alt([with_decl, extras]) if empty_ok else with_decl, False, c.depth
+        )
     # content: the non-empty member sequences; is_optional: the empty object is valid too
     is_optional = False
     content: Node | None
