@@ -688,6 +688,11 @@ class SchemaCompiler:
                 vb = b["enum"] if "enum" in b else [b["const"]]
                 if not ({equality_key(v) for v in va} & {equality_key(v) for v in vb}):
                     return True
+        for x, y in ((a, b), (b, a)):  # every value x lists fails y
+            values = x["enum"] if "enum" in x else [x["const"]] if "const" in x else None
+            if isinstance(values, list) and len(values) <= _MAX_DISJOINT_VALUES:
+                if not any(self._may_admit(y, v) for v in values):
+                    return True
         if ta & tb <= {"object"}:
             pa, pb = a.get("properties", {}) or {}, b.get("properties", {}) or {}
             ra, rb = set(a.get("required", [])), set(b.get("required", []))
@@ -705,6 +710,20 @@ class SchemaCompiler:
                     if any(n not in yp for n in rx):
                         return True
         return False
+
+    def _may_admit(self, schema: dict, value: Any) -> bool:
+        """False only if ``value`` is invalid against ``schema``: its text is outside the
+        exact tree of ``schema``. Values holding a number are not judged (a number's text is
+        one of its spellings; ``2.0`` is an integer to the specification, not to the integer
+        layout), nor are schemas the exact tree refuses."""
+        if _holds_number(value):
+            return True
+        try:
+            check = self.compile_exact(schema, "")
+        except (SchemaError, GrammarError):
+            return True
+        sample = self.layout.dumps(ordered(value, schema, self.root), self.depth)
+        return self.fullmatch(check, sample)
 
     # ---- one merged schema without combinators --------------------------------------------------
 
@@ -1122,6 +1141,21 @@ def reads_as_any_value(
     ):
         return False
     return is_any_value_target(root, target, target_ptr, strict=strict)
+
+
+# enum / const values a disjointness test checks one by one against the other branch
+_MAX_DISJOINT_VALUES = 64
+
+
+def _holds_number(value: Any) -> bool:
+    """True if ``value`` is a number or a container holding one (at any depth)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return False
+    if isinstance(value, list):
+        return any(_holds_number(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_number(v) for v in value.values())
+    return True
 
 
 def has_assertions(s: dict) -> bool:
