@@ -86,22 +86,16 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     if contains is not None and "maxContains" in s:
         c.refuse("maxContains cannot be expressed without a complement", ptr, "maxContains")
     if contains is not None and min_contains > 0:
-        if prefix or min_n > min_contains or max_n is not None:
-            c.refuse("contains together with prefixItems or item counts", ptr, "contains")
+        if prefix:
+            c.refuse("contains together with prefixItems", ptr, "contains")
         else:
             with c.member(ELEMENT):
                 hit = c.compile({"allOf": [rest, contains]}, ptr + "/contains")
             if hit is None or rest_tree is None:
                 return None
-            # (R,)* H ((,R)* ,H){m-1} (,R)*
-            more = seq(star(seq(sep, rest_tree)), sep, hit)
-            body = seq(
-                star(seq(rest_tree, sep)),
-                hit,
-                repeat(more, min_contains - 1, min_contains - 1),
-                star(seq(sep, rest_tree)),
-            )
-            return lay.container("[]", body, False, c.depth)
+            hi = None if is_counted else max_n  # (counted: the matcher refuses item hi + 1)
+            body = _with_hits(c, rest_tree, hit, sep, min_contains, min_n, hi, ptr)
+            return None if body is None else lay.container("[]", body, False, c.depth)
 
     # tail(i): elements from position i on, each preceded by a separator if i > 0
     k = len(prefix)
@@ -139,6 +133,83 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     if content is None and not is_optional:
         return None
     return lay.container("[]", content, is_optional, c.depth)
+
+
+# (items counted, hits counted) continuations _with_hits may write for item counts
+MAX_HIT_STATES = 4096
+
+
+def _with_hits(
+    c: SchemaCompiler,
+    item: Node,
+    hit: Node,
+    sep: Node,
+    min_hits: int,
+    min_n: int,
+    max_n: int | None,
+    ptr: str,
+) -> Node | None:
+    """Items (``item``; ``hit``: an item valid against ``contains`` too) joined by ``sep``: at
+    least ``min_hits`` hits among ``min_n..max_n`` items.
+
+    Without counts (``min_n <= min_hits``, no ``max_n``): ``(R,)* H ((,R)* ,H){m-1} (,R)*``.
+    With them, the continuation ``T(i, j)`` after ``i`` items holding ``j`` hits (``j``
+    capped at ``min_hits``, ``i`` at the count past which only hits matter) is ``sep R
+    T(i + 1, j) | sep H T(i + 1, j + 1)``, ending where ``i`` and ``j`` are both enough; each
+    ``T`` is shared (``share``: one nonterminal on the structural path)."""
+
+    def hits_tail(i: int, k: int) -> Node:
+        """From item ``i`` on, unbounded: at least ``k`` more hits (``k >= 1``)."""
+        more = seq(star(seq(sep, item)), sep, hit)
+        first = seq(star(seq(item, sep)), hit) if i == 0 else more
+        return seq(first, repeat(more, k - 1, k - 1), star(seq(sep, item)))
+
+    def plain_tail(i: int) -> Node | None:
+        """From item ``i`` on, no more hits needed: the remaining counts alone."""
+        need = max(0, min_n - i)
+        room = None if max_n is None else max_n - i
+        if i > 0:
+            return repeat(seq(sep, item), need, room)
+        if room == 0:
+            return EMPTY
+        items = seq(
+            item, repeat(seq(sep, item), max(0, need - 1), None if room is None else room - 1)
+        )
+        return items if need > 0 else opt(items)
+
+    if max_n is None and min_n <= min_hits:
+        return hits_tail(0, min_hits)
+    if max_n is not None and max_n < min_hits:
+        return None
+    last = max_n if max_n is not None else min_n  # past it (unbounded): only hits count
+    if (last + 1) * (min_hits + 1) > MAX_HIT_STATES:
+        c.refuse(
+            f"contains with item counts: {last + 1} x {min_hits + 1} continuations (over "
+            f"{MAX_HIT_STATES})",
+            ptr,
+            "contains",
+        )
+        return hits_tail(0, min_hits)  # (lenient: the counts dropped, a larger language)
+    found: dict[tuple[int, int], Node | None] = {}
+    for i in range(last, -1, -1):  # T(i, j) from T(i + 1, .)
+        for j in range(min_hits, -1, -1):
+            if j == min_hits:
+                node = plain_tail(i)
+            elif i == last and max_n is None:
+                node = hits_tail(i, min_hits - j)
+            elif i == last:
+                node = None  # no room for the missing hits
+            else:
+                lead = EMPTY if i == 0 else sep
+                on_item, on_hit = found[(i + 1, j)], found[(i + 1, j + 1)]
+                node = alt(
+                    [
+                        None if on_item is None else seq(lead, item, on_item),
+                        None if on_hit is None else seq(lead, hit, on_hit),
+                    ]
+                )
+            found[(i, j)] = node if node is None or i == 0 else c.share(node)
+    return found[(0, 0)]
 
 
 def _counts_items(
