@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.nfa_builder import unshared_states
 from formcast.grammar.json_schema.item_automaton import ItemAutomaton
-from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS
+from formcast.grammar.json_schema.merge import CONTAINS_ALSO_KEY, VALIDATION_KEYWORDS
 from formcast.grammar.json_schema.unique_plan import (
     ANY_KIND,
     ELEMENT,
@@ -65,6 +65,15 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     contains = s.get("contains")
     min_contains = int(s.get("minContains", 1)) if contains is not None else 0
     is_unique = bool(s.get("uniqueItems")) and (max_n is None or max_n > 1)
+    also = s.get(CONTAINS_ALSO_KEY, [])  # (allOf parts' own contains: an item for each)
+    if also and (is_unique or prefix or min_n > 1 or max_n is not None or len(also) > 2):
+        c.refuse(
+            "several contains together with uniqueItems, prefixItems, item counts or more "
+            "than three of them",
+            ptr,
+            "contains",
+        )
+        also = []  # (lenient: the first contains alone, a larger language)
     if is_unique and min_contains > 0:
         # the guard keeps the items distinct; the contains tree below stays live as long as
         # the matching items hold minContains distinct values (else no array exists)
@@ -85,6 +94,12 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
         return _unique(c, s, ptr, prefix, rest, min_n, max_n, sep)
     if contains is not None and "maxContains" in s:
         c.refuse("maxContains cannot be expressed without a complement", ptr, "maxContains")
+    if contains is not None and also:
+        if rest_tree is None:
+            return None
+        else:
+            body = _several_hits(c, rest, rest_tree, [contains, *also], sep, ptr)
+            return None if body is None else lay.container("[]", body, False, c.depth)
     if contains is not None and min_contains > 0:
         if prefix:
             c.refuse("contains together with prefixItems", ptr, "contains")
@@ -133,6 +148,45 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     if content is None and not is_optional:
         return None
     return lay.container("[]", content, is_optional, c.depth)
+
+
+def _several_hits(
+    c: SchemaCompiler, rest: Any, item: Node, wanted: list, sep: Node, ptr: str
+) -> Node | None:
+    """Items (``item``, valid against ``rest``) joined by ``sep`` with, for each schema of
+    ``wanted``, an item valid against it (one item may serve several): a union over the
+    ordered partitions of ``wanted``, each block met by one item valid against all of its
+    schemas, the blocks in that order: ``(R,)* H_1 (,R)* ,H_2 ... (,R)*``."""
+    hits: dict[tuple[int, ...], Node | None] = {}
+    options = []
+    for blocks in _ordered_partitions(tuple(range(len(wanted)))):
+        parts = []
+        for block in blocks:
+            if block not in hits:
+                with c.member(ELEMENT):
+                    hits[block] = c.compile(
+                        {"allOf": [rest, *(wanted[i] for i in block)]}, ptr + "/contains"
+                    )
+            parts.append(hits[block])
+        if any(part is None for part in parts):
+            continue
+        node = seq(star(seq(item, sep)), parts[0])
+        for part in parts[1:]:
+            node = seq(node, star(seq(sep, item)), sep, part)
+        options.append(seq(node, star(seq(sep, item))))
+    return alt(options)
+
+
+def _ordered_partitions(members: tuple[int, ...]) -> list[list[tuple[int, ...]]]:
+    """Every ordered partition of ``members`` into nonempty blocks (3 of 2 members, 13 of 3)."""
+    if not members:
+        return [[]]
+    out = []
+    for size in range(1, len(members) + 1):
+        for block in itertools.combinations(members, size):
+            rest = tuple(m for m in members if m not in block)
+            out += [[block, *tail] for tail in _ordered_partitions(rest)]
+    return out
 
 
 # (items counted, hits counted) continuations _with_hits may write for item counts

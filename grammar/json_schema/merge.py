@@ -43,7 +43,10 @@ VALIDATION_KEYWORDS = {
 # an object whose dependencies are being expanded, and the dependentSchemas already merged
 ORDER_KEY = "$formcast:order"
 APPLIED_KEY = "$formcast:applied"
-_PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY)
+# formcast-private: more `contains` schemas beside `contains` (allOf parts that each asked for
+# an item of their own; arrays.array_tree writes every order they can be met in)
+CONTAINS_ALSO_KEY = "$formcast:contains_also"
+_PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY, CONTAINS_ALSO_KEY)
 # formcast-private (see the complement module): the object has some member whose key none of its
 # declared names is, with a value valid against this schema (a closed object's negation)
 SOME_EXTRA_KEY = "$formcast:some_extra"
@@ -82,6 +85,18 @@ def merge(
         for key, value in s.items():
             if key in _PRIVATE_LISTS:
                 out[key] = list(dict.fromkeys([*out.get(key, []), *value]))
+                continue
+            if key == "contains" and key in out and out[key] != value:
+                if any("minContains" in t or "maxContains" in t for t in schemas):
+                    raise SchemaError(
+                        "cannot intersect two different 'contains' values with minContains "
+                        "or maxContains exactly",
+                        pointer=pointer,
+                        keyword="contains",
+                    )
+                also = out.setdefault(CONTAINS_ALSO_KEY, [])
+                if value not in also:
+                    also.append(value)
                 continue
             if key == SOME_EXTRA_KEY:
                 if key in out and out[key] != value:
@@ -210,7 +225,7 @@ def _combine(key: str, a: Any, b: Any, pointer: str) -> Any:
     if key in ("propertyNames", "not"):
         return _all(a, b) if key != "not" else {"anyOf": [a, b]}
     if key in ("anyOf", "oneOf"):
-        return {"__product__": [(key, a), (key, b)]} if False else _product(key, a, b, pointer)
+        return _product(key, a, b, pointer)
     if key == "allOf":
         return list(a) + list(b)
     if a == b:

@@ -75,3 +75,30 @@ def valid_masks_equal(expected_grammar, found_grammar, schema, values, tokenizer
             assert_masks_equal(expected_grammar, found_grammar, ids, text[:60])
             num_walked += 1
     return num_walked
+
+
+def walk_checked(grammar, token_ids) -> bool:
+    """Walk ``token_ids`` with a matcher of ``grammar``, asserting at every step that the
+    token is in the mask iff the matcher takes it; True if all are taken and the walk ends
+    accepted."""
+    matcher = grammar.matcher()
+    for token_id in token_ids:
+        allowed = token_id in set(matcher.allowed_token_ids().tolist())
+        assert allowed == matcher.accept_token(token_id), (token_id, matcher.num_accepted)
+        if not allowed:
+            return False
+    return matcher.is_accepting()
+
+
+def assert_regex_agrees(pattern: str, schema, values) -> None:
+    """Every value (written compactly): ``pattern`` fullmatches its text iff ``schema``
+    validates it; both verdicts must occur (a check that can fail)."""
+    import json
+    import re
+
+    rx = re.compile(pattern)
+    oracle = validator(schema)
+    verdicts = [oracle.is_valid(v) for v in values]
+    for value, is_valid in zip(values, verdicts, strict=True):
+        assert bool(rx.fullmatch(json.dumps(value, separators=(",", ":")))) == is_valid, value
+    assert any(verdicts) and not all(verdicts)

@@ -19,7 +19,7 @@ from formcast.errors import SchemaError
 from formcast.grammar.cfg.compiled import CompiledCFG
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
 from formcast.grammar.json_schema.values import serialize
-from tests.grammar.schema_oracle import validator
+from tests.grammar.schema_oracle import validator, walk_checked
 
 NODE_MERGED = {  # each child is a Node and a Small at once (allOf over the recursive $ref)
     "$ref": "#/definitions/Node",
@@ -110,18 +110,6 @@ def grammars(smollm2_vocab):
     }
 
 
-def walk(grammar, ids: list[int]) -> bool:
-    """Walk ``ids``; every step's token is in the mask iff the matcher takes it."""
-    matcher = grammar.matcher()
-    for token_id in ids:
-        allowed = token_id in set(matcher.allowed_token_ids().tolist())
-        taken = matcher.accept_token(token_id)
-        assert allowed == taken, (token_id, matcher.num_accepted)
-        if not taken:
-            return False
-    return matcher.is_accepting()
-
-
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_regex_route_refuses_and_structural_route_compiles(name, grammars):
     with pytest.raises(SchemaError, match="recursive"):
@@ -138,7 +126,7 @@ def test_generated_values_accepted_iff_valid(name, value, grammars, smollm2_toke
     schema = SCHEMAS[name]
     text = serialize(value, schema, schema)
     ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
-    assert walk(grammars[name], ids) == validator(schema).is_valid(json.loads(text)), text
+    assert walk_checked(grammars[name], ids) == validator(schema).is_valid(json.loads(text)), text
 
 
 VALID = {
@@ -174,4 +162,4 @@ def test_deep_values_on_both_sides(name, grammars, smollm2_tokenizer):
         assert oracle.is_valid(value) == expected, value
         text = serialize(value, schema, schema)
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
-        assert walk(grammars[name], ids) == expected, text
+        assert walk_checked(grammars[name], ids) == expected, text
