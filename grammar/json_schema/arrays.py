@@ -4,7 +4,9 @@ Element ``i`` of an array uses the ``i``-th prefix schema, later ones the rest s
 (``items`` in 2020-12 spelling, ``additionalItems`` after a list-form ``items``). Counts become
 a counted repetition ``{m,n}`` of the rest items; ``contains`` with ``minContains = m`` (no ``maxContains``) is
 ``(R,)*C(,R)* ...`` with ``C`` = items ∩ contains repeated ``m`` times, exact because the other
-elements are unconstrained by ``contains``. ``uniqueItems`` is enforced by enumerating the
+elements are unconstrained by ``contains``; beside ``minItems`` / ``maxItems`` it is a
+continuation per (items, hits) counted (`_with_hits`), and several ``contains`` merged from
+``allOf`` parts are an item for each, met in every order (`_several_hits`). ``uniqueItems`` is enforced by enumerating the
 arrays of distinct values when the item domain is a small finite set; over open item kinds
 (``{"type": "string"}``, ``"integer"``, ``"number"``: an infinite domain) the array is
 compiled without it and its place recorded in the compiler's
@@ -66,10 +68,18 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     min_contains = int(s.get("minContains", 1)) if contains is not None else 0
     is_unique = bool(s.get("uniqueItems")) and (max_n is None or max_n > 1)
     also = s.get(CONTAINS_ALSO_KEY, [])  # (allOf parts' own contains: an item for each)
-    if also and (is_unique or prefix or min_n > 1 or max_n is not None or len(also) > 2):
+    if also and (
+        is_unique
+        or prefix
+        or min_n > 1
+        or max_n is not None
+        or "minContains" in s
+        or "maxContains" in s
+        or len(also) > 2
+    ):
         c.refuse(
-            "several contains together with uniqueItems, prefixItems, item counts or more "
-            "than three of them",
+            "several contains together with uniqueItems, prefixItems, item counts, "
+            "minContains / maxContains or more than three of them",
             ptr,
             "contains",
         )
@@ -97,9 +107,8 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     if contains is not None and also:
         if rest_tree is None:
             return None
-        else:
-            body = _several_hits(c, rest, rest_tree, [contains, *also], sep, ptr)
-            return None if body is None else lay.container("[]", body, False, c.depth)
+        body = _several_hits(c, rest, rest_tree, [contains, *also], sep, ptr)
+        return None if body is None else lay.container("[]", body, False, c.depth)
     if contains is not None and min_contains > 0:
         if prefix:
             c.refuse("contains together with prefixItems", ptr, "contains")

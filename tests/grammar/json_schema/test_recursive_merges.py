@@ -21,49 +21,28 @@ from formcast.grammar.json_schema.compile import compile_json_schema, json_schem
 from formcast.grammar.json_schema.values import serialize
 from tests.grammar.schema_oracle import validator, walk_checked
 
+
+def tree(kids_items: dict, **extra) -> dict:
+    """An object with an integer ``v`` and an array ``kids`` of ``kids_items``, closed."""
+    properties = {"v": {"type": "integer"}, "kids": {"type": "array", "items": kids_items}}
+    return {"type": "object", "properties": properties, "additionalProperties": False, **extra}
+
+
 NODE_MERGED = {  # each child is a Node and a Small at once (allOf over the recursive $ref)
     "$ref": "#/definitions/Node",
     "definitions": {
-        "Node": {
-            "type": "object",
-            "properties": {
-                "v": {"type": "integer"},
-                "kids": {
-                    "type": "array",
-                    "items": {
-                        "allOf": [{"$ref": "#/definitions/Node"}, {"$ref": "#/definitions/Small"}]
-                    },
-                },
-            },
-            "required": ["v"],
-            "additionalProperties": False,
-        },
+        "Node": tree(
+            {"allOf": [{"$ref": "#/definitions/Node"}, {"$ref": "#/definitions/Small"}]},
+            required=["v"],
+        ),
         "Small": {"properties": {"v": {"maximum": 5}, "kids": {"maxItems": 2}}},
     },
 }
-SIBLINGS = {  # 2020-12: assertions beside a recursive $ref apply with it
-    "type": "object",
-    "properties": {
-        "v": {"type": "integer", "minimum": 0},
-        "kids": {"type": "array", "items": {"$ref": "#", "required": ["v"]}},
-    },
-    "additionalProperties": False,
-}
+SIBLINGS = tree({"$ref": "#", "required": ["v"]})  # 2020-12: assertions beside it apply
+SIBLINGS["properties"]["v"]["minimum"] = 0
 NESTED_ALL_OF = {  # the recursive $ref one allOf level down, next to a plain part
     "definitions": {
-        "T": {
-            "type": "object",
-            "properties": {
-                "v": {"type": "integer"},
-                "kids": {
-                    "type": "array",
-                    "items": {
-                        "allOf": [{"allOf": [{"$ref": "#/definitions/T"}]}, {"minProperties": 1}]
-                    },
-                },
-            },
-            "additionalProperties": False,
-        }
+        "T": tree({"allOf": [{"allOf": [{"$ref": "#/definitions/T"}]}, {"minProperties": 1}]})
     },
     "$ref": "#/definitions/T",
 }
