@@ -691,7 +691,7 @@ class SchemaCompiler:
         for x, y in ((a, b), (b, a)):  # every value x lists fails y
             values = x["enum"] if "enum" in x else [x["const"]] if "const" in x else None
             if isinstance(values, list) and len(values) <= _MAX_DISJOINT_VALUES:
-                if not any(self._may_admit(y, v) for v in values):
+                if self._admits_none(y, values):
                     return True
         if ta & tb <= {"object"}:
             pa, pb = a.get("properties", {}) or {}, b.get("properties", {}) or {}
@@ -711,19 +711,21 @@ class SchemaCompiler:
                         return True
         return False
 
-    def _may_admit(self, schema: dict, value: Any) -> bool:
-        """False only if ``value`` is invalid against ``schema``: its text is outside the
-        exact tree of ``schema``. Values holding a number are not judged (a number's text is
-        one of its spellings; ``2.0`` is an integer to the specification, not to the integer
-        layout), nor are schemas the exact tree refuses."""
-        if _holds_number(value):
-            return True
+    def _admits_none(self, schema: dict, values: list) -> bool:
+        """True only if every value of ``values`` is invalid against ``schema``: its text is
+        outside the exact tree of ``schema`` (built once). Values holding a number are not
+        judged (a number's text is one of its spellings; ``2.0`` is an integer to the
+        specification, not to the integer layout), nor are schemas the exact tree refuses."""
+        if any(_holds_number(v) for v in values):
+            return False
         try:
             check = self.compile_exact(schema, "")
         except (SchemaError, GrammarError):
-            return True
-        sample = self.layout.dumps(ordered(value, schema, self.root), self.depth)
-        return self.fullmatch(check, sample)
+            return False
+        return not any(
+            self.fullmatch(check, self.layout.dumps(ordered(v, schema, self.root), self.depth))
+            for v in values
+        )
 
     # ---- one merged schema without combinators --------------------------------------------------
 

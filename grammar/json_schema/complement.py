@@ -80,7 +80,7 @@ from formcast.grammar.json_schema.char_dfa import (
     names_dfa,
 )
 from formcast.grammar.json_schema.charset import JSON_CHAR
-from formcast.grammar.json_schema.dfa_to_tree import dfa_automaton, dfa_tree
+from formcast.grammar.json_schema.dfa_to_tree import tree_or_automaton
 from formcast.grammar.json_schema.merge import SOME_EXTRA_KEY, VALIDATION_KEYWORDS
 from formcast.grammar.json_schema.values import JSON_TYPES, property_order, type_of
 from formcast.grammar.regex.combinators import alt, chars, group, literal, opt, repeat, seq
@@ -330,13 +330,14 @@ def _tree(dfa: CharDFA, alphabet: Alphabet, allow_automaton: bool = True) -> Nod
     """The minimal ``dfa`` as a character-level syntax tree (``None``: empty language), or,
     with ``allow_automaton``, as an automaton node where state elimination is over its
     bounds (``KeyLanguageTooLarge`` otherwise)."""
-    least = minimize(dfa)
-    try:
-        return dfa_tree(least, alphabet, max_chars=MAX_TREE_CHARS, encode=chars)
-    except KeyLanguageTooLarge:
-        if not allow_automaton:
-            raise
-        return dfa_automaton(least, alphabet, "a text difference (not / oneOf)", encode=chars)
+    return tree_or_automaton(
+        minimize(dfa),
+        alphabet,
+        "a text difference (not / oneOf)",
+        allow_automaton=allow_automaton,
+        max_chars=MAX_TREE_CHARS,
+        encode=chars,
+    )
 
 
 @functools.lru_cache(maxsize=256)  # pure; oneOf branches repeat one pair many times

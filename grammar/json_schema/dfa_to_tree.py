@@ -272,6 +272,26 @@ def dfa_automaton(
     return Automaton.of(byte_dfa.transitions, byte_dfa.byte_to_class, byte_dfa.is_accepting, label)
 
 
+def tree_or_automaton(
+    dfa: CharDFA,
+    alphabet: Alphabet,
+    label: str,
+    *,
+    allow_automaton: bool = True,
+    max_chars: int = MAX_KEY_TREE_CHARS,
+    encode: Callable[[Intervals], Node | None] = encode_charset,
+) -> Node | None:
+    """:func:`dfa_tree`, or where its tree is over its bounds and ``allow_automaton``,
+    :func:`dfa_automaton` named ``label`` (``KeyLanguageTooLarge`` otherwise: a caller that
+    must print a regex)."""
+    try:
+        return dfa_tree(dfa, alphabet, max_chars=max_chars, encode=encode)
+    except KeyLanguageTooLarge:
+        if not allow_automaton:
+            raise
+        return dfa_automaton(dfa, alphabet, label, encode=encode)
+
+
 def _classes_by_target(row: list[int], live: np.ndarray) -> dict[int, tuple[int, ...]]:
     """The classes of one DFA row that lead to each live target (ascending)."""
     by_target: dict[int, list[int]] = {}

@@ -23,7 +23,6 @@ from formcast.grammar.json_schema import ecma_pattern
 from formcast.grammar.json_schema.char_dfa import (
     Alphabet,
     CharDFA,
-    KeyLanguageTooLarge,
     minimize,
     names_dfa,
     pattern_charsets,
@@ -31,7 +30,7 @@ from formcast.grammar.json_schema.char_dfa import (
     product,
 )
 from formcast.grammar.json_schema.charset import normalize
-from formcast.grammar.json_schema.dfa_to_tree import dfa_automaton, dfa_tree
+from formcast.grammar.json_schema.dfa_to_tree import tree_or_automaton
 from formcast.grammar.json_schema.pattern_intersection import parse_pattern
 from formcast.grammar.regex.combinators import literal, seq
 from formcast.grammar.regex.syntax_tree import Node
@@ -135,12 +134,12 @@ class KeySpace:
                 body = ecma_pattern.pattern_tree(self.parsed[i])
                 break
         else:
-            try:
-                body = dfa_tree(keys, self.alphabet)
-            except KeyLanguageTooLarge:  # a long counted run under a complement: no tree
-                if not allow_automaton:
-                    raise
-                body = dfa_automaton(keys, self.alphabet, "keys of a patternProperties class")
+            body = tree_or_automaton(  # (an automaton: a long counted run under a complement)
+                keys,
+                self.alphabet,
+                "keys of a patternProperties class",
+                allow_automaton=allow_automaton,
+            )
         return seq(literal('"'), body, literal('"'))  # None if the class is empty
 
 
