@@ -110,6 +110,10 @@ class Refused(Exception):
         self.message, self.pointer, self.keyword = message, pointer, keyword
 
 
+class TooManyDisjuncts(Refused):
+    """A structured negation over ``MAX_DISJUNCTS`` (another way of splitting may fit)."""
+
+
 # ---- text automata ---------------------------------------------------------------------------
 
 
@@ -678,6 +682,13 @@ class StructuredNegation:
         props = rest.get("properties") or {}
         required = [r for r in rest.get("required", []) if isinstance(r, str)]
         self.rest_names = list(dict.fromkeys([*props, *required]))
+        self.rest_required = set(required)
+        # the values rest lists for a member, by their JSON text (``_listed_values``)
+        self.rest_listed = {
+            name: values
+            for name, sub in props.items()
+            if (values := self._listed_values(sub, "/properties")) is not None
+        }
         if rest.get("patternProperties"):
             self.rest_has_extras = True
         elif "additionalProperties" in rest:
@@ -740,7 +751,7 @@ class StructuredNegation:
             out.append({"allOf": [schema["not"], everything]})
         unique = list({_key(d): d for d in out}.values())
         if len(unique) > MAX_DISJUNCTS:
-            raise Refused(
+            raise TooManyDisjuncts(
                 f"the negation splits into more than {MAX_DISJUNCTS} object/array cases",
                 pointer,
                 "not",
@@ -748,6 +759,18 @@ class StructuredNegation:
         return unique
 
     def _none_of(self, branches: list, pointer: str) -> list[Any]:
+        """Disjuncts of "valid against no branch": the product of the branches' disjuncts
+        (:meth:`_product`), else, where that goes over ``MAX_DISJUNCTS``, split by the value
+        of a member whose values branches list (:meth:`_split_by_listed_member`)."""
+        try:
+            return self._product(branches, pointer)
+        except TooManyDisjuncts:
+            split = self._split_by_listed_member(branches, pointer)
+            if split is None:
+                raise
+            return split
+
+    def _product(self, branches: list, pointer: str) -> list[Any]:
         """Disjuncts of "valid against no branch": one per choice of a disjunct of each.
 
         A choice is a conjunction, kept as a set of disjuncts: a disjunct chosen twice
@@ -771,7 +794,7 @@ class StructuredNegation:
                     continue
                 combos.append(combo)
                 if len(combos) > MAX_DISJUNCTS:
-                    raise Refused(
+                    raise TooManyDisjuncts(
                         f"the negation of {len(branches)} branches splits into more than "
                         f"{MAX_DISJUNCTS} object/array cases",
                         pointer.rsplit("/", 1)[0],
@@ -782,6 +805,141 @@ class StructuredNegation:
             parts = [keyed[k] for k in sorted(combo)]
             out.append(parts[0] if len(parts) == 1 else {"allOf": parts})
         return out
+
+    def _split_by_listed_member(self, branches: list, pointer: str) -> list[Any] | None:
+        """ "Valid against no branch" of objects, split by the value of one member ``k`` whose
+        values some branches list (``properties: {k: {enum: [...]}}``, strings, booleans and
+        ``null`` only): a discriminated union whose discriminator may be absent.
+
+        The cases partition the objects: ``k`` absent; ``k`` present with a value of one
+        group (the listed values listed by the same branches); ``k`` present with a value no
+        branch lists. In each case a listing branch either fails (its ``properties`` or
+        ``required`` on ``k`` does) and drops out, or holds on ``k`` and keeps only its other
+        keywords; a branch that lists no values of ``k`` stays whole. Each case is then
+        ``case and (valid against none of what stays)``, recursively (:meth:`_none_of`), so
+        a case costs the disjuncts of the branches it leaves. Every step removes the listed
+        member from a listing branch or drops that branch, so the recursion ends. ``None``:
+        no member is listed, or ``rest`` may be other than an object.
+        """
+        if self.rest_types != {"object"}:
+            return None
+        resolved: list[tuple[int, Any]] = []
+        for i, branch in enumerate(branches):
+            found = self.c._resolve(branch, f"{pointer}/{i}")
+            if found is False:  # valid against nothing: never a branch to avoid
+                continue
+            if not isinstance(found, dict) or is_trivial(found):
+                return []  # an instance valid against no branch does not exist
+            resolved.append((i, found))
+        listed: dict[str, dict[int, dict[str, Any]]] = {}  # name -> branch -> values by text
+        for i, found in resolved:
+            for name, sub in (found.get("properties") or {}).items():
+                values = self._listed_values(sub, f"{pointer}/{i}/properties")
+                if values is not None:
+                    listed.setdefault(name, {})[i] = values
+        if not listed:
+            return None
+        name = max(listed, key=lambda n: len(listed[n]))  # (the first of the most listed)
+        by_branch = listed[name]
+        everything = {"type": "object"}
+
+        def holds(found: dict) -> dict:  # the branch with its keywords on ``name`` held
+            out = dict(found)  # (``name`` stays declared: else additionalProperties applies)
+            out["properties"] = {**found["properties"], name: True}
+            if "required" in found:
+                out["required"] = [r for r in found["required"] if r != name]
+            return out
+
+        def requires(found: dict) -> bool:
+            return name in (found.get("required") or [])
+
+        # values grouped by the set of listing branches that list them, in listed order
+        groups: dict[frozenset[int], list[Any]] = {}
+        all_values: dict[str, Any] = {}
+        for values in by_branch.values():
+            all_values.update(values)
+        rest_values = self.rest_listed.get(name)
+        for text, value in all_values.items():
+            if rest_values is not None and text not in rest_values:
+                continue  # rest allows no such value: an empty case
+            members = frozenset(i for i, values in by_branch.items() if text in values)
+            groups.setdefault(members, []).append(value)
+        cases: list[tuple[dict, list[Any]]] = []
+        if self._may_have(name):
+            for members, values in groups.items():
+                case = {
+                    "type": "object",
+                    "required": [name],
+                    "properties": {name: {"enum": values}},
+                }
+                stays = [
+                    holds(found) if i in members else found
+                    for i, found in resolved
+                    if i in members or i not in by_branch
+                ]
+                cases.append((case, stays))
+            unlisted = [found for i, found in resolved if i not in by_branch]
+            if rest_values is None:
+                other = {"not": {"enum": list(all_values.values())}}
+                cases.append(
+                    ({"type": "object", "required": [name], "properties": {name: other}}, unlisted)
+                )
+            elif set(rest_values) - set(all_values):
+                others = [v for t, v in rest_values.items() if t not in all_values]
+                cases.append(
+                    (
+                        {
+                            "type": "object",
+                            "required": [name],
+                            "properties": {name: {"enum": others}},
+                        },
+                        unlisted,
+                    )
+                )
+        if name not in self.rest_required:
+            stays = [
+                holds(found) if i in by_branch else found
+                for i, found in resolved
+                if i not in by_branch or not requires(found)
+            ]
+            cases.append(({"type": "object", "properties": {name: False}}, stays))
+        out: dict[str, Any] = {}
+        for case, stays in cases:
+            parts = self._none_of(stays, pointer) if stays else [everything]
+            for part in parts:
+                if _types_meet([case, part]):
+                    joined = {"allOf": [case, part]}
+                    out.setdefault(_key(joined), joined)
+        if len(out) > MAX_DISJUNCTS:
+            raise TooManyDisjuncts(
+                f"the negation of {len(branches)} branches splits into more than "
+                f"{MAX_DISJUNCTS} object/array cases (also split by member {name!r})",
+                pointer.rsplit("/", 1)[0],
+                pointer.rsplit("/", 1)[1],
+            )
+        return list(out.values())
+
+    def _listed_values(self, sub: Any, pointer: str) -> dict[str, Any] | None:
+        """The values ``sub`` allows by their JSON text, where it only lists values
+        (``enum``/``const``, optionally ``type``) that are strings, booleans or ``null``
+        (numbers are left out: ``1`` and ``1.0`` are one value, two texts); else ``None``."""
+        sub = self.c._resolve(sub, pointer)
+        if not isinstance(sub, dict) or set(sub) & VALIDATION_KEYWORDS - {"enum", "const", "type"}:
+            return None
+        if "enum" not in sub and "const" not in sub:
+            return None
+        values = sub.get("enum", [sub.get("const")])
+        if not isinstance(values, list) or not all(
+            v is None or isinstance(v, (str, bool)) for v in values
+        ):
+            return None
+        if "const" in sub:  # (beside enum: the values both allow)
+            values = [v for v in values if json.dumps(v) == json.dumps(sub["const"])]
+        if "type" in sub:
+            declared = sub["type"]
+            types = {declared} if isinstance(declared, str) else set(declared)
+            values = [v for v in values if type_of(v) & types]
+        return {json.dumps(v): v for v in values}
 
     def _may_have(self, name: str) -> bool:
         """False if ``rest`` allows no member ``name`` (not declared, no other keys allowed):

@@ -1,0 +1,125 @@
+""" "Valid against none of these branches" split by a member whose values the branches list
+(``StructuredNegation._split_by_listed_member``): the overlapping ``oneOf`` of a
+discriminated union whose discriminator may be absent, where the product of the branches'
+disjuncts goes over ``MAX_DISJUNCTS``.
+
+Languages are compared with jsonschema on both routes: the regex's fullmatch of each value's
+formcast text, and a token walk of the structural grammar (SmolLM2's tokenizer) where every
+token taken is in the mask iff the matcher accepts it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from formcast.grammar.json_schema.compile import compile_json_schema
+from formcast.grammar.json_schema.compiler import SchemaCompiler
+from formcast.grammar.json_schema.complement import StructuredNegation, TooManyDisjuncts
+from formcast.grammar.json_schema.values import serialize
+from tests.grammar.json_schema.test_not_oneof_if import check
+from tests.grammar.schema_oracle import validator, walk_checked
+
+NUM_BRANCHES = 7
+BRANCHES = [  # branch i: kind "k<i>" and v one of two neighbouring pool values, if present
+    {"properties": {"kind": {"const": f"k{i}"}, "v": {"enum": [f"p{i}", f"p{i + 1}"]}}}
+    for i in range(NUM_BRANCHES)
+]
+UNION = {"type": "object", "oneOf": BRANCHES}
+CLOSED = {  # closed branches sharing a kind (kind stays declared when held), some requiring it
+    "type": "object",
+    "oneOf": [
+        {
+            "properties": {"kind": {"enum": [f"k{i}", "shared"]}, "v": b["properties"]["v"]},
+            "additionalProperties": False,
+            **({"required": ["kind"]} if i % 2 else {}),
+        }
+        for i, b in enumerate(BRANCHES)
+    ],
+}
+REST_LISTS = {  # the schema around lists kind's values and requires it
+    "type": "object",
+    "properties": {"kind": {"enum": ["k0", "k1", "k2", "zz"]}},
+    "required": ["kind"],
+    "oneOf": BRANCHES,
+}
+NONE_OF = {"type": "object", "not": {"anyOf": BRANCHES}}
+UNLISTED = {"properties": {"v": {"type": "string", "maxLength": 2}}}  # lists no kind
+WITH_UNLISTED = {"type": "object", "oneOf": [*BRANCHES, UNLISTED]}
+NONE_OF_UNLISTED = {  # the unlisted branch stays whole in every case
+    "type": "object",
+    "not": {"anyOf": [*CLOSED["oneOf"], UNLISTED]},
+}
+SCHEMAS = {
+    "union": UNION,
+    "closed": CLOSED,
+    "rest_lists": REST_LISTS,
+    "none_of": NONE_OF,
+    "with_unlisted": WITH_UNLISTED,
+    "none_of_unlisted": NONE_OF_UNLISTED,
+}
+
+ABSENT = object()
+KINDS = [ABSENT, "k0", "k3", "k6", "shared", "zz", 1]
+VS = [ABSENT, "p0", "p1", "p4", "p7", "q", None]
+EXTRAS = [ABSENT, 1]
+VALUES = [
+    {name: atom for name, atom in zip(("kind", "v", "x"), atoms, strict=True) if atom is not ABSENT}
+    for atoms in itertools.product(KINDS, VS, EXTRAS)
+] + ["k0", None]
+
+
+def test_the_product_of_disjuncts_is_over_budget():
+    """The schemas exercise the split: the plain product alone is refused."""
+    c = SchemaCompiler(UNION, strict=False)
+    with pytest.raises(TooManyDisjuncts):
+        StructuredNegation(c, {"type": "object"})._product(BRANCHES, "/not/anyOf")
+    split = StructuredNegation(c, {"type": "object"})._none_of(BRANCHES, "/not/anyOf")
+    assert 0 < len(split) <= 64
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_regex_route_matches_jsonschema(name):
+    check(SCHEMAS[name], VALUES)
+
+
+@pytest.mark.parametrize("name", ["union", "closed", "none_of_unlisted"])
+def test_structural_route_matches_jsonschema(name, smollm2_vocab, smollm2_tokenizer):
+    schema = SCHEMAS[name]
+    grammar = compile_json_schema(schema, smollm2_vocab, route="cfg", strict=False, cache=False)
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for value in VALUES:
+        text = serialize(value, schema, schema)
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk_checked(grammar, ids) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] and seen[False]
+
+
+def test_cases_that_rest_excludes_are_not_written():
+    """Values ``rest`` does not list get no case, nor does the discriminator's absence where
+    ``rest`` requires it (such cases would only be empty after the merge)."""
+    c = SchemaCompiler({}, strict=False)
+    rest = {"type": "object", "properties": {"kind": {"enum": ["k0", "k1"]}}, "required": ["kind"]}
+    cases = [d["allOf"][0] for d in StructuredNegation(c, rest)._none_of(BRANCHES, "/not/anyOf")]
+    assert cases and all("kind" in case["required"] for case in cases)
+    assert {v for case in cases for v in case["properties"]["kind"]["enum"]} == {"k0", "k1"}
+
+
+def test_numbers_are_not_listed_values():
+    """Listed numbers are left to the product (``1`` and ``1.0`` are one value)."""
+    c = SchemaCompiler({}, strict=False)
+    negation = StructuredNegation(c, {"type": "object"})
+    assert negation._listed_values({"enum": [1, "a"]}, "") is None
+    assert negation._listed_values({"enum": ["a", None, True]}, "") == {
+        '"a"': "a",
+        "null": None,
+        "true": True,
+    }
+    assert negation._listed_values({"type": "string", "enum": ["a", None]}, "") == {'"a"': "a"}
+    assert negation._listed_values({"enum": ["a"], "maxLength": 3}, "") is None
+    assert negation._listed_values({"enum": ["a", "b"], "const": "b"}, "") == {'"b"': "b"}
