@@ -739,10 +739,10 @@ class StructuredNegation:
             out += self.disjuncts(part, f"{pointer}/allOf/{i}")
         if "anyOf" in schema:
             branches = schema["anyOf"]
-            out += self._none_of(branches, f"{pointer}/anyOf")
+            out += self._none_of(branches, f"{pointer}/anyOf", types)
         if "oneOf" in schema:
             branches = schema["oneOf"]
-            out += self._none_of(branches, f"{pointer}/oneOf")
+            out += self._none_of(branches, f"{pointer}/oneOf", types)
             # two or more valid branches: an instance valid against a pair
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
@@ -758,20 +758,30 @@ class StructuredNegation:
             )
         return unique
 
-    def _none_of(self, branches: list, pointer: str) -> list[Any]:
+    def _none_of(self, branches: list, pointer: str, types: set[str] | None = None) -> list[Any]:
         """Disjuncts of "valid against no branch": the product of the branches' disjuncts
-        (:meth:`_product`), else, where that goes over ``MAX_DISJUNCTS``, split by the value
-        of a member whose values branches list (:meth:`_split_by_listed_member`)."""
+        (:meth:`_product`) or the split by the value of a member whose values branches list
+        (:meth:`_split_by_listed_member`), whichever has fewer (each disjunct is compiled);
+        refused where both go over ``MAX_DISJUNCTS``. ``types``: the structured types the
+        union must be exact for (the caller's other disjuncts cover the rest of ``rest``'s;
+        ``None``: all of them)."""
         try:
-            return self._product(branches, pointer)
-        except TooManyDisjuncts:
-            split = self._split_by_listed_member(branches, pointer)
-            if split is None:
-                raise
+            product = self._product(branches, pointer)
+        except TooManyDisjuncts as exc:
+            product, refusal = None, exc
+        try:
+            split = self._split_by_listed_member(branches, pointer, types)
+        except TooManyDisjuncts as exc:
+            split, refusal = None, exc
+        if product is None and split is None:
+            raise refusal
+        if product is None or (split is not None and len(split) < len(product)):
             return split
+        return product
 
-    def _product(self, branches: list, pointer: str) -> list[Any]:
-        """Disjuncts of "valid against no branch": one per choice of a disjunct of each.
+    def _product(self, branches: list, pointer: str, types: set[str] | None = None) -> list[Any]:
+        """Disjuncts of "valid against no branch": one per choice of a disjunct of each
+        (with ``types``: of those instances of these types only).
 
         A choice is a conjunction, kept as a set of disjuncts: a disjunct chosen twice
         counts once, a choice whose types exclude each other is empty, and a choice that
@@ -779,6 +789,9 @@ class StructuredNegation:
         """
         keyed: dict[str, Any] = {}
         combos: list[frozenset[str]] = [frozenset()]
+        if types is not None:  # every choice starts with the type
+            keyed["types"] = {"type": sorted(types)}
+            combos = [frozenset(["types"])]
         for i, branch in enumerate(branches):
             options = []
             for option in self.disjuncts(branch, f"{pointer}/{i}"):
@@ -806,7 +819,9 @@ class StructuredNegation:
             out.append(parts[0] if len(parts) == 1 else {"allOf": parts})
         return out
 
-    def _split_by_listed_member(self, branches: list, pointer: str) -> list[Any] | None:
+    def _split_by_listed_member(
+        self, branches: list, pointer: str, types: set[str] | None = None
+    ) -> list[Any] | None:
         """ "Valid against no branch" of objects, split by the value of one member ``k`` whose
         values some branches list (``properties: {k: {enum: [...]}}``, strings, booleans and
         ``null`` only): a discriminated union whose discriminator may be absent.
@@ -818,10 +833,12 @@ class StructuredNegation:
         keywords; a branch that lists no values of ``k`` stays whole. Each case is then
         ``case and (valid against none of what stays)``, recursively (:meth:`_none_of`), so
         a case costs the disjuncts of the branches it leaves. Every step removes the listed
-        member from a listing branch or drops that branch, so the recursion ends. ``None``:
-        no member is listed, or ``rest`` may be other than an object.
+        member from a listing branch or drops that branch, so the recursion ends. Arrays
+        (where ``types``, as in :meth:`_none_of`, holds them) are the product's over arrays
+        alone. ``None``: no member is listed, or objects are not among ``types``.
         """
-        if self.rest_types != {"object"}:
+        types = self.rest_types if types is None else types & self.rest_types
+        if "object" not in types:
             return None
         resolved: list[tuple[int, Any]] = []
         for i, branch in enumerate(branches):
@@ -904,8 +921,11 @@ class StructuredNegation:
             ]
             cases.append(({"type": "object", "properties": {name: False}}, stays))
         out: dict[str, Any] = {}
+        if "array" in types:
+            for part in self._product(branches, pointer, {"array"}):
+                out.setdefault(_key(part), part)
         for case, stays in cases:
-            parts = self._none_of(stays, pointer) if stays else [everything]
+            parts = self._none_of(stays, pointer, {"object"}) if stays else [everything]
             for part in parts:
                 if _types_meet([case, part]):
                     joined = {"allOf": [case, part]}

@@ -52,6 +52,8 @@ NONE_OF_UNLISTED = {  # the unlisted branch stays whole in every case
     "type": "object",
     "not": {"anyOf": [*CLOSED["oneOf"], UNLISTED]},
 }
+NOT_TYPED = {"not": {"type": "object", "anyOf": BRANCHES}}  # arrays fail it by their type
+NOT_OBJECT_BRANCHES = {"not": {"anyOf": [{**b, "type": "object"} for b in BRANCHES]}}  # arrays too
 SCHEMAS = {
     "union": UNION,
     "closed": CLOSED,
@@ -59,6 +61,8 @@ SCHEMAS = {
     "none_of": NONE_OF,
     "with_unlisted": WITH_UNLISTED,
     "none_of_unlisted": NONE_OF_UNLISTED,
+    "not_typed": NOT_TYPED,
+    "not_object_branches": NOT_OBJECT_BRANCHES,
 }
 
 ABSENT = object()
@@ -68,7 +72,7 @@ EXTRAS = [ABSENT, 1]
 VALUES = [
     {name: atom for name, atom in zip(("kind", "v", "x"), atoms, strict=True) if atom is not ABSENT}
     for atoms in itertools.product(KINDS, VS, EXTRAS)
-] + ["k0", None]
+] + ["k0", None, [], [{"kind": "k0"}], [{"kind": "zz"}]]
 
 
 def test_the_product_of_disjuncts_is_over_budget():
