@@ -1235,6 +1235,59 @@ def _automata(what: str, ptr: str, build: Callable[[], Any]) -> Any:
 _LENGTHS = ("minLength", "maxLength")
 
 
+def _only_string_branch(c: SchemaCompiler, target: Any, pointer: str) -> tuple[Any, str]:
+    """``target`` as far as strings go: an ``anyOf`` / ``oneOf`` (beside at most a ``type``
+    that allows strings) whose branches but one reject every string is that branch, for
+    strings (a string is valid against the union, or against exactly one branch, iff against
+    that branch), repeatedly; so its length bounds split it as :func:`_string_part` says
+    (``oneOf: [number, {maxLength: 64}]`` written as one text automaton nests 64 deep)."""
+    while isinstance(target, dict):
+        target_before = target
+        keys = set(target) & VALIDATION_KEYWORDS
+        union = keys & {"anyOf", "oneOf"}
+        if len(union) != 1 or keys - union - {"type"} or "string" not in _types_of(target):
+            break
+        key = union.pop()
+        admitting = []
+        for i, branch in enumerate(target[key]):
+            found = c._resolve(branch, f"{pointer}/{key}/{i}")
+            if found is True or (isinstance(found, dict) and "string" in _types_of(found)):
+                admitting.append((found, f"{pointer}/{key}/{i}"))
+            elif found is not False and not isinstance(found, dict):
+                return target, pointer
+        if len(admitting) > 1:  # length ranges alone, overlapping: one range
+            reduced = [_only_string_branch(c, found, at)[0] for found, at in admitting]
+            target = _one_length_range(reduced)
+            return (target, pointer) if target is not None else (target_before, pointer)
+        if not admitting:
+            break
+        target, pointer = admitting[0]
+    return target, pointer
+
+
+def _one_length_range(branches: list[Any]) -> dict | None:
+    """The union of ``branches`` as one ``{"type": "string", minLength, maxLength}`` for
+    strings, where each only bounds a string's length and the ranges overlap or touch."""
+    ranges = []
+    for branch in branches:
+        if branch is True:
+            ranges.append((0, None))
+            continue
+        if set(branch) & VALIDATION_KEYWORDS - {"type", *_LENGTHS}:
+            return None
+        ranges.append((int(branch.get("minLength", 0)), branch.get("maxLength")))
+    ranges.sort(key=lambda r: r[0])
+    shortest, longest = ranges[0]
+    for lo, hi in ranges[1:]:
+        if longest is not None and lo > int(longest) + 1:
+            return None  # a gap
+        longest = None if longest is None or hi is None else max(int(longest), int(hi))
+    out: dict[str, Any] = {"type": "string", "minLength": shortest}
+    if longest is not None:
+        out["maxLength"] = int(longest)
+    return out
+
+
 def _string_part(c: SchemaCompiler, rest: dict, neg: Any, ptr: str, neg_ptr: str) -> Node | None:
     """The strings valid against ``rest`` and not against ``neg``.
 
@@ -1246,7 +1299,7 @@ def _string_part(c: SchemaCompiler, rest: dict, neg: Any, ptr: str, neg_ptr: str
     """
     typed = {"type": "string"}
     parts: list[Node | None] = []
-    target = c._resolve(neg, neg_ptr)
+    target, neg_ptr = _only_string_branch(c, c._resolve(neg, neg_ptr), neg_ptr)
     if isinstance(target, dict) and any(k in target for k in _LENGTHS):
         shortest, longest = int(target.get("minLength", 0)), target.get("maxLength")
         if shortest > 0:
