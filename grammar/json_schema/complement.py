@@ -1239,8 +1239,10 @@ def _only_string_branch(c: SchemaCompiler, target: Any, pointer: str) -> tuple[A
     """``target`` as far as strings go: an ``anyOf`` / ``oneOf`` (beside at most a ``type``
     that allows strings) whose branches but one reject every string is that branch, for
     strings (a string is valid against the union, or against exactly one branch, iff against
-    that branch), repeatedly; so its length bounds split it as :func:`_string_part` says
-    (``oneOf: [number, {maxLength: 64}]`` written as one text automaton nests 64 deep)."""
+    that branch), repeatedly; an ``anyOf`` of length ranges that overlap is one range (not a
+    ``oneOf``: a string valid against two branches fails it). So its length bounds split it
+    as :func:`_string_part` says (``oneOf: [number, {maxLength: 64}]`` written as one text
+    automaton nests 64 deep)."""
     while isinstance(target, dict):
         target_before = target
         keys = set(target) & VALIDATION_KEYWORDS
@@ -1255,11 +1257,11 @@ def _only_string_branch(c: SchemaCompiler, target: Any, pointer: str) -> tuple[A
                 admitting.append((found, f"{pointer}/{key}/{i}"))
             elif found is not False and not isinstance(found, dict):
                 return target, pointer
-        if len(admitting) > 1:  # length ranges alone, overlapping: one range
+        if len(admitting) > 1 and key == "anyOf":  # overlapping length ranges: one range
             reduced = [_only_string_branch(c, found, at)[0] for found, at in admitting]
             target = _one_length_range(reduced)
             return (target, pointer) if target is not None else (target_before, pointer)
-        if not admitting:
+        if len(admitting) != 1:  # (oneOf: a string valid against two is not valid)
             break
         target, pointer = admitting[0]
     return target, pointer

@@ -49,14 +49,31 @@ ABOVE = {  # overlapping ranges 3-5 and 4-9: lengths 0-2 and 10+ stay
     "type": "string",
     "not": {"anyOf": [{"minLength": 3, "maxLength": 5}, {"minLength": 4, "maxLength": 9}]},
 }
+ONE_OF_RANGES = {  # oneOf, not anyOf: lengths 2-3 are valid against both (fail it), so stay
+    "type": "string",
+    "not": {"oneOf": [{"maxLength": 3}, {"minLength": 2, "maxLength": 6}]},
+}
+ONE_OF_TRUE = {  # a true branch beside a string branch: every string fails the oneOf
+    "type": "string",
+    "not": {"oneOf": [True, {"type": "string", "maxLength": 4}]},
+}
 LENGTHS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 64, 65, 255, 256, 2048, 2049]
 VALUES = ["a" * n for n in LENGTHS] + ["x" * n for n in (1, 3, 8)] + [1, True, None]
 
 
 @pytest.mark.parametrize(
     "schema",
-    [NESTED, GAP, TOUCHING, ABOVE, PATTERN_BESIDE, ONE_STRING_BRANCH],
-    ids=["nested", "gap", "touching", "above", "pattern_beside", "one_string_branch"],
+    [NESTED, GAP, TOUCHING, ABOVE, ONE_OF_RANGES, ONE_OF_TRUE, PATTERN_BESIDE, ONE_STRING_BRANCH],
+    ids=[
+        "nested",
+        "gap",
+        "touching",
+        "above",
+        "one_of_ranges",
+        "one_of_true",
+        "pattern_beside",
+        "one_string_branch",
+    ],
 )
 def test_string_complements_of_unions_match_jsonschema(schema):
     check(schema, VALUES)
