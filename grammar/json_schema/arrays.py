@@ -6,7 +6,8 @@ a counted repetition ``{m,n}`` of the rest items; ``contains`` with ``minContain
 ``(R,)*C(,R)* ...`` with ``C`` = items ∩ contains repeated ``m`` times, exact because the other
 elements are unconstrained by ``contains``; beside ``minItems`` / ``maxItems`` it is a
 continuation per (items, hits) counted (`_with_hits`), and several ``contains`` merged from
-``allOf`` parts are an item for each, met in every order (`_several_hits`). ``uniqueItems`` is enforced by enumerating the
+``allOf`` parts are an item for each, met in every order (`_several_hits`); a ``contains``
+that every value of finitely many listed items holds is ``minItems: 1``. ``uniqueItems`` is enforced by enumerating the
 arrays of distinct values when the item domain is a small finite set; over open item kinds
 (``{"type": "string"}``, ``"integer"``, ``"number"``: an infinite domain) the array is
 compiled without it and its place recorded in the compiler's
@@ -68,6 +69,16 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
     min_contains = int(s.get("minContains", 1)) if contains is not None else 0
     is_unique = bool(s.get("uniqueItems")) and (max_n is None or max_n > 1)
     also = s.get(CONTAINS_ALSO_KEY, [])  # (allOf parts' own contains: an item for each)
+    if contains is not None and "minContains" not in s and "maxContains" not in s:
+        # items of finitely many listed values that all hold a contains: any one item does
+        values = c.listed_values(rest, f"{ptr}/{rest_key}") if not prefix else None
+        if values:
+            held = [h for h in [contains, *also] if c.admits_all(h, list(values.values()))]
+            if held:
+                kept = [h for h in [contains, *also] if not any(h is x for x in held)]
+                contains, also = (kept[0], kept[1:]) if kept else (None, [])
+                min_contains = 1 if contains is not None else 0
+                min_n = max(min_n, 1)  # (above max_n: no array, as the counts below find)
     if also and (
         is_unique
         or prefix

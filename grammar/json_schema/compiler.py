@@ -711,21 +711,56 @@ class SchemaCompiler:
                         return True
         return False
 
-    def _admits_none(self, schema: dict, values: list) -> bool:
-        """True only if every value of ``values`` is invalid against ``schema``: its text is
-        outside the exact tree of ``schema`` (built once). Values holding a number are not
-        judged (a number's text is one of its spellings; ``2.0`` is an integer to the
-        specification, not to the integer layout), nor are schemas the exact tree refuses."""
+    def _admits_none(self, schema: Any, values: list) -> bool:
+        """True only if every value of ``values`` is invalid against ``schema``
+        (:meth:`_verdicts`)."""
+        verdicts = self._verdicts(schema, values)
+        return verdicts is not None and not any(verdicts)
+
+    def admits_all(self, schema: Any, values: list) -> bool:
+        """True only if every value of ``values`` is valid against ``schema``
+        (:meth:`_verdicts`)."""
+        verdicts = self._verdicts(schema, values)
+        return verdicts is not None and all(verdicts)
+
+    def _verdicts(self, schema: Any, values: list) -> list[bool] | None:
+        """Whether each value of ``values`` is valid against ``schema``: its text is inside
+        the exact tree of ``schema`` (built once). ``None`` where that cannot be judged:
+        values holding a number (a number's text is one of its spellings; ``2.0`` is an
+        integer to the specification, not to the integer layout), schemas the exact tree
+        refuses."""
         if any(_holds_number(v) for v in values):
-            return False
+            return None
         try:
             check = self.compile_exact(schema, "")
         except (SchemaError, GrammarError):
-            return False
-        return not any(
+            return None
+        return [
             self.fullmatch(check, self.layout.dumps(ordered(v, schema, self.root), self.depth))
             for v in values
-        )
+        ]
+
+    def listed_values(self, sub: Any, pointer: str) -> dict[str, Any] | None:
+        """The values ``sub`` allows by their JSON text, where it only lists values
+        (``enum``/``const``, optionally ``type``) that are strings, booleans or ``null``
+        (numbers are left out: ``1`` and ``1.0`` are one value, two texts); else ``None``."""
+        sub = self._resolve(sub, pointer)
+        if not isinstance(sub, dict) or set(sub) & VALIDATION_KEYWORDS - {"enum", "const", "type"}:
+            return None
+        if "enum" not in sub and "const" not in sub:
+            return None
+        values = sub.get("enum", [sub.get("const")])
+        if not isinstance(values, list) or not all(
+            v is None or isinstance(v, (str, bool)) for v in values
+        ):
+            return None
+        if "const" in sub:  # (beside enum: the values both allow)
+            values = [v for v in values if json.dumps(v) == json.dumps(sub["const"])]
+        if "type" in sub:
+            declared = sub["type"]
+            types = {declared} if isinstance(declared, str) else set(declared)
+            values = [v for v in values if type_of(v) & types]
+        return {json.dumps(v): v for v in values}
 
     # ---- one merged schema without combinators --------------------------------------------------
 

@@ -683,11 +683,11 @@ class StructuredNegation:
         required = [r for r in rest.get("required", []) if isinstance(r, str)]
         self.rest_names = list(dict.fromkeys([*props, *required]))
         self.rest_required = set(required)
-        # the values rest lists for a member, by their JSON text (``_listed_values``)
+        # the values rest lists for a member, by their JSON text (``SchemaCompiler.listed_values``)
         self.rest_listed = {
             name: values
             for name, sub in props.items()
-            if (values := self._listed_values(sub, "/properties")) is not None
+            if (values := self.c.listed_values(sub, "/properties")) is not None
         }
         if rest.get("patternProperties"):
             self.rest_has_extras = True
@@ -851,7 +851,7 @@ class StructuredNegation:
         listed: dict[str, dict[int, dict[str, Any]]] = {}  # name -> branch -> values by text
         for i, found in resolved:
             for name, sub in (found.get("properties") or {}).items():
-                values = self._listed_values(sub, f"{pointer}/{i}/properties")
+                values = self.c.listed_values(sub, f"{pointer}/{i}/properties")
                 if values is not None:
                     listed.setdefault(name, {})[i] = values
         if not listed:
@@ -938,28 +938,6 @@ class StructuredNegation:
                 pointer.rsplit("/", 1)[1],
             )
         return list(out.values())
-
-    def _listed_values(self, sub: Any, pointer: str) -> dict[str, Any] | None:
-        """The values ``sub`` allows by their JSON text, where it only lists values
-        (``enum``/``const``, optionally ``type``) that are strings, booleans or ``null``
-        (numbers are left out: ``1`` and ``1.0`` are one value, two texts); else ``None``."""
-        sub = self.c._resolve(sub, pointer)
-        if not isinstance(sub, dict) or set(sub) & VALIDATION_KEYWORDS - {"enum", "const", "type"}:
-            return None
-        if "enum" not in sub and "const" not in sub:
-            return None
-        values = sub.get("enum", [sub.get("const")])
-        if not isinstance(values, list) or not all(
-            v is None or isinstance(v, (str, bool)) for v in values
-        ):
-            return None
-        if "const" in sub:  # (beside enum: the values both allow)
-            values = [v for v in values if json.dumps(v) == json.dumps(sub["const"])]
-        if "type" in sub:
-            declared = sub["type"]
-            types = {declared} if isinstance(declared, str) else set(declared)
-            values = [v for v in values if type_of(v) & types]
-        return {json.dumps(v): v for v in values}
 
     def _may_have(self, name: str) -> bool:
         """False if ``rest`` allows no member ``name`` (not declared, no other keys allowed):
