@@ -6,9 +6,12 @@ dialect, which already gives every construct its ECMA meaning (``\\d`` = ``[0-9]
 ``[A-Za-z0-9_]``, ``\\s`` = the WhiteSpace and LineTerminator set, ``.`` = any character but
 ``\\n \\r \\u2028 \\u2029``, ``$`` = end of input only) and refuses what an automaton cannot
 express (backreferences, lookbehind, word boundaries, ...) with :class:`PatternRefused`. Anchors
-are accepted only where they sit at an end of the whole pattern (at the ends of top-level
-alternatives, also inside a first or last group of alternatives: ``(^a|b)c`` is ``^ac|bc``);
-lookaheads are refused.
+at the ends of the whole pattern anchor its branches (at the ends of top-level alternatives,
+also inside a first or last group of alternatives: ``(^a|b)c`` is ``^ac|bc``); one anywhere
+else holds where ECMA (no multiline flag) has it hold: ``^`` at offset 0, ``$`` at the end, so
+what a ``^`` follows matches only its empty text and ``/^a$/`` matches nothing
+(:func:`_anchored_parts`; refused only inside a repetition of several copies). Lookaheads are
+refused.
 
 The result is a list of :class:`Branch` (character-level syntax tree nodes plus whether each end
 is anchored); unanchored ends get ``Σ*`` padding (:func:`padded`). :func:`encode` turns
@@ -30,6 +33,7 @@ from formcast.grammar.json_schema.charset import UNIVERSE, encode_charset
 from formcast.grammar.regex.combinators import alt, repeat, seq
 from formcast.grammar.regex.parser import parse_regex
 from formcast.grammar.regex.syntax_tree import (
+    EMPTY,
     Alternation,
     Anchor,
     CharSet,
@@ -81,8 +85,8 @@ def parse_ecma(pattern: str) -> list[Branch]:
     ------
     PatternRefused
         Syntax the ``"ecma"`` parser refuses (its message, with the position), a lookahead,
-        or an anchor that does not sit at an end of the pattern (a leading ``^(?!X)`` is
-        handled above this module: `pattern_intersection.parse_pattern`).
+        or an anchor inside a repetition of several copies (a leading ``^(?!X)`` is handled
+        above this module: `pattern_intersection.parse_pattern`).
     """
     return _parsed_branches(pattern, "ecma", is_anchored=False)
 
@@ -184,7 +188,7 @@ def _split(node: Node, *, start: bool, end: bool) -> list[Branch]:
     first (last) whose options hold anchors is distributed over the rest, ``(^a|b)c`` =
     ``^ac | bc`` (the strings a union finds a match in are the union of the strings each
     option does), which also splits a top-level group of anchored alternatives. Any other
-    anchor is refused.
+    anchor is placed by :func:`_anchored_parts`.
     """
     items = _flat_items(node)
     lead = 0
@@ -209,11 +213,72 @@ def _split(node: Node, *, start: bool, end: bool) -> list[Branch]:
             for option in core[-1].options
             for b in _split(Concat((*rest, option)), start=start, end=end)
         ]
-    for item in core:
-        anchor = _find_anchor(item)
-        if anchor is not None:
-            raise PatternRefused(f"{_ANCHOR_REFUSAL} (anchor at position {anchor.pos})")
-    return [Branch(core, start, end)]
+    if not any(_find_anchor(item) is not None for item in core):
+        return [Branch(core, start, end)]
+    # an anchor away from the ends: the text before a ^ is empty and at the input's start,
+    # the text after a $ empty and at its end (as `_anchored_parts` places them)
+    return [
+        Branch(_flat_items(part), start or at_start, end or at_end)
+        for (at_start, at_end), part in _anchored_parts(Concat(core)).items()
+    ]
+
+
+def _anchored_parts(node: Node) -> dict[tuple[bool, bool], Node]:
+    """``node`` without its anchors: ``{(at_start, at_end): part}``, where ``part`` holds
+    the texts ``node`` matches whose match must begin at the input's start (``at_start``) and
+    / or end at its end (``at_end``); flag pairs no text has are absent.
+
+    Without the multiline flag ``^`` holds only at offset 0 and ``$`` only at the end of
+    the input. In ``X Y``, a ``Y`` text that must begin at the start leaves ``X`` only its
+    empty text (where it has one), and an ``X`` text that must end at the end leaves ``Y``
+    only its empty text; so ``a?^b`` is ``^b``, ``a^b`` matches nothing and ``a$b?`` is
+    ``a$``. At most four parts per node (one per flag pair): alternatives with equal flags
+    are one union.
+
+    Raises
+    ------
+    PatternRefused
+        An anchor inside a repetition of more than one copy.
+    """
+    if _find_anchor(node) is None:
+        return {(False, False): node}
+    if isinstance(node, Anchor):
+        return {(node.kind == "start", node.kind == "end"): EMPTY}
+    parts: dict[tuple[bool, bool], Node] = {}
+    if isinstance(node, Alternation):
+        for option in node.options:
+            for flags, part in _anchored_parts(option).items():
+                parts[flags] = alt((parts.get(flags), part))  # type: ignore[assignment]
+        return parts
+    if isinstance(node, Repeat) and node.max_count == 1:  # X? is X | (empty), X{1} is X
+        parts = _anchored_parts(node.item)
+        if node.min_count == 0:
+            parts[(False, False)] = alt((parts.get((False, False)), EMPTY))  # type: ignore[assignment]
+        return parts
+    if not isinstance(node, Concat):  # a repetition (lookaheads are refused before)
+        anchor = _find_anchor(node)
+        position = anchor.pos if anchor is not None else -1
+        raise PatternRefused(f"{_ANCHOR_REFUSAL} (anchor at position {position}, repeated)")
+    parts = {(False, False): EMPTY}
+    for item in node.items:
+        grown: dict[tuple[bool, bool], Node] = {}
+        for (left_start, left_end), left in parts.items():
+            for (right_start, right_end), right in _anchored_parts(item).items():
+                # a right text at the start: the left one is empty; a left text at the end:
+                # the right one is empty (None: no such text)
+                head = _empty_part(left) if right_start else left
+                tail = _empty_part(right) if left_end else right
+                joined = None if head is None or tail is None else seq(head, tail)
+                if joined is not None:
+                    flags = (left_start or right_start, left_end or right_end)
+                    grown[flags] = alt((grown.get(flags), joined))  # type: ignore[assignment]
+        parts = grown
+    return parts
+
+
+def _empty_part(node: Node) -> Node | None:
+    """The empty text if ``node`` matches it, else ``None`` (no text)."""
+    return EMPTY if width((node,))[0] == 0 else None
 
 
 def _is_anchor(node: Node, kind: str) -> bool:

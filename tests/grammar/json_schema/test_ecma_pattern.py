@@ -87,10 +87,27 @@ def test_anchored_patterns_find_what_re_search_finds(pattern):
         assert (rx.fullmatch(_content(value)) is not None) == _search(pattern, value), value
 
 
-@pytest.mark.parametrize(
-    "pattern", ["a^b", "(^a|b)*", "a(^b|c)", "(a$)?", "$^", "^a$b", "a(b|^c)d", "x*(a|^b)"]
-)
-def test_anchors_inside_a_pattern_are_refused(pattern):
+# anchors away from the ends: what comes before a ^ matches only its empty text at the
+# input's start, what comes after a $ only its empty text at the end (some match nothing)
+INSIDE = ["a^b", "a(^b|c)", "(a$)?", "(a$)?b", "$^", "^a$b", "a(b|^c)d", "x*(a|^b)", "/^a$/",
+          "^$a*$", "(b|^)a", "a($|b)c?", "(^a)?b", "b?(^|c)(a|$)d?", "(x|y?^)(a$|b)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", INSIDE)
+def test_anchors_inside_a_pattern_find_what_re_search_finds(pattern):
+    rx = _matcher(parse_ecma(pattern))
+    for value in _strings("abcd/\n", 4):
+        is_found = rx is not None and rx.fullmatch(_content(value)) is not None
+        assert is_found == _search(pattern, value), value
+
+
+def test_a_pattern_whose_anchors_cannot_hold_matches_nothing():
+    assert parse_ecma("/^[0-9]{4}$/") == []  # (a JS regex literal's slashes kept in)
+    assert parse_ecma("a^b") == []
+
+
+@pytest.mark.parametrize("pattern", ["(^a|b)*", "(a$){2}", "(^a)+", "x(a|(^b)*)"])
+def test_anchors_inside_a_repetition_are_refused(pattern):
     with pytest.raises(PatternRefused, match="anchors"):
         parse_ecma(pattern)
 

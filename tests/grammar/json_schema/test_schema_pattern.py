@@ -93,3 +93,40 @@ def test_lookahead_keys_in_pattern_properties():
     assert rx.fullmatch('{"build":1,"test_it":2}')
     assert not rx.fullmatch('{"include":1}') and not rx.fullmatch('{"exclude":1}')
     assert rx.fullmatch('{"includes":1}')
+
+
+def test_anchors_inside_a_pattern_on_both_routes():
+    """A JS regex literal's slashes kept in a pattern (``/^[0-9]{4}$/``: no string has a
+    ``/`` before its start) leave the member no string, and ``^$[a-z$]*$`` is the empty
+    string alone; both routes against jsonschema, token by token."""
+    import jsonschema
+
+    from formcast.engine.models.loader import load_tokenizer
+    from formcast.grammar import Vocabulary
+    from formcast.grammar.json_schema.compile import compile_json_schema
+    from tests.grammar.schema_oracle import walk_checked
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "year": {"type": "string", "pattern": "/^[0-9]{4}$/"},
+            "name": {"type": "string", "pattern": "^$[a-z$]*$"},
+            "id": {"type": "string", "pattern": "x?^[a-z]+(?:$|-)"},
+        },
+        "additionalProperties": False,
+    }
+    values = [{}, {"year": "2024"}, {"year": "/2024/"}, {"name": ""}, {"name": "a"},
+              {"name": "$"}, {"id": "ab-c"}, {"id": "ab"}, {"id": "xab"}, {"id": "1a"},
+              {"name": "", "id": "q-"}]  # fmt: skip
+    oracle = jsonschema.Draft202012Validator(schema)
+    verdicts = [oracle.is_valid(v) for v in values]
+    assert any(verdicts) and not all(verdicts)
+    tokenizer = load_tokenizer("smollm2-135m")
+    vocab = Vocabulary.from_tokenizer(tokenizer)
+    for route in ("regex", "cfg"):
+        grammar = compile_json_schema(schema, vocab, strict=False, route=route, cache=False)
+        for value, is_valid in zip(values, verdicts, strict=True):
+            ids = tokenizer.encode(
+                json.dumps(value, separators=(",", ":")), add_special_tokens=False
+            )
+            assert walk_checked(grammar, ids) == is_valid, (route, value)
