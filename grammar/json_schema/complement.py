@@ -41,7 +41,8 @@ invalid against ``N``. :func:`compile_not` builds that language type by type:
 Layout: every disjunct lays out ``rest``'s members in ``rest``'s order
 (``values.property_order``), then, where ``rest`` allows other keys, the names ``N``
 declares, then the other keys. A name only ``N`` (or a ``then``/``else`` branch) mentions is
-thus written after the declared ones, where ``values.serialize`` keeps the instance's order.
+thus written after the declared ones and before any other key, as ``values.property_order``
+(and so ``values.serialize``) orders the names of a schema's negated subschemas.
 
 ``oneOf`` with branches that may overlap is ``B_i and not (B_j or ...)`` per branch (only the
 branches not provably disjoint from ``B_i``: :func:`exclusive_branch`); ``if``/``then``/

@@ -4,7 +4,8 @@
 writes it: object keys in the order of the merged schema's ``properties`` (``$ref`` target,
 own, ``allOf`` parts; then the ``anyOf``/``oneOf`` branches the value fits by its keys and
 ``const``/``enum`` members); then names only ``required`` lists; then the names the dependency
-keywords mention; keys no schema names keep their order, last),
+keywords mention; then the names a ``not`` subschema lays out, as the complement writes them;
+keys no schema names keep their order, last),
 compact separators, strings as ``json.dumps(..., ensure_ascii=False)``, integral floats under an
 integer-only schema written as integers.
 """
@@ -57,12 +58,48 @@ def equality_key(value: Any) -> str:
 def property_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:
     """Property names in the order formcast writes them for ``schema``: the declared and
     required names (``_declared_order``), then the names its dependency keywords mention
-    (:func:`dependency_names`). With the object ``value``: only from the ``anyOf`` /
+    (:func:`dependency_names`), then those of its negated subschemas (``_negated``: the
+    complement writes them before other keys). With the object ``value``: only from the ``anyOf`` /
     ``oneOf`` branches whose shape it fits (`_fits`), where any does (each branch is laid out
     in its own order)."""
     names = _declared_order(schema, root, _depth, value) + dependency_names(schema, root, _depth)
+    negated = _negated(schema, root, _depth)
+    if negated:  # the complement lays out these, then the negated schema's names (its order)
+        neg = negated[0] if len(negated) == 1 else {"anyOf": negated}
+        names += property_order(neg, root, _depth + 1)
     seen: set[str] = set()
     return [n for n in names if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+
+
+def _negated(schema: Any, root: Any, depth: int) -> list:
+    """The ``not`` subschemas of ``schema``, its ``$ref`` target and its ``allOf`` parts, in
+    the order the merge meets them (which unites them as one ``anyOf``), each ``$ref``
+    resolved as the complement resolves the negated schema."""
+    found: list = []
+
+    def visit(part: Any, level: int) -> None:
+        if not isinstance(part, dict) or level > 20:
+            return
+        if isinstance(part.get("$ref"), str):
+            try:
+                visit(resolve_ref(root, part["$ref"], "")[0], level + 1)
+            except ValueError:
+                pass
+        neg = part.get("not")
+        for _ in range(20):  # a $ref chain under not
+            if not (isinstance(neg, dict) and isinstance(neg.get("$ref"), str)):
+                break
+            try:
+                neg = resolve_ref(root, neg["$ref"], "")[0]
+            except ValueError:
+                break
+        if isinstance(neg, dict):
+            found.append(neg)
+        for sub in part["allOf"] if isinstance(part.get("allOf"), list) else []:
+            visit(sub, level + 1)
+
+    visit(schema, depth)
+    return found
 
 
 def _declared_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:

@@ -56,7 +56,27 @@ DISCRIMINATED_BRANCHES = {
     },
     "required": ["failure"],
 }  # fmt: skip
+# names only a negated schema declares: the complement lays them out after the schema's own
+# members and before any other key (a not in an allOf part and under a $ref too; several nots
+# are one anyOf, laid out branch by branch)
+NEGATED_NAMES = {
+    "type": "object",
+    "properties": {"kind": {"type": "string"}},
+    "additionalProperties": {"type": "string"},
+    "not": {"properties": {"v": {"const": "x"}}, "required": ["v"]},
+}
+NEGATED_IN_PARTS = {
+    "type": "object",
+    "$defs": {"vx": {"properties": {"v": {"const": "x"}}, "required": ["v"]}},
+    "allOf": [{"not": {"$ref": "#/$defs/vx"}}, {"properties": {"kind": {"type": "string"}}}],
+    "not": {"properties": {"w": {"const": 1}}, "required": ["w"]},
+}
 CASES = [
+    (NEGATED_NAMES, {"kind": "a", "z": "q", "v": "y"}),
+    (NEGATED_NAMES, {"z": "q", "v": "y"}),
+    (NEGATED_IN_PARTS, {"z": 1, "v": "y", "kind": "k", "w": 2}),
+    (NEGATED_IN_PARTS, {"z": 1, "w": 2, "v": "xy"}),
+
     (REQUIRED_IN_ONE_PART_DECLARED_IN_ANOTHER, [{"size": 1, "user": "u", "type": "file", "name": "a"}, {"type": "dir", "name": "b", "files": 2}]),
     (UNION_INSIDE_AN_ALLOF_PART, {"platforms": ["x"], "devices": {"d": True}, "match": "m"}),
     (UNION_INSIDE_AN_ALLOF_PART, {"engine": "e", "device": "d", "match": "m"}),
