@@ -63,6 +63,7 @@ contains a match), parsed by the regex parser's ``ecma`` dialect.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -85,6 +86,7 @@ from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.unique_plan import (
+    CountedClash,
     UniqueItemsPlan,
     chained_chars,
     has_items_above,
@@ -240,7 +242,8 @@ def marked_schema_tree(
     ``maxItems`` passes it (more than any token's commas plus one) and whose written-out
     items would take more than ``items_max_states`` NFA states keeps an unbounded tail, that
     bound counted by the matcher (recorded in ``unique_plan``; needs ``share_refs=False``)."""
-    compiler = SchemaCompiler(
+    new_compiler = functools.partial(
+        SchemaCompiler,
         schema_of(schema),
         layout=make_layout(
             whitespace, max_whitespace=max_whitespace, indent=indent, any_order=any_order
@@ -262,12 +265,20 @@ def marked_schema_tree(
         count_items_above=count_items_above,
         items_max_states=items_max_states,
     )
-    try:
-        tree = compiler.compile(compiler.root, "")
-    except RecursionError as exc:
-        raise CompileBudgetError("schema nesting too deep for the regex path") from exc
-    if unique_plan is not None:
-        unique_plan.check(lenient=lenient)
+    while True:
+        compiler = new_compiler()
+        try:
+            tree = compiler.compile(compiler.root, "")
+        except RecursionError as exc:
+            raise CompileBudgetError("schema nesting too deep for the regex path") from exc
+        if unique_plan is None:
+            break
+        try:
+            unique_plan.check(lenient=lenient)
+        except CountedClash:  # again, with those strings' bounds in the automaton
+            unique_plan.reset()
+            continue
+        break
     if tree is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     if tree.num_chars > max_regex_chars:

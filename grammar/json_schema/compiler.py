@@ -1063,7 +1063,12 @@ class SchemaCompiler:
         else:
             text_error = None
         num_product = num_text * (bound + 1)
-        if num_product > COUNTED_ABOVE_STATES and self._count_length(key, text, ptr, kw):
+        plan = self.unique_plan
+        if (
+            num_product > COUNTED_ABOVE_STATES
+            and (plan is None or key not in plan.uncounted_keys)
+            and self._count_length(key, text, ptr, kw, is_optional=True)
+        ):
             return text, True
         if key not in self._guard_budget:
             if text_error is not None:
@@ -1120,12 +1125,15 @@ class SchemaCompiler:
         ptr: str,
         keyword: str,
         is_route_choice: bool = False,
+        is_optional: bool = False,
     ) -> bool:
         """Leave the length bounds ``key[1:]`` of the string texts ``text`` to the matcher
         (`~formcast.grammar.json_schema.length_guard.LengthGuard`, recorded in the plan);
         False where it cannot: no plan, inside a complemented language or a text that will
         be fullmatched, or an automaton over budget. ``is_route_choice``: the grammar could
-        hold the bounds on the structural path, so a clash takes that path (not a refusal)."""
+        hold the bounds on the structural path, so a clash takes that path (not a refusal);
+        ``is_optional``: the automaton could hold them as a product here, so a clash builds
+        that product (`unique_plan.CountedClash`, not a refusal)."""
         plan = self.unique_plan
         if plan is None or plan.num_negations > 0 or self.num_exact > 0:
             return False
@@ -1143,7 +1151,9 @@ class SchemaCompiler:
         guard = self._length_guards[key]
         if guard is None:
             return False
-        plan.note_text_guard(guard, ptr, keyword, is_route_choice)
+        plan.note_text_guard(
+            guard, ptr, keyword, is_route_choice, optional_key=key if is_optional else None
+        )
         return True
 
 

@@ -446,6 +446,12 @@ def _shown(path: Path) -> str:
     return "/".join(shown) or "(root)"
 
 
+class CountedClash(SchemaError):
+    """A string length the matcher was to count for compile time alone sits where another
+    string schema writes too: the compile is to be run again with those bounds built into
+    the automaton (`UniqueItemsPlan.uncounted_keys`); a ``SchemaError`` where it is not."""
+
+
 class UniqueItemsPlan:
     """What one compile recorded: unique-array patterns, other array sources, the path now.
 
@@ -479,10 +485,17 @@ class UniqueItemsPlan:
         # a guard cannot be exact there (dropping uniqueItems would grow what is subtracted)
         self.num_negations = 0
         self.is_filled = False
+        # guards the matcher was given for cost alone: {guard: its compiler key}; and the
+        # keys whose guards clashed, built as product automata instead (kept by reset)
+        self._optional_guards: dict[LengthGuard, tuple] = {}
+        self.uncounted_keys: set[tuple] = set()
 
     def reset(self) -> None:
-        """Forget everything (a new compile of the same document)."""
+        """Forget everything (a new compile of the same document) but which length guards
+        were given up for their products (``uncounted_keys``)."""
+        uncounted = self.uncounted_keys
         self.__init__()
+        self.uncounted_keys = uncounted
 
     def note_unique(self, kind: Kind, pointer: str) -> None:
         """The array at the current path is ``uniqueItems`` over items of ``kind``."""
@@ -542,14 +555,24 @@ class UniqueItemsPlan:
         self.item_counts[path] = (max_items, pointer)
 
     def note_text_guard(
-        self, guard: LengthGuard, pointer: str, keyword: str, is_route_choice: bool = False
+        self,
+        guard: LengthGuard,
+        pointer: str,
+        keyword: str,
+        is_route_choice: bool = False,
+        optional_key: tuple | None = None,
     ) -> None:
         """The strings at the current path have their length counted by the matcher
         (``is_route_choice``: the structural path would count them in its grammar, so a
-        clash makes :meth:`check` raise ``CompileBudgetError``, which takes that path)."""
+        clash makes :meth:`check` raise ``CompileBudgetError``, which takes that path;
+        ``optional_key``: the automaton could hold the bounds as a product, the count only
+        saves compile time, so a clash makes :meth:`check` raise :class:`CountedClash`,
+        whose keys the next compile builds as products)."""
         path = tuple(self.path)
         if is_route_choice:
             self._route_guards.add(guard)
+        if optional_key is not None:
+            self._optional_guards[guard] = optional_key
         if path in self.text_guards and self.text_guards[path][0] is not guard:
             self._strings.add(path)  # two guarded schemas at one place: they clash
         self.text_guards[path] = (guard, pointer, keyword)
@@ -667,6 +690,11 @@ class UniqueItemsPlan:
                 if other in self.text_guards
             ):
                 raise CompileBudgetError(f"{message} ({pointer or '#'})")
+            guards = [guard, *(self.text_guards[o][0] for o in clash if o in self.text_guards)]
+            keys = {self._optional_guards[g] for g in guards if g in self._optional_guards}
+            if keys - self.uncounted_keys:
+                self.uncounted_keys |= keys
+                raise CountedClash(message, pointer=pointer, keyword=keyword)
             if not lenient:
                 raise SchemaError(message, pointer=pointer, keyword=keyword)
             warnings.warn(f"{message} ({pointer or '#'}): {keyword} dropped", stacklevel=2)

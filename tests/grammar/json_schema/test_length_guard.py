@@ -233,6 +233,45 @@ def test_counted_string_beside_another_string_schema_is_refused(monkeypatch, smo
     assert info.value.pointer == "/properties/home/anyOf/0"
 
 
+@pytest.mark.parametrize("route", ["auto", "cfg"])
+def test_counted_for_cost_beside_another_string_schema_is_a_product(
+    route, monkeypatch, smollm2_vocab, smollm2_tokenizer
+):
+    """A count the matcher was given to save compile time alone (the product within its
+    budget) gives way where another string schema writes at its place: the compile runs
+    again with that product in the automaton (Github_medium o9802's ``oneOf`` of a plain
+    pattern and a pattern with ``minLength`` / ``maxLength`` was refused)."""
+    monkeypatch.setattr(compiler, "COUNTED_ABOVE_STATES", 1)  # every product: count it
+    schema = {
+        "type": "object",
+        "properties": {
+            "key": {
+                "oneOf": [
+                    {"type": "string", "pattern": "^[a-z]{1,6}$"},
+                    {"type": "string", "minLength": 4, "maxLength": 9, "pattern": "{{.+}}"},
+                ]
+            },
+            "home": {"type": "string", "format": "uri", "maxLength": 20},
+        },
+    }
+    grammar = compile_json_schema(schema, smollm2_vocab, strict=False, cache=False, route=route)
+    # (home's count has no other string schema at its place: still the matcher's)
+    assert isinstance(grammar, UniqueItemsGrammar) and grammar.text_patterns
+    oracle = validator(schema)
+    values = [{"key": k} for k in ("abc", "abcdefg", "{{x}}", "a{{xy}}", "{{x}}abcd", "{{}}",
+                                   "{{a}}b", "ab{{c}}de")]  # fmt: skip
+    values += [{"home": "http://a.io"}, {"home": "http://example.com/xyz"}]
+    verdicts = []
+    for value in values:
+        text = serialize(value, schema, schema)
+        matcher = grammar.matcher()
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        is_walked = matcher.accept_tokens(ids) == len(ids) and matcher.is_accepting()
+        assert is_walked == oracle.is_valid(value), (route, text)
+        verdicts.append(is_walked)
+    assert any(verdicts) and not all(verdicts)
+
+
 def test_same_schema_along_two_paths_is_one_guard(monkeypatch, smollm2_vocab, smollm2_tokenizer):
     """package.json: an ``anyOf`` of two required sets expands the object twice; its
     ``homepage`` (``format: uri`` + ``maxLength``) is one guard, not a clash."""
