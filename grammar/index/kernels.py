@@ -780,19 +780,60 @@ def chain_coverage(
     out = np.empty((most + 2, num_states, 4), np.uint64)  # levels 0..most and a last empty one
     out[0] = live
     out[1] = first
+    # covered[h, s] = first[s] & covered[h - 1, u(s)] changes at level h >= 3 only where
+    # covered[h - 1, u(s)] changed at h - 1: a level is the one before (one copy) with the
+    # states whose uniform successor just changed recomputed (their predecessors by u, CSR)
+    pred_start = np.zeros(num_states + 1, np.int64)
+    for s in range(num_states):
+        if uniform[s] >= 0:
+            pred_start[uniform[s] + 1] += 1
+    for s in range(num_states):
+        pred_start[s + 1] += pred_start[s]
+    preds = np.empty(pred_start[num_states], np.int64)
+    fill = pred_start[:-1].copy()
+    for s in range(num_states):
+        u = uniform[s]
+        if u >= 0:
+            preds[fill[u]] = s
+            fill[u] += 1
+    changed = np.empty(num_states, np.int64)  # the states that changed at the last level
+    candidates = np.empty(num_states, np.int64)
+    is_candidate = np.zeros(num_states, np.bool_)
+    num_changed = 0
     num_levels = 2
     is_settled = False
     for h in range(2, most + 1):
         prev = out[h - 1]
         cur = out[h]
-        changed = False
-        for s in range(num_states):
+        num_candidates = 0
+        if h == 2:  # level 1 is first, not first & level 0: every state
+            for s in range(num_states):
+                candidates[s] = s
+            num_candidates = num_states
+        else:
+            cur[:] = prev
+            for k in range(num_changed):
+                q = changed[k]
+                for j in range(pred_start[q], pred_start[q + 1]):
+                    p = preds[j]
+                    if not is_candidate[p]:
+                        is_candidate[p] = True
+                        candidates[num_candidates] = p
+                        num_candidates += 1
+        num_changed = 0
+        for k in range(num_candidates):
+            s = candidates[k]
+            is_candidate[s] = False
             u = uniform[s]
+            is_changed = False
             for w in range(4):
                 cur[s, w] = first[s, w] & prev[u, w] if u >= 0 else np.uint64(0)
                 if cur[s, w] != prev[s, w]:
-                    changed = True
-        if not changed:
+                    is_changed = True
+            if is_changed:
+                changed[num_changed] = s
+                num_changed += 1
+        if num_changed == 0:
             is_settled = True
             break
         num_levels = h + 1

@@ -189,3 +189,54 @@ def test_chain_coverage_strings_stay_alive(pattern, table):
                 for byte in rng.choice(allowed, int(rng.integers(1, h + 1))).tolist():
                     assert full[s, byte] == uniform[s] >= 0, (pattern, state, h)
                     s = full[s, byte]
+
+
+def _reference_levels(transitions, byte_to_class, uniform, max_height, max_cells):
+    """Chain coverage levels as the docstring defines them, level by level over every state
+    (plain numpy; the kernel recomputes only the states whose successor changed)."""
+    num_states, num_classes = transitions.shape
+    bits = np.zeros((num_classes, 4), np.uint64)
+    for b in range(256):
+        bits[byte_to_class[b], b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    live = np.zeros((num_states, 4), np.uint64)
+    first = np.zeros((num_states, 4), np.uint64)
+    for s in range(num_states):
+        for k in range(num_classes):
+            if transitions[s, k] >= 0:
+                live[s] |= bits[k]
+                if transitions[s, k] == uniform[s]:
+                    first[s] |= bits[k]
+    most = min(max_height, max(2, max_cells // max(num_states, 1) - 2))
+    levels = [live, first]
+    while len(levels) <= most:
+        u = uniform
+        nxt = np.where((u >= 0)[:, None], first & levels[-1][np.maximum(u, 0)], np.uint64(0))
+        if np.array_equal(nxt, levels[-1]):
+            return np.stack(levels)
+        levels.append(nxt)
+    if most < max_height:
+        levels.append(np.zeros_like(live))
+    return np.stack(levels)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        '"(?:[a-z]|\\\\n){3,40}"',
+        "(?:ab|c){2,9}x?",
+        '"[^"]{0,70}"(?:,"[a-z]{5,20}")*',
+        "[0-9]{1,3}(?:\\.[0-9]{1,3}){3}",
+        "a*b{4}c{0,90}",
+    ],
+)
+@pytest.mark.parametrize("max_cells", [1 << 21, 300])
+def test_chain_coverage_levels_equal_the_definition(pattern, max_cells, table):
+    from formcast.grammar.index import kernels as index_kernels
+
+    dfa = regex_to_dfa(pattern)
+    height = max(int(table.trie.height[0]), 1)
+    covered, uniform = index_kernels.chain_coverage(
+        dfa.transitions, dfa.byte_to_class, height, max_cells
+    )
+    want = _reference_levels(dfa.transitions, dfa.byte_to_class, uniform, height, max_cells)
+    assert covered.shape == want.shape and np.array_equal(covered, want), pattern
