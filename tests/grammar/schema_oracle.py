@@ -90,6 +90,25 @@ def walk_checked(grammar, token_ids) -> bool:
     return matcher.is_accepting()
 
 
+def assert_walks_agree(grammar, schema, values, tokenizer) -> None:
+    """Every value, as ``values.serialize`` writes it: :func:`walk_checked` of its tokens
+    takes it iff jsonschema validates that text; both verdicts must occur (a check that can
+    fail)."""
+    import json
+
+    from formcast.grammar.json_schema.values import serialize
+
+    oracle = validator(schema)
+    seen = {True: 0, False: 0}
+    for value in values:
+        text = serialize(value, schema, schema)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        is_valid = oracle.is_valid(json.loads(text))
+        assert walk_checked(grammar, ids) == is_valid, text
+        seen[is_valid] += 1
+    assert seen[True] and seen[False], seen
+
+
 def assert_regex_agrees(pattern: str, schema, values) -> None:
     """Every value (written compactly): ``pattern`` fullmatches its text iff ``schema``
     validates it; both verdicts must occur (a check that can fail)."""
