@@ -86,8 +86,8 @@ from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.structural import compile_json_schema_cfg, is_recursion_error
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
 from formcast.grammar.json_schema.unique_plan import (
-    CountedClash,
     UniqueItemsPlan,
+    build_checked,
     chained_chars,
     has_items_above,
     may_need_plan,
@@ -265,20 +265,15 @@ def marked_schema_tree(
         count_items_above=count_items_above,
         items_max_states=items_max_states,
     )
-    while True:
+
+    def build() -> Node | None:
         compiler = new_compiler()
         try:
-            tree = compiler.compile(compiler.root, "")
+            return compiler.compile(compiler.root, "")
         except RecursionError as exc:
             raise CompileBudgetError("schema nesting too deep for the regex path") from exc
-        if unique_plan is None:
-            break
-        try:
-            unique_plan.check(lenient=lenient)
-        except CountedClash:  # again, with those strings' bounds in the automaton
-            unique_plan.reset()
-            continue
-        break
+
+    tree = build_checked(build, unique_plan, lenient)
     if tree is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     if tree.num_chars > max_regex_chars:

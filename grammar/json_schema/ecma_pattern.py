@@ -262,8 +262,9 @@ def _anchored_parts(node: Node) -> dict[tuple[bool, bool], Node]:
     parts = {(False, False): EMPTY}
     for item in node.items:
         grown: dict[tuple[bool, bool], Node] = {}
+        item_parts = _anchored_parts(item)
         for (left_start, left_end), left in parts.items():
-            for (right_start, right_end), right in _anchored_parts(item).items():
+            for (right_start, right_end), right in item_parts.items():
                 # a right text at the start: the left one is empty; a left text at the end:
                 # the right one is empty (None: no such text)
                 head = _empty_part(left) if right_start else left

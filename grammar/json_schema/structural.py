@@ -64,7 +64,7 @@ from formcast.grammar.json_schema.number_ranges import NUMBER
 from formcast.grammar.json_schema.refs import resolve_ref
 from formcast.grammar.json_schema.sources import schema_of
 from formcast.grammar.json_schema.unique_items import UniqueItemsGrammar
-from formcast.grammar.json_schema.unique_plan import CountedClash, UniqueItemsPlan, may_need_plan
+from formcast.grammar.json_schema.unique_plan import UniqueItemsPlan, build_checked, may_need_plan
 from formcast.grammar.regex.combinators import alt, literal, repeat, seq, star
 from formcast.grammar.regex.syntax_tree import (
     EMPTY,
@@ -475,7 +475,8 @@ def _cfg_from(
 ) -> CfgGrammar | None:
     """The grammar of ``root``; with ``unique_plan``, uniqueItems arrays over open item
     kinds are recorded there (see unique_plan); ``is_plan_only``: stop after recording."""
-    while True:
+
+    def build() -> tuple[_CuttingCompiler, Node | None]:
         compiler = _CuttingCompiler(
             root,
             layout=layout,
@@ -486,19 +487,13 @@ def _cfg_from(
             unique_plan=unique_plan,
         )
         try:
-            top = compiler.compile(root, "")
+            return compiler, compiler.compile(root, "")
         except RecursionError as exc:
             raise SchemaError("schema nesting too deep", pointer="") from exc
-        if unique_plan is None:
-            break
-        try:
-            unique_plan.check(lenient=lenient)
-        except CountedClash:  # again, with those strings' bounds in the grammar's automata
-            unique_plan.reset()
-            continue
-        if is_plan_only:
-            return None
-        break
+
+    compiler, top = build_checked(build, unique_plan, lenient)
+    if unique_plan is not None and is_plan_only:
+        return None
     if top is None:
         raise SchemaError("the schema is unsatisfiable: no JSON value validates", pointer="")
     trees = [top, *compiler.rule_trees]  # nonterminal n; reference k is nonterminal k + 1

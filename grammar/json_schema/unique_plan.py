@@ -33,9 +33,9 @@ import functools
 import json
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from formcast.errors import CompileBudgetError, SchemaError
 
@@ -65,6 +65,9 @@ MAX_EXPANDED_PATHS = 64
 # the most expansion calls for one shared nonterminal (the use graph of ``$ref``s is walked
 # path by path); past it its places are "**"
 MAX_EXPANSION_STEPS = 512
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,6 +453,22 @@ class CountedClash(SchemaError):
     """A string length the matcher was to count for compile time alone sits where another
     string schema writes too: the compile is to be run again with those bounds built into
     the automaton (`UniqueItemsPlan.uncounted_keys`); a ``SchemaError`` where it is not."""
+
+
+def build_checked(build: Callable[[], T], plan: UniqueItemsPlan | None, lenient: bool) -> T:
+    """``build()`` (a compile of the whole document recording into ``plan``), then
+    ``plan.check``; while the check finds a clash it can settle by building products instead
+    of counts (:class:`CountedClash`), the plan is reset and the document built again."""
+    while True:
+        built = build()
+        if plan is None:
+            return built
+        try:
+            plan.check(lenient=lenient)
+        except CountedClash:  # again, with those strings' bounds in the automata
+            plan.reset()
+            continue
+        return built
 
 
 class UniqueItemsPlan:
