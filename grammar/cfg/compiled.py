@@ -83,8 +83,10 @@ class CfgTuning:
     Parameters
     ----------
     parser_kind : str
-        ``"auto"`` (LR where the grammar has SLR(1) tables), ``"earley"`` or ``"lr"``
-        (see :class:`~formcast.grammar.cfg.runtime.CfgRuntime`).
+        ``"auto"`` (JSON-Schema grammars: ``"glr"``, LR tables built on first use that fork at
+        conflicts; others: LR where the grammar has SLR(1) tables, else Earley),
+        ``"earley"``, ``"lr"`` or ``"glr"`` (see :class:`~formcast.grammar.cfg.runtime.
+        CfgRuntime`).
     num_exact_heads : int
         Heads per head set whose masks are exact and memoised; the rest are pruned.
     min_set_parts : int or None or "by_kind"
@@ -170,12 +172,18 @@ class CompiledCFG:
         if lexer_state is not None:
             self.lexer.load_state(lexer_state)
         eos_row = pack_ids(table.eos_token_ids.astype(np.int64), table.num_words)
+        parser_kind = self.tuning.parser_kind
+        if parser_kind == "auto" and self.kind == "json_schema" and self.max_depth is None:
+            # JSON-Schema grammars: unions of objects that share a key prefix are not SLR(1),
+            # and thousands of LR states are never read by one output: tables built state by
+            # state, forking at conflicts (the Earley parser cost ~80 us per first step)
+            parser_kind = "glr"
         self.runtime = CfgRuntime(
             self.parser,
             self.lexer,
             eos_row,
             self.max_depth,
-            parser_kind=self.tuning.parser_kind,
+            parser_kind=parser_kind,
             num_exact_heads=self.tuning.num_exact_heads,
         )
         self.initial_heads = self.runtime.initial_heads()

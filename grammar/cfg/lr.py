@@ -1,10 +1,20 @@
-"""LR parser over terminal ids (SLR(1) tables), with persistent, hash-consed stacks.
+"""LR parser over terminal ids (SLR(1) tables built on first use), with persistent,
+hash-consed stacks, forking where the table has conflicts.
 
-For grammars whose SLR(1) tables have no conflicts this is an exact, much cheaper alternative to the Earley
-recognizer of :mod:`formcast.grammar.cfg.earley`, with the same node interface
+For grammars whose SLR(1) tables have no conflicts this is an exact, much cheaper alternative
+to the Earley recognizer of :mod:`formcast.grammar.cfg.earley`, with the same node interface
 (``advance``, ``root``, ``node.expected``, ``node.is_accepting``, ``node.signature``), so the
 mask runtime uses either. An :class:`LRNode` is one parser stack: a state plus its parent
 node (the stack below), hash-consed per (parent, state), so identical stacks are one node.
+
+Tables: :class:`LRTable` numbers the LR(0) states as it reaches them and builds a state's row
+when a parser first reads it, so a parser pays for the states its sentences visit (a large
+JSON-Schema grammar has thousands, a sentence visits a few hundred). Where a row has several
+actions for one terminal (shift/reduce or reduce/reduce: the grammar is ambiguous or not
+SLR(1), e.g. a union of objects whose optional first members differ), ``advance`` follows
+each, and the stacks that can still go on are one :class:`LRForest` node (a generalised LR
+parse without a shared stack graph: the stacks merge back into one node once they reduce to the
+same stack, which for a union of JSON objects is where the object ends).
 
 Exactness: an LR parser never shifts a terminal that cannot continue the input (the correct
 prefix property), but SLR(1) may *reduce* on a lookahead that is rejected after the reductions
@@ -15,7 +25,8 @@ Stack reads are tracked for memoisation: every operation lowers :attr:`LRParser.
 height of the lowest stack node whose state it read (the root has height 0). A computation that
 starts with ``floor = node.height`` and ends with ``floor = f`` depends only on the top
 ``node.height - f + 1`` states of ``node``'s stack (:meth:`LRNode.tops`), so its result can be
-shared by every stack with the same top states (nested contexts, other sentences).
+shared by every stack with the same top states (nested contexts, other sentences); a forest's
+``tops`` are its stacks' (:class:`LRForest`).
 """
 
 from __future__ import annotations
@@ -23,76 +34,125 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import deque
-from dataclasses import dataclass
 
+from formcast.errors import GrammarError
 from formcast.grammar.automata.budget import check_deadline
 from formcast.grammar.cfg.first_follow import bit_set, first_follow
 from formcast.grammar.cfg.rules import PreparedGrammar
 
 _NUM_RECENT = 4096
+# reductions one advance may follow past a conflict before the grammar counts as cyclic
+_MAX_REDUCTIONS = 100_000
+_IN_PROGRESS = frozenset({-1})  # a stack whose viable terminals are being computed
 
 
-@dataclass
 class LRTable:
-    """SLR(1) tables over terminal ids.
+    """SLR(1) tables over terminal ids, built state by state on first use.
+
+    A state of the LR(0) automaton is numbered when a built state first reaches it, and its
+    row (shifts, gotos, reductions on FOLLOW sets) is built when a parser first reads it
+    (:meth:`row`, :meth:`goto`): a grammar's parser pays only for the states its sentences
+    visit (a 300-property object's grammar has thousands). :meth:`build_all` builds every
+    state (the conflict test of :func:`build_lr_table`).
 
     Attributes
     ----------
-    actions:
-        ``actions[s][t]``: ``k >= 0`` shift to state ``k``; ``k < 0`` reduce by
-        ``reductions[~k]``. Terminal ``end`` is the end of input.
-    gotos:
-        ``gotos[s][n]``: the state after nonterminal ``n`` from state ``s``.
     reductions:
         ``(num_popped, lhs)`` per reduce rule.
-    shifts:
-        ``shifts[s]``: terminals (not ``end``) state ``s`` shifts (always viable).
-    reduce_groups:
-        ``reduce_groups[s]``: ``(reduction index, lookahead terminals)`` pairs.
     start, accept:
         The initial state, and the state pushed by reducing to the start symbol at the bottom
         (the stack is a sentence when ``end`` leads there).
     end:
         The end-of-input terminal id (``num_terminals``).
+    has_conflicts:
+        True once a built state has a terminal with several actions (shift/reduce or
+        reduce/reduce): its :meth:`row` entry is then a tuple of them (:class:`LRParser`
+        follows each).
     """
 
-    actions: list[dict[int, int]]
-    gotos: list[dict[int, int]]
-    reductions: list[tuple[int, int]]
-    shifts: list[frozenset[int]]
-    reduce_groups: list[tuple[tuple[int, frozenset[int]], ...]]
-    start: int
-    accept: int
-    end: int
+    def __init__(self, grammar: PreparedGrammar) -> None:
+        self.rules = grammar.rules
+        self.end = grammar.num_terminals
+        self._start_symbol = grammar.start
+        self._follow_bits = first_follow(grammar).follow
+        self._follow: dict[int, frozenset[int]] = {}  # FOLLOW sets by their bits (few distinct)
+        self._by_lhs = grammar.rules_by_lhs
+        self._predicted: _PredictedRules | None = None
+        first = frozenset({(0, 0)})
+        self._kernels: dict[frozenset, int] = {first: 0}
+        self._order: list[frozenset] = [first]  # kernel items per state
+        # per state, None until built: terminal -> shift state (>= 0) / ~reduction (< 0), or
+        # a tuple of those on a conflict; nonterminal -> state; shifted terminals (not end);
+        # (reduction index, lookahead terminals) pairs
+        self._actions: list[dict[int, int | tuple[int, ...]] | None] = [None]
+        self._gotos: list[dict[int, int] | None] = [None]
+        self._shifts: list[frozenset[int] | None] = [None]
+        self._reduce_groups: list[tuple[tuple[int, frozenset[int]], ...] | None] = [None]
+        self.reductions: list[tuple[int, int]] = []
+        self._reduction_ids: dict[tuple[int, int], int] = {}
+        self.has_conflicts = False
+        self.start = 0
+        self.accept = self.goto(0, grammar.start)
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_predicted"] = None  # rebuilt on first use (not a grammar-file class)
+        return state
 
-def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
-    """SLR(1) tables of ``grammar`` (LR(0) automaton, reductions on FOLLOW sets), or ``None``
-    if they have a conflict (ambiguous or not SLR(1)): then only the Earley parser is exact for
-    it. SLR reduces on more lookaheads than LALR would; :class:`LRParser` simulates reductions
-    before trusting a lookahead, so that costs nothing in exactness."""
-    rules = grammar.rules
-    end = grammar.num_terminals
-    follow_bits = first_follow(grammar).follow
-    # FOLLOW sets as frozensets, by their bits (nonterminals of one JSON grammar share a few)
-    follow: dict[int, frozenset[int]] = {}
-    predicted = _PredictedRules(grammar)
-    kernels: dict[frozenset, int] = {frozenset({(0, 0)}): 0}
-    order = list(kernels)
-    actions: list[dict[int, int]] = []
-    gotos: list[dict[int, int]] = []
-    shifts: list[frozenset[int]] = []
-    reduce_groups: list[tuple[tuple[int, frozenset[int]], ...]] = []
-    reductions: list[tuple[int, int]] = []
-    reduction_ids: dict[tuple[int, int], int] = {}
-    for kernel in order:  # grows while iterating: breadth first over the LR(0) automaton
-        check_deadline("building the LR tables")
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def num_states(self) -> int:
+        """States numbered so far (built or reached)."""
+        return len(self._order)
+
+    def row(self, s: int) -> dict[int, int | tuple[int, ...]]:
+        """State ``s``'s actions: terminal -> ``k >= 0`` shift to state ``k``, ``k < 0``
+        reduce by ``reductions[~k]``, or a tuple of those (a conflict)."""
+        found = self._actions[s]
+        return self._build(s) if found is None else found
+
+    def goto(self, s: int, n: int) -> int:
+        """The state after nonterminal ``n`` from state ``s``."""
+        if self._actions[s] is None:
+            self._build(s)
+        return self._gotos[s][n]
+
+    def shifts(self, s: int) -> frozenset[int]:
+        """The terminals (not ``end``) state ``s`` shifts (always viable)."""
+        if self._actions[s] is None:
+            self._build(s)
+        return self._shifts[s]
+
+    def reduce_groups(self, s: int) -> tuple[tuple[int, frozenset[int]], ...]:
+        """``(reduction index, lookahead terminals)`` pairs of state ``s``."""
+        if self._actions[s] is None:
+            self._build(s)
+        return self._reduce_groups[s]
+
+    def build_all(self) -> LRTable:
+        """Build every state (breadth first over the LR(0) automaton); returns ``self``."""
+        s = 0
+        while s < len(self._order):  # grows while building
+            if self._actions[s] is None:
+                check_deadline("building the LR tables")
+                self._build(s)
+            s += 1
+        return self
+
+    def _build(self, s: int) -> dict[int, int | tuple[int, ...]]:
+        """Build state ``s``'s row; number the states it reaches."""
+        rules = self.rules
+        if self._predicted is None:
+            self._predicted = _PredictedRules(self.rules, self._by_lhs)
+        predicted = self._predicted
         # LR(0) closure: the kernel items, plus (r, 0) for every rule predicted by a
         # nonterminal after a kernel dot (those items advance to (r, 1) or are complete)
         successors: dict[int, list[tuple[int, int]]] = {}
         complete = []
         closure: set[int] = set()
-        for r, d in kernel:
+        for r, d in self._order[s]:
             rhs = rules[r][1]
             if d < len(rhs):
                 symbol = rhs[d]
@@ -107,49 +167,61 @@ def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
                 successors.setdefault(rhs[0], []).append((r, 1))
             else:
                 complete.append(r)
-        action: dict[int, int] = {}
+        action: dict[int, int | tuple[int, ...]] = {}
         goto: dict[int, int] = {}
+        kernels, order = self._kernels, self._order
         for symbol, items_after in successors.items():
             key = frozenset(items_after)
             state = kernels.get(key)
             if state is None:
                 state = kernels[key] = len(order)
                 order.append(key)
+                for table in (self._actions, self._gotos, self._shifts, self._reduce_groups):
+                    table.append(None)
             if symbol >= 0:
                 action[symbol] = state
             else:
                 goto[~symbol] = state
-        shifts.append(frozenset(action))
-        # reduce by rule k on FOLLOW(lhs) (two complete rules of one lhs overlap there: a
-        # conflict, whether or not they share k)
+        shifts = frozenset(action)
+        # reduce by rule k on FOLLOW(lhs); a lookahead with an action already is a conflict
+        # (two complete rules of one lhs overlap there, whether or not they share k)
         groups: dict[int, frozenset[int]] = {}
         for r in complete:
             lhs, rhs = rules[r]
             key = (len(rhs), lhs)
-            k = reduction_ids.setdefault(key, len(reductions))
-            if k == len(reductions):
-                reductions.append(key)
-            bits = follow_bits[lhs]
-            lookahead = follow.get(bits)
+            k = self._reduction_ids.setdefault(key, len(self.reductions))
+            if k == len(self.reductions):
+                self.reductions.append(key)
+            bits = self._follow_bits[lhs]
+            lookahead = self._follow.get(bits)
             if lookahead is None:
-                lookahead = follow[bits] = frozenset(bit_set(bits))
+                lookahead = self._follow[bits] = frozenset(bit_set(bits))
             if not lookahead.isdisjoint(action):
-                return None  # shift/reduce or reduce/reduce conflict
-            action.update(dict.fromkeys(lookahead, ~k))
-            groups[k] = lookahead
-        reduce_groups.append(tuple(sorted(groups.items())))
-        actions.append(action)
-        gotos.append(goto)
-    return LRTable(
-        actions=actions,
-        gotos=gotos,
-        reductions=reductions,
-        shifts=shifts,
-        reduce_groups=reduce_groups,
-        start=0,
-        accept=gotos[0][grammar.start],
-        end=end,
-    )
+                self.has_conflicts = True
+                for t in lookahead:
+                    found = action.get(t)
+                    if found is None:
+                        action[t] = ~k
+                    elif found != ~k and not (isinstance(found, tuple) and ~k in found):
+                        action[t] = (*found, ~k) if isinstance(found, tuple) else (found, ~k)
+            else:
+                action.update(dict.fromkeys(lookahead, ~k))
+            groups[k] = groups[k] | lookahead if k in groups else lookahead
+        self._gotos[s] = goto
+        self._shifts[s] = shifts
+        self._reduce_groups[s] = tuple(sorted(groups.items()))
+        self._actions[s] = action
+        return action
+
+
+def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
+    """Every state of ``grammar``'s SLR(1) tables, or ``None`` if they have a conflict
+    (ambiguous or not SLR(1)): then only the Earley parser or a forking (``LRTable`` read
+    lazily by :class:`LRParser`) one is exact for it. SLR reduces on more lookaheads than LALR
+    would; :class:`LRParser` simulates reductions before trusting a lookahead, so that costs
+    nothing in exactness."""
+    table = LRTable(grammar).build_all()
+    return None if table.has_conflicts else table
 
 
 class _PredictedRules:
@@ -158,9 +230,9 @@ class _PredictedRules:
     nonterminal that starts one of them); built on first use (a table reads those of the
     nonterminals that follow some dot, not all)."""
 
-    def __init__(self, grammar: PreparedGrammar) -> None:
-        self._rules = grammar.rules
-        self._by_lhs = grammar.rules_by_lhs
+    def __init__(self, rules: list, rules_by_lhs: list) -> None:
+        self._rules = rules
+        self._by_lhs = rules_by_lhs
         self._found: dict[int, frozenset[int]] = {}
 
     def __getitem__(self, n: int) -> frozenset[int]:
@@ -180,7 +252,24 @@ class _PredictedRules:
         return found
 
 
-class LRNode:
+class _ParseNode:
+    """What the mask runtime reads of a parser node, from its viable terminals."""
+
+    __slots__ = ()
+
+    @property
+    def expected(self) -> frozenset[int]:
+        """Terminals the node can take next (exact)."""
+        viable = self._viable_set()
+        return viable - self._parser.end_set if self._parser.table.end in viable else viable
+
+    @property
+    def is_accepting(self) -> bool:
+        """True if the terminals read so far form a sentence (some stack's, in a forest)."""
+        return self._parser.table.end in self._viable_set()
+
+
+class LRNode(_ParseNode):
     """One parser stack (see module docstring). Create through :class:`LRParser`."""
 
     __slots__ = (
@@ -214,17 +303,6 @@ class LRNode:
         self._viable_floor = 0
         self._tops: dict[int, tuple[int, ...]] = {}
 
-    @property
-    def expected(self) -> frozenset[int]:
-        """Terminals the stack can take next (exact)."""
-        viable = self._viable_set()
-        return viable - self._parser.end_set if self._parser.table.end in viable else viable
-
-    @property
-    def is_accepting(self) -> bool:
-        """True if the terminals read so far form a sentence."""
-        return self._parser.table.end in self._viable_set()
-
     def _viable_set(self) -> frozenset[int]:
         """Terminals (``end`` included) the stack can take next; records the stack read."""
         parser = self._parser
@@ -251,8 +329,65 @@ class LRNode:
         return f"LRNode(uid={self.uid}, state={self.state}, height={self.height})"
 
 
+class LRForest(_ParseNode):
+    """Several parser stacks read as one node: the ways to read the terminals so far that can
+    still go on, after a table conflict (see :meth:`LRParser.advance`). Same interface as
+    :class:`LRNode`; hash-consed per set of stacks.
+
+    Stack reads: the stacks descend from the stack they forked from, so their heights count
+    from one bottom and :attr:`LRParser.floor` means the same in each. A forest's height is
+    its highest stack's; ``tops(count)`` holds each stack's top states down to the height
+    ``count`` below the forest's top (a key that cannot be a stack's: a tuple of tuples), so
+    forests at other positions whose stacks end the same way share memo entries too.
+    """
+
+    __slots__ = ("uid", "stacks", "height", "min_height", "signature", "depth", "_parser")
+    __slots__ += ("_next", "_viable", "_viable_floor", "_tops", "__weakref__")
+
+    def __init__(self, uid: int, stacks: tuple[LRNode, ...], parser: LRParser) -> None:
+        self.uid = uid
+        self.stacks = stacks
+        self.height = max(n.height for n in stacks)
+        self.min_height = min(n.height for n in stacks)  # every stack's top is read
+        self.signature = uid
+        self.depth = 0
+        self._parser = parser
+        self._next: dict[int, tuple] = {}
+        self._viable: frozenset[int] | None = None
+        self._viable_floor = 0
+        self._tops: dict[int, tuple] = {}
+
+    def _viable_set(self) -> frozenset[int]:
+        """Terminals (``end`` included) some stack can take next; records the stacks read."""
+        parser = self._parser
+        viable = self._viable
+        if viable is None:
+            saved = parser.floor
+            parser.floor = self.min_height
+            viable = self._viable = frozenset().union(*(n._viable_set() for n in self.stacks))
+            self._viable_floor = parser.floor
+            if saved < parser.floor:
+                parser.floor = saved
+        elif self._viable_floor < parser.floor:
+            parser.floor = self._viable_floor
+        return viable
+
+    def tops(self, count: int) -> tuple[tuple[int, ...], ...]:
+        """Per stack, its top states down to ``count - 1`` below the forest's height."""
+        found = self._tops.get(count)
+        if found is None:
+            top = self.height
+            found = tuple(n.tops(max(count - (top - n.height), 0)) for n in self.stacks)
+            self._tops[count] = found
+        return found
+
+    def __repr__(self) -> str:
+        return f"LRForest(uid={self.uid}, stacks={len(self.stacks)}, height={self.height})"
+
+
 class LRParser:
-    """Builds and interns :class:`LRNode` stacks for one :class:`LRTable`."""
+    """Builds and interns :class:`LRNode` stacks (and :class:`LRForest` sets of them) for one
+    :class:`LRTable`."""
 
     def __init__(self, table: LRTable) -> None:
         self.table = table
@@ -261,6 +396,21 @@ class LRParser:
         self._recent: deque[LRNode] = deque(maxlen=_NUM_RECENT)
         self.floor = 0  # lowest stack height read (see module docstring); callers reset it
         self.root = LRNode(next(self._uids), table.start, None, self)
+        self._forests: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def _node_of(self, stacks: list[LRNode]) -> LRNode | LRForest | None:
+        """The node of these stacks: ``None``, the one stack, or their (hash-consed) forest."""
+        if len(stacks) <= 1:
+            return stacks[0] if stacks else None
+        key = frozenset(stacks)
+        if len(key) == 1:
+            return stacks[0]
+        found = self._forests.get(key)
+        if found is None:
+            ordered = tuple(sorted(key, key=lambda n: n.uid))
+            found = self._forests[key] = LRForest(next(self._uids), ordered, self)
+            self._recent.append(found)
+        return found
 
     def _push(self, parent: LRNode, state: int) -> LRNode:
         ref = parent._children.get(state)
@@ -282,10 +432,15 @@ class LRParser:
             below = below.parent
         if below.height < self.floor:
             self.floor = below.height
-        return self._push(below, self.table.gotos[below.state][lhs])
+        return self._push(below, self.table.goto(below.state, lhs))
 
-    def advance(self, node: LRNode, terminal: int) -> LRNode | None:
-        """The stack after shifting ``terminal`` (reductions first), or ``None`` if rejected."""
+    def advance(self, node: LRNode | LRForest, terminal: int) -> LRNode | LRForest | None:
+        """The node after shifting ``terminal`` (reductions first), ``None`` if rejected.
+
+        One stack, except where the table has a conflict on ``terminal`` along the way: then
+        every action is followed, and the stacks that can still go on make an
+        :class:`LRForest` (identical stacks are one node, so the ways merge back into one
+        stack once they reduce to the same nonterminal)."""
         entry = node._next.get(terminal)
         if entry is not None:
             ref, floor = entry
@@ -296,22 +451,48 @@ class LRParser:
                 return found
         saved = self.floor
         self.floor = node.height
-        actions = self.table.actions
-        cur = node
-        result = None
-        while True:
-            action = actions[cur.state].get(terminal)
-            if action is None:
-                break
-            if action >= 0:
-                result = self._push(cur, action)
-                break
-            cur = self._reduce(cur, ~action)
+        if type(node) is LRForest:
+            self.floor = node.min_height
+            stacks = [n for s in node.stacks for n in self._advance_stack(s, terminal)]
+            found = self._node_of(stacks)
+        else:
+            found = self._node_of(self._advance_stack(node, terminal))
         floor = self.floor
-        node._next[terminal] = (None if result is None else weakref.ref(result), floor)
+        node._next[terminal] = (None if found is None else weakref.ref(found), floor)
         if saved < floor:
             self.floor = saved
-        return result
+        return found
+
+    def _advance_stack(self, node: LRNode, terminal: int) -> list[LRNode]:
+        """The stacks after shifting ``terminal`` on one stack (every action at a conflict);
+        lowers the floor to what it read."""
+        table = self.table
+        results: list[LRNode] = []
+        todo = [node]
+        num_reduced = 0
+        while todo:
+            cur = todo.pop()
+            action = table.row(cur.state).get(terminal)
+            if action is None:
+                continue
+            if type(action) is int:
+                if action >= 0:
+                    results.append(self._push(cur, action))
+                    continue
+                todo.append(self._reduce(cur, ~action))
+            else:  # a conflict: every action
+                for one in action:
+                    if one >= 0:
+                        results.append(self._push(cur, one))
+                    else:
+                        todo.append(self._reduce(cur, ~one))
+            num_reduced += 1
+            if num_reduced > _MAX_REDUCTIONS:
+                raise GrammarError(
+                    f"the grammar reduces without end before terminal {terminal} "
+                    "(a cyclic derivation): use the Earley parser"
+                )
+        return results
 
     def _compute_viable(self, node: LRNode) -> frozenset[int]:
         """Terminals (``end`` included) the stack can take: the top state's shifts, plus per
@@ -324,17 +505,22 @@ class LRParser:
         viable: set[int] = set()
         if node.state == table.accept:
             viable.add(table.end)
-        for k, lookaheads in table.reduce_groups[node.state]:
+        node._viable = _IN_PROGRESS
+        for k, lookaheads in table.reduce_groups(node.state):
             after = self._reduce(node, k)
             if after.state == table.accept and table.end in lookaheads:
                 viable.add(table.end)
             found = after._viable
             if found is None:
                 found = self._compute_viable(after)
+            elif found is _IN_PROGRESS:
+                raise GrammarError(
+                    "the grammar reduces in a cycle (a cyclic derivation): use the Earley parser"
+                )
             if after._viable_floor < self.floor:
                 self.floor = after._viable_floor
             viable |= lookaheads & found
-        shifts = table.shifts[node.state]
+        shifts = table.shifts(node.state)
         node._viable = shifts | viable if viable else shifts
         node._viable_floor = self.floor
         if saved < self.floor:
@@ -343,7 +529,7 @@ class LRParser:
 
     def accepts(self, terminals: list[int]) -> bool:
         """True if the terminal sequence is a sentence (used by tests)."""
-        node: LRNode | None = self.root
+        node: LRNode | LRForest | None = self.root
         for t in terminals:
             node = self.advance(node, t)
             if node is None:

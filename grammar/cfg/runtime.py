@@ -36,8 +36,10 @@ hash-consed LR stack, a step is a few table lookups instead of an Earley closure
 entry computed from a stack is keyed by the stack's top states down to the deepest one the
 computation read (``LRParser.floor``), so new contexts that share their top of stack (``f(x,
 [y, (z`` and ``(z``) share head and group masks, and each level of a repetition chain is one
-memo entry. Ambiguous or non-SLR grammars (and any grammar compiled with ``max_depth``) run
-on the Earley parser with the signature keys above; ``parser_kind`` forces either.
+memo entry. JSON-Schema grammars run on the LR parser whatever their conflicts (``"glr"``:
+tables built on first use, a forest of stacks past a conflict). Other ambiguous or non-SLR
+grammars (and any grammar compiled with ``max_depth``) run on the Earley parser with the
+signature keys above; ``parser_kind`` forces one.
 
 Thread safety: one compiled grammar is shared by matchers on several threads. Every operation
 that may build parser nodes, lexer states, walks or memo entries runs under one re-entrant
@@ -54,7 +56,7 @@ import numpy as np
 from formcast.errors import GrammarError
 from formcast.grammar.cfg.earley import EarleyNode, EarleyParser
 from formcast.grammar.cfg.lexer import RESTART, CfgLexer, SplitGroup
-from formcast.grammar.cfg.lr import LRNode, LRParser, LRTable, build_lr_table
+from formcast.grammar.cfg.lr import LRNode, LRParser, LRTable
 from formcast.grammar.cfg.rules import PreparedGrammar
 
 Head = tuple[EarleyNode | LRNode, int]
@@ -133,14 +135,17 @@ class _RowLru(OrderedDict):
             del self._pool[data]
 
 
-def lr_table(grammar: PreparedGrammar) -> LRTable | None:
-    """The SLR(1) tables of ``grammar`` (``None``: it has conflicts), built once and kept on
-    the grammar object (so the disk cache of compiled grammars stores them too)."""
-    found = getattr(grammar, "_lr_table", False)
-    if found is False:
-        found = build_lr_table(grammar)
-        grammar._lr_table = found
-    return found
+def lr_table(grammar: PreparedGrammar, *, is_lazy: bool = False) -> LRTable | None:
+    """The SLR(1) tables of ``grammar``, kept on the grammar object (so the disk cache of
+    compiled grammars stores what was built). ``is_lazy``: the table as built so far (states
+    are built on first use, conflicts allowed: the parser forks); else every state, and
+    ``None`` if they have a conflict."""
+    found = getattr(grammar, "_lr_table", None)
+    if found is None:
+        found = grammar._lr_table = LRTable(grammar)
+    if is_lazy:
+        return found
+    return None if found.build_all().has_conflicts else found
 
 
 class CfgRuntime:
@@ -159,7 +164,9 @@ class CfgRuntime:
         ``"auto"`` (default): an LR parser (:mod:`formcast.grammar.cfg.lr`) when the
         grammar has conflict-free SLR(1) tables and ``max_depth`` is ``None``, else ``parser``;
         ``"earley"``: always ``parser``; ``"lr"``: the LR parser (``GrammarError`` if the
-        grammar has SLR(1) conflicts or ``max_depth`` is set).
+        grammar has SLR(1) conflicts or ``max_depth`` is set); ``"glr"``: the LR parser on
+        tables built state by state as it reads them, forking at conflicts (``GrammarError``
+        if ``max_depth`` is set).
     num_exact_heads:
         Heads of a head set whose masks are computed exactly and memoised; further heads
         take the pruned path (0: every head does).
@@ -174,13 +181,17 @@ class CfgRuntime:
         parser_kind: str = "auto",
         num_exact_heads: int = NUM_EXACT_HEADS,
     ) -> None:
-        if parser_kind not in ("auto", "earley", "lr"):
-            raise GrammarError(f"parser_kind must be 'auto', 'earley' or 'lr', got {parser_kind!r}")
+        if parser_kind not in ("auto", "earley", "lr", "glr"):
+            raise GrammarError(
+                f"parser_kind must be 'auto', 'earley', 'lr' or 'glr', got {parser_kind!r}"
+            )
         table = None
         if parser_kind != "earley" and max_depth is None:
-            table = lr_table(parser.grammar)
+            table = lr_table(parser.grammar, is_lazy=parser_kind == "glr")
         if parser_kind == "lr" and table is None:
             raise GrammarError("the LR parser needs conflict-free SLR(1) tables and no max_depth")
+        if parser_kind == "glr" and table is None:
+            raise GrammarError("the forking LR parser tracks no nesting depth: no max_depth")
         self.is_lr = table is not None
         if self.is_lr:
             parser = LRParser(table)

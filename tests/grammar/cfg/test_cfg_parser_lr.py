@@ -20,7 +20,7 @@ from formcast.errors import GrammarError
 from formcast.grammar.cfg.earley import EarleyParser
 from formcast.grammar.cfg.gbnf_frontend import gbnf_to_cfg
 from formcast.grammar.cfg.lark_frontend import compile_lark, lark_to_cfg
-from formcast.grammar.cfg.lr import LRParser
+from formcast.grammar.cfg.lr import LRForest, LRNode, LRParser, LRTable
 from formcast.grammar.cfg.rules import prepare_grammar
 from formcast.grammar.cfg.runtime import CfgRuntime, lr_table
 from formcast.grammar.cfg.walks.dfa_walk import follow_terminals
@@ -28,6 +28,21 @@ from tests.grammar._cfg_grammars import ARITHMETIC_GBNF, JSON_GBNF, LARK_GRAMMAR
 from tests.grammar._cfg_oracle import brute_force_mask
 
 LR_GRAMMARS = ["json", "arithmetic", "pyexpr", "tool_call", "json.gbnf", "arithmetic.gbnf"]
+# unambiguous, not SLR(1): after "{" on "k" one alternative must reduce the empty `opt` and
+# the other shift (unions of JSON objects whose optional first members differ look like
+# this); the forking parser has to follow both, in nested contexts too. `e` and `f` read
+# `{k:5}` both ways: a forest of two stacks lives until the object ends
+UNION_LARK = """
+start: value
+value: a | b | c | e | f | "[" value ("," value)* "]"
+a: "{" opt "k" ":" "1" ("," "k" ":" "1")* "}"
+b: "{" "k" ":" "2" "}"
+c: "{" opt "k" ":" "3" "}"
+e: "{" "k" ":" "5" ("," "k" ":" "5")* "}"
+f: "{" opt "k" ":" "5" ("," "k" ":" "5")* "}"
+opt: ("z" ":" "0" ",")?
+"""
+TEST_GRAMMARS = [*LARK_GRAMMARS, "json.gbnf", "arithmetic.gbnf", "union"]
 _PARSERS: dict[str, tuple] = {}
 
 
@@ -36,35 +51,47 @@ def _prepared(name: str):
         return prepare_grammar(gbnf_to_cfg(JSON_GBNF))
     if name == "arithmetic.gbnf":
         return prepare_grammar(gbnf_to_cfg(ARITHMETIC_GBNF))
+    if name == "union":
+        return prepare_grammar(lark_to_cfg(UNION_LARK))
     return prepare_grammar(lark_to_cfg(LARK_GRAMMARS[name]))
 
 
-def _parsers(name: str) -> tuple[EarleyParser, LRParser | None]:
+def _parsers(name: str) -> tuple[EarleyParser, LRParser | None, LRParser]:
+    """The Earley parser, the LR parser on whole SLR(1) tables (None: conflicts) and the
+    forking LR parser on tables built on first use, of one test grammar."""
     found = _PARSERS.get(name)
     if found is None:
         prepared = _prepared(name)
         table = lr_table(prepared)
-        found = _PARSERS[name] = (EarleyParser(prepared), table and LRParser(table))
+        lazy = LRParser(LRTable(prepared))
+        found = _PARSERS[name] = (EarleyParser(prepared), table and LRParser(table), lazy)
     return found
 
 
-@pytest.mark.parametrize("name", list(LARK_GRAMMARS) + ["json.gbnf", "arithmetic.gbnf"])
+@pytest.mark.parametrize("name", TEST_GRAMMARS)
 def test_lr_tables_exist_exactly_for_the_unambiguous_grammars(name):
-    _, lr = _parsers(name)
+    _, lr, _ = _parsers(name)
     # sql (`cond AND cond`) and `e + e` are ambiguous: SLR(1) conflicts, Earley only
     assert (lr is not None) == (name in LR_GRAMMARS)
 
 
-@pytest.mark.parametrize("name", LR_GRAMMARS)
+@pytest.mark.parametrize("name", TEST_GRAMMARS)
+@pytest.mark.parametrize("is_lazy", [False, True])
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(choices=st.lists(st.integers(0, 10**6), min_size=1, max_size=40))
-def test_lr_stack_expects_what_the_earley_set_expects(name, choices):
-    earley, lr = _parsers(name)
+def test_lr_stacks_expect_what_the_earley_set_expects(name, is_lazy, choices):
+    """Whole conflict-free tables (one stack) and tables built on first use that fork at
+    conflicts (the ambiguous grammars too: a forest of stacks) against the Earley set."""
+    earley, whole, lazy = _parsers(name)
+    lr = lazy if is_lazy else whole
+    if lr is None:
+        return  # conflicts: no whole table
     num_terminals = earley.grammar.num_terminals
     e_node, l_node = earley.root, lr.root
     for k, choice in enumerate(choices):
         assert l_node.expected == e_node.expected, k
         assert l_node.is_accepting == e_node.is_accepting, k
+        assert is_lazy or isinstance(l_node, LRNode)  # a forest only past a conflict
         # mostly an expected terminal; every fifth step any terminal (rejections must agree)
         options = sorted(e_node.expected) if k % 5 != 4 else range(num_terminals)
         if not options:
@@ -77,24 +104,52 @@ def test_lr_stack_expects_what_the_earley_set_expects(name, choices):
         e_node, l_node = e_next, l_next
 
 
+def test_lazy_tables_fork_only_on_the_ambiguous_grammars():
+    for name in TEST_GRAMMARS:
+        _, _, lazy = _parsers(name)
+        lazy.table.build_all()
+        assert lazy.table.has_conflicts == (name not in LR_GRAMMARS), name
+
+
+def test_a_forest_records_the_tops_of_all_its_stacks_as_read():
+    """``LRParser.floor`` (the lowest stack height an operation read, the depth of memo keys)
+    after an operation on a forest is at most its lowest stack's height: every stack's top
+    state is read, the shorter stacks' too (``[[{k`` read as ``{ opt k`` and ``{ k``)."""
+    earley, _, lr = _parsers("union")
+    terminal = {name: t for t, name in enumerate(earley.grammar.terminal_names)}.__getitem__
+    node = lr.root
+    for name in ["LSQB", "LSQB", "LBRACE", "K"]:
+        node = lr.advance(node, terminal(name))
+    assert isinstance(node, LRForest)
+    assert node.min_height < node.height
+    for operation in (lambda: lr.advance(node, terminal("COLON")), lambda: node.expected):
+        node._next.clear()
+        node._viable = None
+        lr.floor = node.height
+        operation()
+        assert lr.floor <= node.min_height
+
+
 def test_lr_parser_kind_is_checked(smollm2_vocab):
     grammar = compile_lark(LARK_GRAMMARS["ambiguous"], smollm2_vocab)
     args = (grammar.parser, grammar.lexer, grammar.runtime.eos_row)
     with pytest.raises(GrammarError, match="SLR"):
         CfgRuntime(*args, parser_kind="lr")
     with pytest.raises(GrammarError, match="parser_kind"):
-        CfgRuntime(*args, parser_kind="glr")
+        CfgRuntime(*args, parser_kind="lalr")
     assert not CfgRuntime(*args).is_lr
+    assert CfgRuntime(*args, parser_kind="glr").is_lr  # forks at the conflicts
+    with pytest.raises(GrammarError, match="max_depth"):
+        CfgRuntime(*args, parser_kind="glr", max_depth=3)
     json = compile_lark(LARK_GRAMMARS["json"], smollm2_vocab)
     assert json.runtime.is_lr
     args = (json.parser, json.lexer, json.runtime.eos_row)
     assert not CfgRuntime(*args, max_depth=3).is_lr  # depth bounds need the Earley sets
 
 
-def _walk_and_compare(grammar, earley, rng, num_tokens, vocab) -> tuple:
+def _walk_and_compare(lr, earley, rng, num_tokens, vocab) -> tuple:
     """Random allowed tokens from the start; masks of both runtimes compared at every step.
     Returns the last (heads, prefix) of the LR runtime."""
-    lr = grammar.runtime
     lr_heads, e_heads = lr.initial_heads(), earley.initial_heads()
     token_bytes = vocab.token_bytes
     prefix = b""
@@ -114,21 +169,26 @@ def _walk_and_compare(grammar, earley, rng, num_tokens, vocab) -> tuple:
     return lr_heads, prefix
 
 
-@pytest.mark.parametrize("name", ["pyexpr", "json", "tool_call"])
-def test_lr_masks_equal_earley_masks_on_the_real_vocabulary(name, smollm2_vocab):
-    grammar = compile_lark(LARK_GRAMMARS[name], smollm2_vocab, cache=False)
-    assert grammar.runtime.is_lr
-    runtime = grammar.runtime
-    earley = CfgRuntime(grammar.parser, grammar.lexer, runtime.eos_row, parser_kind="earley")
+@pytest.mark.parametrize(
+    "name, parser_kind",
+    [("pyexpr", "auto"), ("json", "auto"), ("tool_call", "auto"), ("json", "glr")]
+    + [("sql", "glr"), ("ambiguous", "glr"), ("union", "glr")],
+)
+def test_lr_masks_equal_earley_masks_on_the_real_vocabulary(name, parser_kind, smollm2_vocab):
+    text = UNION_LARK if name == "union" else LARK_GRAMMARS[name]
+    grammar = compile_lark(text, smollm2_vocab, cache=False)
+    eos_row = grammar.runtime.eos_row
+    runtime = CfgRuntime(grammar.parser, grammar.lexer, eos_row, parser_kind=parser_kind)
+    assert runtime.is_lr
+    earley = CfgRuntime(grammar.parser, grammar.lexer, eos_row, parser_kind="earley")
     rng = random.Random(5)
     deepest = (None, b"")
     for _ in range(4):
-        heads, prefix = _walk_and_compare(grammar, earley, rng, 24, smollm2_vocab)
+        heads, prefix = _walk_and_compare(runtime, earley, rng, 24, smollm2_vocab)
         if len(prefix) > len(deepest[1]):
             deepest = (heads, prefix)
     # memo entries keyed by stack tops, reached from sentences (contexts) of other walks
-    for seed in range(3):
-        text = LR_SENTENCES[name][seed]
+    for text in LR_SENTENCES[name]:
         lr_heads = runtime.advance(runtime.initial_heads(), text)
         e_heads = earley.advance(earley.initial_heads(), text)
         assert np.array_equal(runtime.mask(lr_heads), earley.mask(e_heads)), text
@@ -146,6 +206,13 @@ LR_SENTENCES = {
         b'<tool_call>{"x": {"y": [{"z": ',
         b'a<tool_call>{}</tool_call>b<tool_call>{"q": [[',
     ],
+    "sql": [
+        b"SELECT a FROM t WHERE NOT (a = 1 AND (b < 2 OR NOT c",
+        b"select * from t where a = 1 or b = 2 and c = 3 or (d",
+        b"SELECT a.b AS c FROM t WHERE ((((a = b",
+    ],
+    "ambiguous": [b"a+b*c+abc*", b"aa+aaa*b c+", b"a*a*a*a*a*a+"],
+    "union": [b"{k:5,k:5", b"[{k:5,k:5", b"[[{k:5", b"[{k:2},[{", b"[[[{z:0,k:", b"[{k:3},{k:1"],
 }
 
 
