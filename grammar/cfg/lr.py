@@ -44,6 +44,9 @@ _NUM_RECENT = 4096
 # reductions one advance may follow past a conflict before the grammar counts as cyclic
 _MAX_REDUCTIONS = 100_000
 _IN_PROGRESS = frozenset({-1})  # a stack whose viable terminals are being computed
+# viable terminals after a reduction tested bit by bit against its lookaheads up to this many
+# (a FOLLOW set of hundreds of keys is made a frozenset once, only for larger ones)
+_FEW_VIABLE = 64
 
 
 class LRTable:
@@ -66,8 +69,12 @@ class LRTable:
         The end-of-input terminal id (``num_terminals``).
     has_conflicts:
         True once a built state has a terminal with several actions (shift/reduce or
-        reduce/reduce): its :meth:`row` entry is then a tuple of them (:class:`LRParser`
-        follows each).
+        reduce/reduce by different reductions): :class:`LRParser` then follows each.
+
+    A state's row (:meth:`row`) is its shifts (terminal -> state) and its reductions with
+    their lookaheads as int bit sets (bit ``t``: terminal ``t``, FOLLOW of the rule's left
+    side): a reduction on the FOLLOW set of a member of a 1,000-property object is one int,
+    not a dict entry per later key, and a parser tests one bit.
     """
 
     def __init__(self, grammar: PreparedGrammar) -> None:
@@ -81,13 +88,11 @@ class LRTable:
         first = frozenset({(0, 0)})
         self._kernels: dict[frozenset, int] = {first: 0}
         self._order: list[frozenset] = [first]  # kernel items per state
-        # per state, None until built: terminal -> shift state (>= 0) / ~reduction (< 0), or
-        # a tuple of those on a conflict; nonterminal -> state; shifted terminals (not end);
-        # (reduction index, lookahead terminals) pairs
-        self._actions: list[dict[int, int | tuple[int, ...]] | None] = [None]
+        # per state, None until built: (shifts: terminal -> state, reductions: (reduction
+        # index, lookahead bits) pairs), gotos (nonterminal -> state), shifted terminals
+        self._rows: list[tuple[dict[int, int], tuple[tuple[int, int], ...]] | None] = [None]
         self._gotos: list[dict[int, int] | None] = [None]
         self._shifts: list[frozenset[int] | None] = [None]
-        self._reduce_groups: list[tuple[tuple[int, frozenset[int]], ...] | None] = [None]
         self.reductions: list[tuple[int, int]] = []
         self._reduction_ids: dict[tuple[int, int], int] = {}
         self.has_conflicts = False
@@ -107,41 +112,43 @@ class LRTable:
         """States numbered so far (built or reached)."""
         return len(self._order)
 
-    def row(self, s: int) -> dict[int, int | tuple[int, ...]]:
-        """State ``s``'s actions: terminal -> ``k >= 0`` shift to state ``k``, ``k < 0``
-        reduce by ``reductions[~k]``, or a tuple of those (a conflict)."""
-        found = self._actions[s]
+    def row(self, s: int) -> tuple[dict[int, int], tuple[tuple[int, int], ...]]:
+        """State ``s``'s actions: ``(shifts, reductions)``, terminal -> state and ``(k,
+        lookahead bits)`` pairs (reduce by ``reductions[k]`` on terminal ``t`` iff bit ``t``)."""
+        found = self._rows[s]
         return self._build(s) if found is None else found
 
     def goto(self, s: int, n: int) -> int:
         """The state after nonterminal ``n`` from state ``s``."""
-        if self._actions[s] is None:
+        if self._rows[s] is None:
             self._build(s)
         return self._gotos[s][n]
 
     def shifts(self, s: int) -> frozenset[int]:
         """The terminals (not ``end``) state ``s`` shifts (always viable)."""
-        if self._actions[s] is None:
+        if self._rows[s] is None:
             self._build(s)
         return self._shifts[s]
 
-    def reduce_groups(self, s: int) -> tuple[tuple[int, frozenset[int]], ...]:
-        """``(reduction index, lookahead terminals)`` pairs of state ``s``."""
-        if self._actions[s] is None:
-            self._build(s)
-        return self._reduce_groups[s]
+    def lookahead_set(self, bits: int) -> frozenset[int]:
+        """The terminals of a lookahead bit set (memoised: a few distinct FOLLOW sets are
+        read by many states)."""
+        found = self._follow.get(bits)
+        if found is None:
+            found = self._follow[bits] = frozenset(bit_set(bits))
+        return found
 
     def build_all(self) -> LRTable:
         """Build every state (breadth first over the LR(0) automaton); returns ``self``."""
         s = 0
         while s < len(self._order):  # grows while building
-            if self._actions[s] is None:
+            if self._rows[s] is None:
                 check_deadline("building the LR tables")
                 self._build(s)
             s += 1
         return self
 
-    def _build(self, s: int) -> dict[int, int | tuple[int, ...]]:
+    def _build(self, s: int) -> tuple[dict[int, int], tuple[tuple[int, int], ...]]:
         """Build state ``s``'s row; number the states it reaches."""
         rules = self.rules
         if self._predicted is None:
@@ -167,7 +174,7 @@ class LRTable:
                 successors.setdefault(rhs[0], []).append((r, 1))
             else:
                 complete.append(r)
-        action: dict[int, int | tuple[int, ...]] = {}
+        action: dict[int, int] = {}
         goto: dict[int, int] = {}
         kernels, order = self._kernels, self._order
         for symbol, items_after in successors.items():
@@ -176,42 +183,37 @@ class LRTable:
             if state is None:
                 state = kernels[key] = len(order)
                 order.append(key)
-                for table in (self._actions, self._gotos, self._shifts, self._reduce_groups):
+                for table in (self._rows, self._gotos, self._shifts):
                     table.append(None)
             if symbol >= 0:
                 action[symbol] = state
             else:
                 goto[~symbol] = state
         shifts = frozenset(action)
-        # reduce by rule k on FOLLOW(lhs); a lookahead with an action already is a conflict
-        # (two complete rules of one lhs overlap there, whether or not they share k)
-        groups: dict[int, frozenset[int]] = {}
+        # reduce by rule k on FOLLOW(lhs); a lookahead some other action takes is a conflict
+        # (two complete rules of one lhs and length are one reduction k: no conflict)
+        groups: dict[int, int] = {}
         for r in complete:
             lhs, rhs = rules[r]
             key = (len(rhs), lhs)
             k = self._reduction_ids.setdefault(key, len(self.reductions))
             if k == len(self.reductions):
                 self.reductions.append(key)
-            bits = self._follow_bits[lhs]
-            lookahead = self._follow.get(bits)
-            if lookahead is None:
-                lookahead = self._follow[bits] = frozenset(bit_set(bits))
-            if not lookahead.isdisjoint(action):
-                self.has_conflicts = True
-                for t in lookahead:
-                    found = action.get(t)
-                    if found is None:
-                        action[t] = ~k
-                    elif found != ~k and not (isinstance(found, tuple) and ~k in found):
-                        action[t] = (*found, ~k) if isinstance(found, tuple) else (found, ~k)
-            else:
-                action.update(dict.fromkeys(lookahead, ~k))
-            groups[k] = groups[k] | lookahead if k in groups else lookahead
+            groups[k] = groups.get(k, 0) | self._follow_bits[lhs]
+        if groups and not self.has_conflicts:
+            taken = 0
+            for t in action:
+                taken |= 1 << t
+            for bits in groups.values():
+                if taken & bits:
+                    self.has_conflicts = True
+                    break
+                taken |= bits
+        row = (action, tuple(sorted(groups.items())))
         self._gotos[s] = goto
         self._shifts[s] = shifts
-        self._reduce_groups[s] = tuple(sorted(groups.items()))
-        self._actions[s] = action
-        return action
+        self._rows[s] = row
+        return row
 
 
 def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
@@ -472,21 +474,15 @@ class LRParser:
         num_reduced = 0
         while todo:
             cur = todo.pop()
-            action = table.row(cur.state).get(terminal)
-            if action is None:
-                continue
-            if type(action) is int:
-                if action >= 0:
-                    results.append(self._push(cur, action))
-                    continue
-                todo.append(self._reduce(cur, ~action))
-            else:  # a conflict: every action
-                for one in action:
-                    if one >= 0:
-                        results.append(self._push(cur, one))
-                    else:
-                        todo.append(self._reduce(cur, ~one))
-            num_reduced += 1
+            shifts, reductions = table.row(cur.state)
+            # every action on the terminal: one without a conflict, several past one
+            state = shifts.get(terminal)
+            if state is not None:
+                results.append(self._push(cur, state))
+            for k, bits in reductions:
+                if bits >> terminal & 1:
+                    todo.append(self._reduce(cur, k))
+                    num_reduced += 1
             if num_reduced > _MAX_REDUCTIONS:
                 raise GrammarError(
                     f"the grammar reduces without end before terminal {terminal} "
@@ -506,10 +502,11 @@ class LRParser:
         if node.state == table.accept:
             viable.add(table.end)
         node._viable = _IN_PROGRESS
-        for k, lookaheads in table.reduce_groups(node.state):
+        end = table.end
+        for k, bits in table.row(node.state)[1]:
             after = self._reduce(node, k)
-            if after.state == table.accept and table.end in lookaheads:
-                viable.add(table.end)
+            if after.state == table.accept and bits >> end & 1:
+                viable.add(end)
             found = after._viable
             if found is None:
                 found = self._compute_viable(after)
@@ -519,7 +516,10 @@ class LRParser:
                 )
             if after._viable_floor < self.floor:
                 self.floor = after._viable_floor
-            viable |= lookaheads & found
+            if len(found) <= _FEW_VIABLE:  # test their bits, not the whole lookahead set
+                viable.update(t for t in found if bits >> t & 1)
+            else:
+                viable |= table.lookahead_set(bits) & found
         shifts = table.shifts(node.state)
         node._viable = shifts | viable if viable else shifts
         node._viable_floor = self.floor
