@@ -56,7 +56,7 @@ class LRTable:
     row (shifts, gotos, reductions on FOLLOW sets) is built when a parser first reads it
     (:meth:`row`, :meth:`goto`): a grammar's parser pays only for the states its sentences
     visit (a 300-property object's grammar has thousands). :meth:`build_all` builds every
-    state (the conflict test of :func:`build_lr_table`).
+    state (for the test that the tables have no conflict: then the parser never forks).
 
     Attributes
     ----------
@@ -80,7 +80,6 @@ class LRTable:
     def __init__(self, grammar: PreparedGrammar) -> None:
         self.rules = grammar.rules
         self.end = grammar.num_terminals
-        self._start_symbol = grammar.start
         self._follow_bits = first_follow(grammar).follow
         self._follow: dict[int, frozenset[int]] = {}  # FOLLOW sets by their bits (few distinct)
         self._by_lhs = grammar.rules_by_lhs
@@ -214,16 +213,6 @@ class LRTable:
         self._shifts[s] = shifts
         self._rows[s] = row
         return row
-
-
-def build_lr_table(grammar: PreparedGrammar) -> LRTable | None:
-    """Every state of ``grammar``'s SLR(1) tables, or ``None`` if they have a conflict
-    (ambiguous or not SLR(1)): then only the Earley parser or a forking (``LRTable`` read
-    lazily by :class:`LRParser`) one is exact for it. SLR reduces on more lookaheads than LALR
-    would; :class:`LRParser` simulates reductions before trusting a lookahead, so that costs
-    nothing in exactness."""
-    table = LRTable(grammar).build_all()
-    return None if table.has_conflicts else table
 
 
 class _PredictedRules:
