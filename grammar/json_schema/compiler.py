@@ -103,10 +103,9 @@ def has_any_marker(node: Node) -> bool:
 
 # Keywords with validation meaning that formcast does not implement: always refused.
 # (unevaluated* reach here only inside an allOf member: see the unevaluated module)
-_REFUSED = {
-    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
-    "disallow", "extends", "divisibleBy",
-}  # fmt: skip
+# (draft-03's extends / disallow / divisibleBy are unknown keywords in the drafts formcast
+# reads: ignored, with a warning, see keyword_types)
+_REFUSED = {"unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"}
 _ANNOTATION_KEYS = {"title", "description", "$comment", "examples", "default"}
 
 

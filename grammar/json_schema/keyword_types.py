@@ -7,10 +7,16 @@ or (``"required": "ab"``, a string iterated as ``["a", "b"]``) silently as a wro
 :class:`~formcast.errors.SchemaError` naming the keyword and its JSON pointer. Only keywords
 formcast reads are checked (unknown keywords are annotations); ``$defs`` / ``definitions``
 are walked too, so a malformed definition is reported even where nothing uses it yet.
+
+The same walk warns of draft-03 keywords (``extends``, ``disallow``, ``divisibleBy``): a
+draft-03 document is refused (``refs.detect_draft``), and in every later draft they are
+unknown keywords, which validators ignore; formcast ignores them as those drafts say, and
+says so, since a schema that writes one most likely meant its draft-03 sense.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +24,8 @@ from formcast.errors import SchemaError
 from formcast.grammar.json_schema.refs import escape_pointer_token
 
 _TYPE_NAMES = ("array", "boolean", "integer", "null", "number", "object", "string")
+# keywords of draft 03 alone: unknown (ignored) in the drafts formcast reads
+DRAFT3_KEYWORDS = ("extends", "disallow", "divisibleBy")
 
 
 def _is_number(value: Any) -> bool:
@@ -91,7 +99,8 @@ _SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
 
 
 def check_keyword_types(root: Any, draft: str = "draft2020-12") -> None:
-    """Raise ``SchemaError`` at the first keyword whose value has the wrong type.
+    """Raise ``SchemaError`` at the first keyword whose value has the wrong type; warn of
+    each draft-03 keyword (ignored, see the module docstring).
 
     Parameters
     ----------
@@ -117,6 +126,15 @@ def check_keyword_types(root: Any, draft: str = "draft2020-12") -> None:
                 pointer=pointer,
             )
         _check_scalars(schema, pointer, draft)
+        for keyword in DRAFT3_KEYWORDS:
+            if keyword in schema:
+                warnings.warn(
+                    f"formcast: {keyword!r} at JSON pointer '{pointer or '#'}' is a draft-03 "
+                    f"keyword, unknown in {draft} (the schema's draft): ignored, as that "
+                    "draft's validators ignore it (draft-03 schemas are not supported)",
+                    UserWarning,
+                    stacklevel=4,
+                )
         stack.extend(subschemas(schema, pointer))
 
 

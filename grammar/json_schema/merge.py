@@ -37,7 +37,7 @@ VALIDATION_KEYWORDS = {
     "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "anyOf", "oneOf",
     "not", "if", "then", "else", "$ref", "nullable", "dependencies", "dependentRequired",
     "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
-    "$recursiveRef", "disallow", "extends", "divisibleBy",
+    "$recursiveRef",
 }  # fmt: skip
 # formcast-private keywords (not JSON Schema; see the dependencies module): the member order of
 # an object whose dependencies are being expanded, and the dependentSchemas already merged
