@@ -41,9 +41,7 @@ VALUES = [
 @pytest.mark.parametrize("route", ["auto", "cfg"])
 def test_draft3_keywords_are_ignored_with_a_warning(route, smollm2_vocab, smollm2_tokenizer):
     with pytest.warns(UserWarning) as caught:
-        grammar = compile_json_schema(
-            SCHEMA, smollm2_vocab, strict=False, cache=False, route=route
-        )
+        grammar = compile_json_schema(SCHEMA, smollm2_vocab, strict=False, cache=False, route=route)
     messages = [str(w.message) for w in caught if "draft-03" in str(w.message)]
     for keyword, pointer in [
         ("extends", "/properties/active"),
