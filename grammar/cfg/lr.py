@@ -68,8 +68,9 @@ class LRTable:
     end:
         The end-of-input terminal id (``num_terminals``).
     has_conflicts:
-        True once a built state has a terminal with several actions (shift/reduce or
-        reduce/reduce by different reductions): :class:`LRParser` then follows each.
+        Set by :meth:`build_all`: True if some state has a terminal with several actions
+        (shift/reduce or reduce/reduce by different reductions); :class:`LRParser` follows
+        each, whether or not the whole table was built.
 
     A state's row (:meth:`row`) is its shifts (terminal -> state) and its reductions with
     their lookaheads as int bit sets (bit ``t``: terminal ``t``, FOLLOW of the rule's left
@@ -145,6 +146,21 @@ class LRTable:
                 check_deadline("building the LR tables")
                 self._build(s)
             s += 1
+        # a lookahead some other action of its state takes is a conflict (two complete rules
+        # of one lhs and length are one reduction k: no conflict); only this whole-table
+        # test reads it, so a row built for a parser pays nothing for it
+        self.has_conflicts = False
+        for shifts, reductions in self._rows:
+            if not reductions:
+                continue
+            taken = 0
+            for t in shifts:
+                taken |= 1 << t
+            for _, bits in reductions:
+                if taken & bits:
+                    self.has_conflicts = True
+                    return self
+                taken |= bits
         return self
 
     def _build(self, s: int) -> tuple[dict[int, int], tuple[tuple[int, int], ...]]:
@@ -189,8 +205,7 @@ class LRTable:
             else:
                 goto[~symbol] = state
         shifts = frozenset(action)
-        # reduce by rule k on FOLLOW(lhs); a lookahead some other action takes is a conflict
-        # (two complete rules of one lhs and length are one reduction k: no conflict)
+        # reduce by rule k on FOLLOW(lhs) (conflicts: see build_all)
         groups: dict[int, int] = {}
         for r in complete:
             lhs, rhs = rules[r]
@@ -199,15 +214,6 @@ class LRTable:
             if k == len(self.reductions):
                 self.reductions.append(key)
             groups[k] = groups.get(k, 0) | self._follow_bits[lhs]
-        if groups and not self.has_conflicts:
-            taken = 0
-            for t in action:
-                taken |= 1 << t
-            for bits in groups.values():
-                if taken & bits:
-                    self.has_conflicts = True
-                    break
-                taken |= bits
         row = (action, tuple(sorted(groups.items())))
         self._gotos[s] = goto
         self._shifts[s] = shifts
