@@ -827,10 +827,20 @@ class SchemaCompiler:
         check = None
         if has_assertions(siblings):
             check = self.compile_exact(siblings, ptr)
+        # a string passes siblings that assert nothing but ``type`` iff "string" is in
+        # ``types``: written without a sample matched against them (thousand-value enums)
+        is_type_only = all(k == "type" or k not in VALIDATION_KEYWORDS for k in siblings)
+        is_string_allowed = "string" in types
         out = []
         numbers = []  # written together: each in every spelling of its value
         seen = set()
+        seen_strings: set[str] = set()  # (distinct strings are distinct JSON values)
         for v in values:
+            if type(v) is str and is_type_only:
+                if is_string_allowed and v not in seen_strings:
+                    seen_strings.add(v)
+                    out.append(literal(_json_text(v)))  # = literal_tree(v): no layout
+                continue
             key = equality_key(v)
             if key in seen or not (type_of(v) & types):
                 continue
@@ -845,6 +855,8 @@ class SchemaCompiler:
                 numbers.append(v)
             else:
                 out.append(self.literal_tree(v, siblings))
+        if seen_strings and self.unique_plan is not None:
+            self.unique_plan.note_string()  # (what literal_tree notes for each string)
         if numbers:
             is_integer_only = "number" not in types
             out.append(number_ranges.value_spellings(numbers, is_integer_only=is_integer_only))
