@@ -230,10 +230,24 @@ def determinize(
         work += num_moves + (hi - lo)
         row = k * num_classes
         trans[row : row + num_classes] = -1
+        prev_lo = prev_num = prev_found = -1
         for m in range(num_met):
             c = classes_met[m]
             num_targets = count[c]
             count[c] = 0
+            # the same targets as the class before (in the same order): the same subset (a
+            # string state's character class spans most bytes, each class read alike)
+            if num_targets == prev_num:
+                is_same = True
+                for j in range(num_targets):
+                    if targets[class_start[c] + j] != targets[prev_lo + j]:
+                        is_same = False
+                        break
+                if is_same:
+                    trans[row + c] = prev_found
+                    work += 1
+                    continue
+            prev_lo, prev_num = class_start[c], num_targets
             # union of the targets' closures, deduplicated by a stamp per (state, class)
             tag = row + c
             size = 0
@@ -279,6 +293,7 @@ def determinize(
                         )
                         slots[-1 - again] = i
             trans[row + c] = found
+            prev_found = found
         k += 1
     table = trans[: num_sets * num_classes].reshape(num_sets, num_classes)
     is_accepting = np.zeros(num_sets, np.bool_)
