@@ -90,20 +90,17 @@ def _live_children(node_byte, lo, hi, bits, debruijn_index, out):  # pragma: no 
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _chain_reach(
-    bits, flat, start, chain_of, base, max_kept, uniform, state, most
-):  # pragma: no cover
+def _chain_reach(bits, covered, uniform, state, most):  # pragma: no cover - jitted
     """``L`` if every byte string over ``bits`` of at most ``L`` bytes stays alive from
     ``state`` (``bits`` within ``covered[L, state]``, the largest such ``L < most``, ``L >= 1``)
     and none of those bytes is alive in ``u^L(state)``, where such strings lead; else ``-1``.
-    Levels ``1..most`` of the coverage (:func:`coverage`) shrink as they rise, so ``L`` is
-    found by bisection."""
-    if not _is_within(bits, coverage(flat, start, chain_of, base, max_kept, 1, state)):
+    Levels ``1..most`` of ``covered`` shrink as they rise, so ``L`` is found by bisection."""
+    if not _is_within(bits, covered[1, state]):
         return -1
     lo, hi = 1, most  # bits within level lo, not within level hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _is_within(bits, coverage(flat, start, chain_of, base, max_kept, mid, state)):
+        if _is_within(bits, covered[mid, state]):
             lo = mid
         else:
             hi = mid
@@ -112,7 +109,7 @@ def _chain_reach(
         q = uniform[q]
         if q < 0:
             return -1
-    live = base[0, q]
+    live = covered[0, q]
     if (bits[0] & live[0]) | (bits[1] & live[1]) | (bits[2] & live[2]) | (bits[3] & live[3]):
         return -1
     return lo
@@ -133,11 +130,7 @@ def index_rows(
     row_hi,
     height,
     below,
-    flat,
-    start,
-    chain_of,
-    base,
-    max_kept,
+    covered,
     uniform,
     closed,
     row_lengths,
@@ -157,9 +150,8 @@ def index_rows(
 
     ``transitions``: ``(S, K)`` DFA table (``-1`` dead) over ``byte_to_class``; ``node_byte``:
     each trie node's label; trie arrays as in :class:`~formcast.grammar.index.token_index.VocabTrie`;
-    ``flat, start, chain_of, base, max_kept``: the uniform-chain byte sets of
-    :class:`~formcast.grammar.index.token_index.TrieTokens` (:func:`chain_coverage`, read by
-    :func:`coverage` as ``covered[h, s]``); ``dense[dense_of[n]]``: the packed row
+    ``covered``: ``(H + 1, S, 4)`` uniform-chain byte sets of
+    :class:`~formcast.grammar.index.token_index.TrieTokens`; ``dense[dense_of[n]]``: the packed row
     of node ``n``'s whole subtree (``dense_of[n] = -1``: none); ``text_row``: the packed row of
     every text token. Rows of ``out`` must be zero.
 
@@ -247,9 +239,8 @@ def index_rows(
         _walk_state(
             row, states[i], root_bits, ref_of[i] < 0, transitions, byte_to_class, node_byte,
             child_start, child_end, token_start, token_rows, token_ids, row_lo, row_hi, height,
-            below, flat, start, chain_of, base, max_kept, uniform, closed, row_lengths, dense_of,
-            dense, children_cost, text_row, stack_node, stack_state, stack_depth, piece_node, piece_kind,
-            piece_cut, found,
+            below, covered, uniform, closed, row_lengths, dense_of, dense, children_cost,
+            text_row, stack_node, stack_state, stack_depth, piece_node, piece_kind, piece_cut, found,
         )  # fmt: skip
 
 
@@ -285,11 +276,7 @@ def _walk_state(
     row_hi,
     height,
     below,
-    flat,
-    start,
-    chain_of,
-    base,
-    max_kept,
+    covered,
     uniform,
     closed,
     row_lengths,
@@ -308,6 +295,7 @@ def _walk_state(
     """OR into ``row`` the tokens allowed from ``state`` whose first byte is in ``root_bits``
     (one state of :func:`index_rows`; with ``may_complement`` and every byte, ``row`` must be
     zero: it may be written as the complement of the dead pieces)."""
+    max_height = covered.shape[0] - 1
     num_words = len(row)
     num_pieces = 0
     cost_alive = 0
@@ -323,7 +311,7 @@ def _walk_state(
         cur = stack_state[depth]
         child_depth = stack_depth[depth] + 1
         lo, hi = child_start[node], child_end[node]
-        live = base[0, cur]
+        live = covered[0, cur]
         num_read = 0
         for w in range(4):
             read[w] = live[w] & root_bits[w] if node == 0 else live[w]
@@ -357,8 +345,9 @@ def _walk_state(
             h = height[child]
             if h > 0:
                 bits = below[child]
-                level = coverage(flat, start, chain_of, base, max_kept, min(h, max_kept), nxt)
-                if _is_within(bits, level) or _is_within(bits, closed[nxt]):
+                if _is_within(bits, covered[min(h, max_height), nxt]) or _is_within(
+                    bits, closed[nxt]
+                ):
                     piece_node[num_pieces] = child
                     piece_kind[num_pieces] = 0
                     num_pieces += 1
@@ -366,17 +355,7 @@ def _walk_state(
                         num_words if dense_of[child] >= 0 else row_hi[child] - row_lo[child]
                     )
                     continue
-                reach = _chain_reach(
-                    below[child],
-                    flat,
-                    start,
-                    chain_of,
-                    base,
-                    max_kept,
-                    uniform,
-                    nxt,
-                    min(h, max_kept),
-                )
+                reach = _chain_reach(below[child], covered, uniform, nxt, min(h, max_height))
                 if reach >= 0:  # cut by length: rows of at most `cut` bytes are alive
                     cut = child_depth + reach
                     num_alive = 0
@@ -754,8 +733,7 @@ def chain_coverage(
     transitions, byte_to_class, max_height, max_cells=1 << 62
 ):  # pragma: no cover - jitted
     """Chain coverage of a byte DFA (``(S, K)`` class table, ``(256,)`` byte -> class):
-    ``(flat (F, 4) uint64, start (C + 1,), chain_of (S,), base (3, S, 4) uint64, u (S,), H)``,
-    read through :func:`coverage`.
+    ``(covered (H + 1, S, 4) uint64, u (S,))``.
 
     Every state ``s`` has a uniform successor ``u(s)`` (the state most bytes lead to) and
     ``U(s)``, the bytes leading there (a bit set of 4 words). ``covered[h, s] = U(s) &
@@ -765,19 +743,11 @@ def chain_coverage(
     covered[h - 1]`` for every state, hence for every later ``h``), so ``covered[min(h, H),
     s]`` is exact for every ``h >= 1``.
 
-    Stored sparsely, by change: ``base[0]`` holds level 0 and ``base[1]`` level 1 of every
-    state, ``base[2]`` its top level ``H``. A state that changes after level 1 (a bounded
-    string's position: *a chain state*, ``c = chain_of[s] >= 0``, else ``-1``) keeps its
-    levels ``1..m`` up to its last change, ``flat[start[c]:start[c + 1]]``; it stays at its
-    level ``m`` above. A level is computed from the one before only where a state's uniform
-    successor just changed, in place, each change logged and replayed per chain state, so the
-    cost is the number of changes, not ``H x S`` (a Kubernetes deployment: 82 levels x 12,464
-    states, 32 MB written level by level, for 6,481 states that change, most of them once).
-
-    At most ``max_cells`` cells of ``flat`` are kept. Cut short at level ``L`` before the
-    levels stop changing, ``H = L + 1`` is an empty level for every state: no byte set lies
-    within it, so a subtree taller than ``L`` is walked into instead of finished at once, and
-    the bisections over levels (``_chain_reach``) stop below it; every level kept is exact."""
+    At most ``max_cells`` ``(level, state)`` cells are kept: a DFA of 70k states with a counted
+    chain changed at every one of 82 levels (188 MB). Cut short at level ``L`` before the
+    levels stop changing, a last level ``L + 1`` is empty: no byte set lies within it, so a
+    subtree taller than ``L`` is walked into instead of finished at once, and the bisections
+    over levels (``_chain_reach``) stop below it; every level kept is exact."""
     num_states, num_classes = transitions.shape
     class_bits = np.zeros((num_classes, 4), np.uint64)
     class_size = np.zeros(num_classes, np.int64)
@@ -786,8 +756,8 @@ def chain_coverage(
         class_bits[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
         class_size[k] += 1
     uniform = np.full(num_states, -1, np.int64)
-    base = np.zeros((3, num_states, 4), np.uint64)
-    live, first = base[0], base[1]
+    first = np.zeros((num_states, 4), np.uint64)
+    live = np.zeros((num_states, 4), np.uint64)
     counts = np.zeros(num_states + 1, np.int64)
     for s in range(num_states):
         best, best_count = -1, 0
@@ -806,9 +776,13 @@ def chain_coverage(
                     if q == best:
                         first[s, w] |= class_bits[k, w]
         uniform[s] = best
+    most = min(max_height, max(2, max_cells // max(num_states, 1) - 2))
+    out = np.empty((most + 2, num_states, 4), np.uint64)  # levels 0..most and a last empty one
+    out[0] = live
+    out[1] = first
     # covered[h, s] = first[s] & covered[h - 1, u(s)] changes at level h >= 3 only where
-    # covered[h - 1, u(s)] changed at h - 1: the candidates of a level are the predecessors
-    # (by u, CSR) of the states that just changed
+    # covered[h - 1, u(s)] changed at h - 1: a level is the one before (one copy) with the
+    # states whose uniform successor just changed recomputed (their predecessors by u, CSR)
     pred_start = np.zeros(num_states + 1, np.int64)
     for s in range(num_states):
         if uniform[s] >= 0:
@@ -822,28 +796,22 @@ def chain_coverage(
         if u >= 0:
             preds[fill[u]] = s
             fill[u] += 1
-    cur = first.copy()  # (S, 4) the last level computed, updated in place
-    new_bits = np.empty((num_states, 4), np.uint64)  # a level's candidates, before writing
     changed = np.empty(num_states, np.int64)  # the states that changed at the last level
     candidates = np.empty(num_states, np.int64)
     is_candidate = np.zeros(num_states, np.bool_)
-    last_change = np.zeros(num_states, np.int64)  # 0: never changed after level 1
-    num_cells = 0  # sum of last_change over the chain states: the cells kept
-    # the change log: level, state, bits, in level order (grown by doubling)
-    log_level = np.empty(64, np.int64)
-    log_state = np.empty(64, np.int64)
-    log_bits = np.empty((64, 4), np.uint64)
-    num_log = 0
     num_changed = 0
-    num_levels = 2  # levels 0 and 1
-    is_settled = max_height <= 1
-    for h in range(2, max(max_height, 1) + 1):
+    num_levels = 2
+    is_settled = False
+    for h in range(2, most + 1):
+        prev = out[h - 1]
+        cur = out[h]
         num_candidates = 0
         if h == 2:  # level 1 is first, not first & level 0: every state
             for s in range(num_states):
                 candidates[s] = s
             num_candidates = num_states
         else:
+            cur[:] = prev
             for k in range(num_changed):
                 q = changed[k]
                 for j in range(pred_start[q], pred_start[q + 1]):
@@ -852,118 +820,27 @@ def chain_coverage(
                         is_candidate[p] = True
                         candidates[num_candidates] = p
                         num_candidates += 1
-        for k in range(num_candidates):  # read level h - 1 everywhere before any write
+        num_changed = 0
+        for k in range(num_candidates):
             s = candidates[k]
             is_candidate[s] = False
             u = uniform[s]
+            is_changed = False
             for w in range(4):
-                new_bits[k, w] = first[s, w] & cur[u, w] if u >= 0 else np.uint64(0)
-        num_changed = 0
-        num_new_cells = 0
-        for k in range(num_candidates):
-            s = candidates[k]
-            if (
-                new_bits[k, 0] != cur[s, 0]
-                or new_bits[k, 1] != cur[s, 1]
-                or new_bits[k, 2] != cur[s, 2]
-                or new_bits[k, 3] != cur[s, 3]
-            ):
+                cur[s, w] = first[s, w] & prev[u, w] if u >= 0 else np.uint64(0)
+                if cur[s, w] != prev[s, w]:
+                    is_changed = True
+            if is_changed:
                 changed[num_changed] = s
                 num_changed += 1
-                num_new_cells += h - last_change[s]  # its levels 1..h kept
         if num_changed == 0:
             is_settled = True
             break
-        if num_cells + num_new_cells > max_cells:
-            break  # cut short: an empty last level
-        num_cells += num_new_cells
-        if num_log + num_changed > len(log_level):
-            size = max(2 * len(log_level), num_log + num_changed)
-            grown_level = np.empty(size, np.int64)
-            grown_state = np.empty(size, np.int64)
-            grown_bits = np.empty((size, 4), np.uint64)
-            grown_level[:num_log] = log_level[:num_log]
-            grown_state[:num_log] = log_state[:num_log]
-            grown_bits[:num_log] = log_bits[:num_log]
-            log_level, log_state, log_bits = grown_level, grown_state, grown_bits
-        # (the changed states, found again among the candidates: both in candidate order)
-        j = 0
-        for k in range(num_candidates):
-            s = candidates[k]
-            if j < num_changed and changed[j] == s:
-                log_level[num_log] = h
-                log_state[num_log] = s
-                for w in range(4):
-                    log_bits[num_log, w] = new_bits[k, w]
-                    cur[s, w] = new_bits[k, w]
-                last_change[s] = h
-                num_log += 1
-                j += 1
         num_levels = h + 1
-    if num_levels - 1 >= max_height:
-        is_settled = True  # every level up to max_height is kept: exact
-    # the chain states' levels 1..last_change, one run each (CSR): level h of chain state c
-    # is flat[start[c] + min(h, m_c) - 1], m_c = start[c + 1] - start[c]
-    chain_of = np.full(num_states, -1, np.int64)
-    num_chain = 0
-    for s in range(num_states):
-        if last_change[s] > 0:
-            chain_of[s] = num_chain
-            num_chain += 1
-    start = np.zeros(num_chain + 1, np.int64)
-    for s in range(num_states):
-        c = chain_of[s]
-        if c >= 0:
-            start[c + 1] = start[c] + last_change[s]
-    flat = np.empty((start[num_chain], 4), np.uint64)
-    filled = np.ones(num_chain, np.int64)  # the last level written per chain state
-    for s in range(num_states):
-        c = chain_of[s]
-        if c >= 0:
-            flat[start[c]] = first[s]
-    for e in range(num_log):
-        s = log_state[e]
-        c = chain_of[s]
-        lo = start[c]
-        for level in range(filled[c] + 1, log_level[e]):  # unchanged since the last write
-            flat[lo + level - 1] = flat[lo + level - 2]
-        flat[lo + log_level[e] - 1] = log_bits[e]
-        filled[c] = log_level[e]
-    max_kept = num_levels - 1 if is_settled else num_levels  # (cut: an empty level on top)
-    if is_settled:
-        base[2] = cur  # every state's top level: its last value
-    # (cut short: base[2] stays empty, the top level of every state)
-    return flat, start, chain_of, base, uniform, max_kept
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def coverage(flat, start, chain_of, base, max_kept, h, s):  # pragma: no cover - jitted
-    """``covered[h, s]`` of :func:`chain_coverage` (``(4,)`` uint64; ``0 <= h <= H``, ``H =
-    max_kept``)."""
-    if h == 0:
-        return base[0, s]
-    if h >= max_kept:
-        return base[2, s]
-    c = chain_of[s]
-    if c < 0:
-        return base[1, s]
-    lo = start[c]
-    return flat[lo + min(h, start[c + 1] - lo) - 1]
-
-
-@numba.njit(cache=True, nogil=True)
-def dense_coverage(flat, start, chain_of, base, max_kept):  # pragma: no cover - jitted
-    """``(H + 1, S, 4)`` uint64: every level of every state of :func:`chain_coverage`'s
-    sparse form (for automata small enough to read it as one array: the CFG lexer's
-    terminals)."""
-    num_states = chain_of.shape[0]
-    out = np.empty((max_kept + 1, num_states, 4), np.uint64)
-    for h in range(max_kept + 1):
-        for s in range(num_states):
-            bits = coverage(flat, start, chain_of, base, max_kept, h, s)
-            for w in range(4):
-                out[h, s, w] = bits[w]
-    return out
+    if not is_settled and most < max_height:  # cut short: an empty last level
+        out[num_levels] = 0
+        num_levels += 1
+    return out[:num_levels], uniform
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -80,9 +80,8 @@ DIFF_MIN_RATIO = 8
 # a state's row is derived by shift when the tokens to walk again are at most one per this
 # many words of a row (a row copy costs num_words words; a token walk about its length)
 FIX_WORDS_PER_TOKEN = 8
-# cells of one DFA's chain coverage kept for its chain states (32 bytes each: 64 MB); past
-# them the levels are cut, and walks go into the subtrees taller than those
-# (kernels.chain_coverage)
+# (level, state) cells of one DFA's chain coverage (32 bytes each: 64 MB); a larger DFA keeps
+# fewer levels, and walks into the subtrees taller than those (kernels.chain_coverage)
 COVERAGE_MAX_CELLS = 1 << 21
 
 
@@ -494,19 +493,16 @@ class TrieTokens:
     of the chain, and every state of a trimmed DFA is alive). A self-loop (inside a JSON
     string) is the chain ``u(s) = s``; a counted repetition is a chain of distinct states.
     Levels stop where they stop changing, so ``covered[min(h, max_height), s]`` is exact for
-    every ``h`` (computed by :func:`~formcast.grammar.index.kernels.chain_coverage`, stored
-    sparsely: ``coverage``, read by :func:`~formcast.grammar.index.kernels.coverage`), or where ``COVERAGE_MAX_CELLS`` cuts
-    them short: then the last level is empty.
+    every ``h`` (computed by :func:`~formcast.grammar.index.kernels.chain_coverage`), or
+    where ``COVERAGE_MAX_CELLS`` cuts them short: then the last level is empty.
     """
 
     def __init__(self, dfa: ByteDFA, table: VocabTable) -> None:
         longest = int(table.trie.height.max(initial=0))
-        # the kernels' (flat, start, chain_of, base, uniform, max_height) arguments
-        self.coverage = chain_coverage(
+        self.covered, self.uniform = chain_coverage(
             dfa.transitions, dfa.byte_to_class, max(longest, 1), COVERAGE_MAX_CELLS
         )
-        self.uniform = self.coverage[4]
-        self.max_height = self.coverage[5]
+        self.max_height = len(self.covered) - 1
         # (S, 4): bytes over which every string stays alive, at any length (kernels.closed_bytes)
         self.closed = closed_bytes(dfa.transitions, dfa.byte_to_class, STRING_TEXT_BYTES)
         self._dfa, self._table = dfa, table
@@ -526,8 +522,7 @@ class TrieTokens:
                 (
                     trie.child_start, trie.child_end, trie.token_start, trie.token_rows,
                     table.token_ids, trie.row_lo, trie.row_hi, trie.height, trie.bytes_below,
-                    *self.coverage[:4], self.max_height, self.uniform, self.closed,
-                    table.lengths, dense_of, dense,
+                    self.covered, self.uniform, self.closed, table.lengths, dense_of, dense,
                     table.children_cost(), table.text_row(),
                 ),
                 (table.matrix, long_rows),
@@ -654,7 +649,7 @@ def state_token_ends(
     trie_ends(
         dfa.transitions, dfa.byte_to_class, trie.node_byte, state, trie.child_start,
         trie.child_end, trie.token_start, trie.token_rows, table.token_ids, trie.row_lo,
-        trie.row_hi, trie.height, trie.bytes_below, tokens.uniform, tokens.coverage[3][1], ends,
+        trie.row_hi, trie.height, trie.bytes_below, tokens.uniform, tokens.covered[1], ends,
     )  # fmt: skip
     return ends
 

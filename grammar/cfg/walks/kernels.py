@@ -539,11 +539,15 @@ def chain_coverage(dfa: ByteDFA, vt: VocabTable) -> tuple[np.ndarray, np.ndarray
     (:func:`~formcast.grammar.index.kernels.closed_bytes`, as one ``(1, S, 4)`` level):
     ``(covered, uniform successors, closed)``."""
     height = max(int(vt.trie.height[0]), 1)
-    flat, start, chain_of, base, uniform, max_kept = index_kernels.chain_coverage(
-        dfa.transitions, dfa.byte_to_class, height
-    )
-    # (a terminal's automaton is small: its walks read every level of every state as one array)
-    covered = index_kernels.dense_coverage(flat, start, chain_of, base, max_kept)
+    covered, uniform = index_kernels.chain_coverage(dfa.transitions, dfa.byte_to_class, height)
+    # the kernel's levels are a view of a buffer of every possible level (~80); a lexer keeps
+    # one coverage per terminal DFA (hundreds in a large schema), and holding those buffers
+    # (~0.4 MB each for ~160 states) made every later walk of the grammar slower (flat_1000's
+    # first walk 84 -> 50 ms with the copy): keep only the levels that differ, where they are
+    # under half the buffer (a large DFA whose levels do not settle, e.g. a long counted
+    # pattern, fills most of it, and copying 25 MB cost a first visit 4 ms)
+    if 2 * covered.shape[0] < height + 2:  # the buffer holds height + 2 levels
+        covered = covered.copy()
     closed = index_kernels.closed_bytes(
         dfa.transitions, dfa.byte_to_class, index_kernels.STRING_TEXT_BYTES
     )
