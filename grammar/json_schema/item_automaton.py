@@ -31,8 +31,8 @@ Values are compared as jsonschema compares them (``equality_key``: ``1 == 1.0``,
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -41,7 +41,7 @@ import numpy as np
 
 from formcast.grammar.automata.byte_dfa import scalar_rows
 from formcast.grammar.index.token_index import LazyTransitions
-from formcast.grammar.json_schema.values import equality_key
+from formcast.grammar.json_schema.values import text_equality_key
 
 if TYPE_CHECKING:
     from formcast.grammar.automata.byte_dfa import ByteDFA
@@ -52,14 +52,18 @@ _SPELLING_BYTES = frozenset(b" \t\n\r-.0eE")  # a byte here may vary a spelling,
 _LOG2_SPELLINGS = math.log2(5)  # per such byte on a path (see module docstring)
 _ZERO = 0x30
 _FEW = 8  # completions kept per state for has_new_value's fast path
+_NUM_KEYS_CACHED = 4096  # item texts whose keys item_key keeps (a few hundred bytes each)
 
 
+@functools.lru_cache(maxsize=_NUM_KEYS_CACHED)
 def item_key(text: bytes) -> str:
     """`equality_key` of the item ``text`` (a string item's text is its key: formcast writes
-    one spelling per string, ``json.dumps``'s)."""
+    one spelling per string, ``json.dumps``'s). Memoised: the tokens that lead along one item
+    path to the same completion (``E``, ``EU``, ``EUR`` of ``"EUR"}``) ask for the same text,
+    and the next mask asks again."""
     if text[:1] == b'"':
         return text.decode()
-    return equality_key(json.loads(text))
+    return text_equality_key(text)
 
 
 class ItemAutomaton:

@@ -40,19 +40,44 @@ def type_of(value: Any) -> set[str]:
     return {"object"}
 
 
+# the canonical text of equality keys: sorted keys, no spaces, strings as formcast writes them
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def equality_key(value: Any) -> str:
-    """A key equal for JSON-Schema-equal values (1 == 1.0, True != 1, key order ignored)."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, (int, float)):
-        return "n:" + (str(int(value)) if float(value).is_integer() else repr(float(value)))
+    """A key equal for JSON-Schema-equal values (1 == 1.0, True != 1, key order ignored): the
+    canonical JSON text (sorted keys, compact) of ``value`` with integral floats as integers
+    (``-0.0``, ``1.0``, ``1e2`` as ``0``, ``1``, ``100``). A string's key is its text as
+    formcast writes it (``json.dumps(..., ensure_ascii=False)``); no other value's key starts
+    with a quote."""
+    return _KEY_ENCODER.encode(_integral(value))
+
+
+def text_equality_key(text: str | bytes) -> str:
+    """:func:`equality_key` of the JSON value ``text`` (parsed with integral floats read as
+    integers: one C-level parse and encode, no walk over the value)."""
+    return _KEY_ENCODER.encode(
+        _KEY_DECODER.decode(text if isinstance(text, str) else text.decode())
+    )
+
+
+def _integral(value: Any) -> Any:
+    """``value`` with every integral float replaced by its int (the rest as it is)."""
+    if type(value) is float:
+        return int(value) if value.is_integer() else value
     if isinstance(value, list):
-        return "[" + ",".join(equality_key(v) for v in value) + "]"
+        return [_integral(v) for v in value]
     if isinstance(value, dict):
-        return (
-            "{" + ",".join(f"{json.dumps(k)}:{equality_key(value[k])}" for k in sorted(value)) + "}"
-        )
-    return json.dumps(value, ensure_ascii=False)
+        return {k: _integral(v) for k, v in value.items()}
+    return value
+
+
+def _integral_float(text: str) -> int | float:
+    number = float(text)
+    return int(number) if number.is_integer() else number
+
+
+_KEY_DECODER = json.JSONDecoder(parse_float=_integral_float)
 
 
 def property_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:
