@@ -38,7 +38,12 @@ from formcast.grammar.json_schema.formats import format_regex
 from formcast.grammar.json_schema.keyword_types import check_keyword_types
 from formcast.grammar.json_schema.layout import Layout
 from formcast.grammar.json_schema.length_guard import LengthGuard
-from formcast.grammar.json_schema.merge import VALIDATION_KEYWORDS, is_impossible, merge
+from formcast.grammar.json_schema.merge import (
+    PATTERNS_ALSO_KEY,
+    VALIDATION_KEYWORDS,
+    is_impossible,
+    merge,
+)
 from formcast.grammar.json_schema.objects import object_tree
 from formcast.grammar.json_schema.pattern_intersection import intersect_branches, parse_pattern
 from formcast.grammar.json_schema.refs import (
@@ -957,11 +962,16 @@ class SchemaCompiler:
                 fmt_rx = format_regex(fmt, self.draft)
             except KeyError:
                 self.refuse(f"format {fmt!r} is not supported", ptr, "format")
+        also = s.get(PATTERNS_ALSO_KEY, ())  # (allOf parts' own patterns: each must match)
+        # messages (and the length guard's key) name every pattern
+        shown = repr(patterns) if not also else " and ".join(map(repr, [patterns, *also]))
         if patterns is not None:
             try:
                 branches = parse_pattern(patterns)
+                for other in also:  # one anchored pattern (exact, bounded)
+                    branches = intersect_branches(branches, parse_pattern(other))
             except ecma_pattern.PatternRefused as exc:
-                self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
+                self.refuse(f"pattern {shown}: {exc}", ptr, "pattern")
                 branches = None
         if fmt_rx is not None:
             fmt_branches = ecma_pattern.format_branches(fmt_rx)
@@ -969,7 +979,7 @@ class SchemaCompiler:
                 try:
                     fmt_branches = intersect_branches(branches, fmt_branches)
                 except ecma_pattern.PatternRefused as exc:
-                    self.refuse(f"pattern {patterns!r} with format {fmt!r}: {exc}", ptr, "pattern")
+                    self.refuse(f"pattern {shown} with format {fmt!r}: {exc}", ptr, "pattern")
             branches = fmt_branches
         if branches is None:
             above = self.count_strings_above
@@ -1018,16 +1028,16 @@ class SchemaCompiler:
             try:
                 nodes = ecma_pattern.with_length(nodes, min_len, max_len)
             except ecma_pattern.PatternRefused:
-                source = f"pattern {patterns!r}" if fmt_rx is None else f"format {fmt!r}"
+                source = f"pattern {shown}" if fmt_rx is None else f"format {fmt!r}"
                 if fmt_rx is not None and patterns is not None:
-                    source += f" with pattern {patterns!r}"
+                    source += f" with pattern {shown}"
                 return self._guarded_string(branches, min_len, max_len, ptr, source)
             if nodes is None:
                 continue
             try:
                 out.append(ecma_pattern.encode(nodes))
             except ecma_pattern.PatternRefused as exc:
-                self.refuse(f"pattern {patterns!r}: {exc}", ptr, "pattern")
+                self.refuse(f"pattern {shown}: {exc}", ptr, "pattern")
                 return seq(QUOTE, repeat(JSON_CHAR, min_len, max_len), QUOTE), False
         text = seq(QUOTE, alt(out), QUOTE)
         if fmt_rx is not None and patterns is None and self.allow_automata and text is not None:

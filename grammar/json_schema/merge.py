@@ -46,7 +46,10 @@ APPLIED_KEY = "$formcast:applied"
 # formcast-private: more `contains` schemas beside `contains` (allOf parts that each asked for
 # an item of their own; arrays.array_tree writes every order they can be met in)
 CONTAINS_ALSO_KEY = "$formcast:contains_also"
-_PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY, CONTAINS_ALSO_KEY)
+# formcast-private: more ``pattern`` values beside ``pattern`` (allOf parts with patterns of
+# their own: a string must match each; the string compiler intersects their automata)
+PATTERNS_ALSO_KEY = "$formcast:patterns_also"
+_PRIVATE_LISTS = (ORDER_KEY, APPLIED_KEY, CONTAINS_ALSO_KEY, PATTERNS_ALSO_KEY)
 # formcast-private (see the complement module): the object has some member whose key none of its
 # declared names is, with a value valid against this schema (a closed object's negation)
 SOME_EXTRA_KEY = "$formcast:some_extra"
@@ -95,6 +98,11 @@ def merge(
                         keyword="contains",
                     )
                 also = out.setdefault(CONTAINS_ALSO_KEY, [])
+                if value not in also:
+                    also.append(value)
+                continue
+            if key == "pattern" and key in out and out[key] != value and isinstance(value, str):
+                also = out.setdefault(PATTERNS_ALSO_KEY, [])
                 if value not in also:
                     also.append(value)
                 continue
