@@ -21,9 +21,10 @@ per state, what decides that quickly:
   when ``log2_values[s] > log2(len(seen))``.
 - Otherwise :meth:`ItemAutomaton.has_new_value` enumerates the completions depth first (each
   state at most twice on a path: padding cycles are turned once) and parses them, stopping at
-  the first new value; past ``MAX_ENUMERATED`` completions it answers False (the token is
-  masked: the output stays valid, a continuation may be lost; only for items with thousands
-  of spellings of each earlier value).
+  the first new value (the suffixes from a state are enumerated once, as far as some pending
+  item has needed them: they do not depend on the prefix); past ``MAX_ENUMERATED``
+  completions it answers False (the token is masked: the output stays valid, a continuation
+  may be lost; only for items with thousands of spellings of each earlier value).
 
 Values are compared as jsonschema compares them (``equality_key``: ``1 == 1.0``,
 ``True != 1``, key order ignored).
@@ -32,8 +33,8 @@ Values are compared as jsonschema compares them (``equality_key``: ``1 == 1.0``,
 from __future__ import annotations
 
 import functools
-import itertools
 import math
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -51,7 +52,6 @@ MAX_ENUMERATED = 4096  # completions has_new_value parses before answering False
 _SPELLING_BYTES = frozenset(b" \t\n\r-.0eE")  # a byte here may vary a spelling, not a value
 _LOG2_SPELLINGS = math.log2(5)  # per such byte on a path (see module docstring)
 _ZERO = 0x30
-_FEW = 8  # completions kept per state for has_new_value's fast path
 _NUM_KEYS_CACHED = 4096  # item texts whose keys item_key keeps (a few hundred bytes each)
 
 
@@ -95,8 +95,10 @@ class ItemAutomaton:
         # than that stays inside the item among value-infinite states (never refused)
         self.safe_horizon = _distance_to(full, ~self.is_value_infinite | dfa.is_accepting)
         self._log2_values: list[float] = self.log2_values.tolist()
-        # states whose completions are at most _FEW fixed suffixes (else ()), on first use
-        self._few_suffixes: dict[int, tuple[bytes, ...]] = {}
+        # per state, on first use: its completion suffixes in the order of _completion_texts,
+        # enumerated as far as some pending item has needed (see has_new_value)
+        self._suffixes: dict[int, _Suffixes] = {}
+        self._suffixes_lock = threading.Lock()  # (matchers of one grammar on several threads)
         self._alive: dict[int, np.ndarray] = {}  # see alive_states
         # every item is a string: its text is its key (see item_key)
         self.is_string_only = set(dfa.allowed_bytes(self.start).tolist()) == {0x22}
@@ -144,18 +146,20 @@ class ItemAutomaton:
             not seen or self._is_infinite[state] or self._log2_values[state] > math.log2(len(seen))
         ):
             return True
-        suffixes = self._few_suffixes.get(state)
+        # the suffixes from a state do not depend on the prefix that reached it: they are
+        # enumerated once per state, as far as some prefix has needed (a completion is tens
+        # of bytes, each a step of the search; near an item's end the first one is new)
+        suffixes = self._suffixes.get(state)
         if suffixes is None:
-            found = list(itertools.islice(self._completion_texts(state, b""), _FEW + 1))
-            suffixes = tuple(found) if len(found) <= _FEW and None not in found else ()
-            self._few_suffixes[state] = suffixes
-        if suffixes:  # the common case near an item's end: a handful of fixed suffixes
-            return any(item_key(prefix + suffix) not in seen for suffix in suffixes)
-        for num_parsed, text in enumerate(self._completion_texts(state, prefix)):
-            if text is None or item_key(text) not in seen:
-                return True
-            if num_parsed + 1 >= MAX_ENUMERATED:
+            suffixes = self._suffixes.setdefault(
+                state, _Suffixes(self._completion_texts(state, b""))
+            )
+        for k in range(MAX_ENUMERATED):
+            suffix = suffixes.get(k, self._suffixes_lock)
+            if suffix is _END:
                 return False
+            if suffix is None or item_key(prefix + suffix) not in seen:
+                return True  # (None: a value-infinite state, infinitely many values)
         return False
 
     def has_values(self, count: int) -> bool:
@@ -218,6 +222,33 @@ class ItemAutomaton:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["dfa"], state["key"])
+
+
+_END = object()  # past the last suffix of a state
+
+
+class _Suffixes:
+    """The completion suffixes of one state as far as enumerated: ``get(k)`` is the ``k``-th
+    (``None``: a value-infinite state, which ends the enumeration; ``_END``: there is none),
+    pulling the enumeration on under ``lock`` where it has not come so far yet."""
+
+    def __init__(self, texts: Iterator[bytes | None]) -> None:
+        self._texts = texts
+        self._found: list[bytes | None] = []
+        self._is_done = False
+
+    def get(self, k: int, lock: threading.Lock) -> bytes | None | object:
+        found = self._found
+        if k < len(found):
+            return found[k]
+        with lock:
+            while len(found) <= k and not self._is_done:
+                text = next(self._texts, _END)
+                if text is _END:
+                    self._is_done = True
+                else:
+                    found.append(text)
+        return found[k] if k < len(found) else _END
 
 
 def _value_counts(full: np.ndarray, is_accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

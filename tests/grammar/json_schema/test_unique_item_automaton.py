@@ -354,6 +354,48 @@ def test_value_bounds_against_brute_force(pattern):
     assert automaton.has_values(1)
 
 
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"\[(1|2|30),(1|2|3|4|5|6|7|8|9|10|11|12)\]",  # one state, several prefixes
+        r'"[abc]{0,2}"',  # 13 values: past the first suffixes of a state
+        r"(1|10)(\.0+)?",  # spellings of one value: 1, 1.0, 1.00, ...
+    ],
+)
+def test_new_values_from_every_prefix_against_brute_force(pattern):
+    """A state's completion suffixes are enumerated once and shared by every prefix that
+    reaches the state: has_new_value agrees with brute force for each prefix, whichever
+    prefix asked first, with seen sets that force the search past the first suffixes."""
+    dfa = byte_dfa(parse_regex(pattern, "python"))
+    automaton = ItemAutomaton(dfa, pattern)
+    rows = dfa.transitions[:, dfa.byte_to_class].tolist()
+    prefixes = [(dfa.start_state, b"")]
+    frontier = list(prefixes)
+    for _ in range(5):  # every prefix of up to 5 bytes
+        frontier = [
+            (target, text + bytes([byte]))
+            for here, text in frontier
+            for byte, target in enumerate(rows[here])
+            if target >= 0
+        ]
+        prefixes += frontier
+    random.Random(7).shuffle(prefixes)
+    num_checked = 0
+    for state, prefix in prefixes:
+        if automaton.is_value_infinite[state]:
+            continue
+        keys, longer = _brute_values(dfa, state, prefix, limit=8)
+        if longer:  # (padding: values already complete within the limit)
+            keys |= _brute_values(dfa, state, prefix, limit=10)[0]
+        ordered = sorted(keys)
+        for num_seen in range(len(ordered) + 1):
+            seen = frozenset(ordered[:num_seen])
+            expected = num_seen < len(ordered)
+            assert automaton.has_new_value(state, prefix, seen, is_checked=True) == expected
+        num_checked += 1
+    assert num_checked > 5
+
+
 def _path_to(dfa, state: int) -> bytes:
     """A shortest text reaching ``state`` (breadth first)."""
     rows = dfa.transitions[:, dfa.byte_to_class].tolist()
