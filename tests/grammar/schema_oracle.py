@@ -90,6 +90,17 @@ def walk_checked(grammar, token_ids) -> bool:
     return matcher.is_accepting()
 
 
+def one_member(schema) -> dict:
+    """A closed object whose one required member ``v`` is valid against ``schema`` (puts a
+    string or scalar schema at a member's place, where the layout writes it)."""
+    return {
+        "type": "object",
+        "properties": {"v": schema},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+
+
 def assert_walks_agree(grammar, schema, values, tokenizer) -> None:
     """Every value, as ``values.serialize`` writes it: :func:`walk_checked` of its tokens
     takes it iff jsonschema validates that text; both verdicts must occur (a check that can

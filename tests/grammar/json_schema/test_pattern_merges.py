@@ -13,7 +13,7 @@ import pytest
 
 from formcast.errors import SchemaError
 from formcast.grammar.json_schema.compile import compile_json_schema
-from tests.grammar.schema_oracle import assert_walks_agree
+from tests.grammar.schema_oracle import assert_walks_agree, one_member
 
 CASES = [
     (
@@ -42,20 +42,11 @@ CASES = [
 ]
 
 
-def _wrapped(schema: dict) -> dict:
-    return {
-        "type": "object",
-        "properties": {"v": schema},
-        "required": ["v"],
-        "additionalProperties": False,
-    }
-
-
 @pytest.mark.parametrize("route", ["auto", "cfg"])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_merged_patterns_agree_with_jsonschema(case, route, smollm2_vocab, smollm2_tokenizer):
     schema, values = CASES[case]
-    wrapped = _wrapped(schema)
+    wrapped = one_member(schema)
     grammar = compile_json_schema(wrapped, smollm2_vocab, strict=False, cache=False, route=route)
     assert_walks_agree(grammar, wrapped, [{"v": v} for v in values], smollm2_tokenizer)
 
