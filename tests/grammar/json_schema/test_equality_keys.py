@@ -1,6 +1,6 @@
 """Equality keys of JSON values (`values.equality_key`, `values.text_equality_key`, and the
-item automaton's `item_key`) against jsonschema's own equality (``uniqueItems``, ``enum``,
-``const``): equal keys iff equal values."""
+item automaton's `item_key`) against jsonschema's own equality (the one ``uniqueItems``,
+``enum`` and ``const`` use, asked through ``const``): equal keys iff equal values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema._utils import equal as jsonschema_equal
+from jsonschema import Draft202012Validator
 
 from formcast.grammar.json_schema.item_automaton import item_key
 from formcast.grammar.json_schema.values import equality_key, text_equality_key
@@ -22,6 +22,13 @@ _SCALARS = (
     | st.sampled_from([0.0, -0.0, 1.0, 2.0, 0.5, 1e16, 1e300])
     | st.text(max_size=4)
 )
+
+
+def jsonschema_equal(a, b) -> bool:
+    """Does jsonschema find ``b`` equal to ``a`` (``{"const": a}`` validates ``b``)?"""
+    return Draft202012Validator({"const": a}).is_valid(b)
+
+
 VALUES = st.recursive(
     _SCALARS,
     lambda inner: (
