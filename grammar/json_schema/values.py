@@ -72,12 +72,8 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def _integral_float(text: str) -> int | float:
-    number = float(text)
-    return int(number) if number.is_integer() else number
-
-
-_KEY_DECODER = json.JSONDecoder(parse_float=_integral_float)
+# a float's text read as _integral reads the float (texts of floats only: ints stay exact)
+_KEY_DECODER = json.JSONDecoder(parse_float=lambda text: _integral(float(text)))
 
 
 def property_order(schema: Any, root: Any, _depth: int = 0, value: Any = None) -> list[str]:

@@ -90,15 +90,20 @@ def walk_checked(grammar, token_ids) -> bool:
     return matcher.is_accepting()
 
 
-def one_member(schema) -> dict:
-    """A closed object whose one required member ``v`` is valid against ``schema`` (puts a
-    string or scalar schema at a member's place, where the layout writes it)."""
-    return {
+def assert_member_walks_agree(schema, values, vocab, tokenizer, route: str = "auto") -> None:
+    """:func:`assert_walks_agree` for ``schema`` at a member's place, where the layout writes
+    a string or scalar: a closed object whose one required member ``v`` is valid against
+    ``schema``, compiled on ``route``, walked with each value as that member."""
+    from formcast.grammar.json_schema.compile import compile_json_schema
+
+    wrapped = {
         "type": "object",
         "properties": {"v": schema},
         "required": ["v"],
         "additionalProperties": False,
     }
+    grammar = compile_json_schema(wrapped, vocab, strict=False, cache=False, route=route)
+    assert_walks_agree(grammar, wrapped, [{"v": v} for v in values], tokenizer)
 
 
 def assert_walks_agree(grammar, schema, values, tokenizer) -> None:
