@@ -18,8 +18,10 @@ same stack, which for a union of JSON objects is where the object ends).
 
 Exactness: an LR parser never shifts a terminal that cannot continue the input (the correct
 prefix property), but SLR(1) may *reduce* on a lookahead that is rejected after the reductions
-(FOLLOW sets over-approximate). ``advance`` simulates the reductions, and ``expected`` (the terminals the
-stack can take next) is computed the same way, per reduce rule of the top state, so it is exact.
+(FOLLOW sets over-approximate). ``advance`` simulates the reductions; ``expected`` (the
+terminals the stack can take next) is read off the top state's kernel items (FIRST of what
+follows each item's dot, and where that is nullable what the stack takes after the item's
+rule, see :meth:`LRParser._compute_viable`), so it is exact too and builds no rows.
 
 Stack reads are tracked for memoisation: every operation lowers :attr:`LRParser.floor` to the
 height of the lowest stack node whose state it read (the root has height 0). A computation that
@@ -43,10 +45,7 @@ from formcast.grammar.cfg.rules import PreparedGrammar
 _NUM_RECENT = 4096
 # reductions one advance may follow past a conflict before the grammar counts as cyclic
 _MAX_REDUCTIONS = 100_000
-_IN_PROGRESS = frozenset({-1})  # a stack whose viable terminals are being computed
-# viable terminals after a reduction tested bit by bit against its lookaheads up to this many
-# (a FOLLOW set of hundreds of keys is made a frozenset once, only for larger ones)
-_FEW_VIABLE = 64
+_IN_PROGRESS = -1  # a stack whose viable terminals are being computed (bits are >= 0)
 
 
 class LRTable:
@@ -81,7 +80,14 @@ class LRTable:
     def __init__(self, grammar: PreparedGrammar) -> None:
         self.rules = grammar.rules
         self.end = grammar.num_terminals
-        self._follow_bits = first_follow(grammar).follow
+        sets = first_follow(grammar)
+        self._follow_bits = sets.follow
+        self._first_bits = sets.first
+        self._is_nullable = grammar.is_nullable
+        # per rule, built on first use: FIRST bits of rhs[d:] per dot d, the end bit where
+        # rhs[d:] is nullable (see suffix_first)
+        self._suffix_first: dict[int, list[int]] = {}
+        self._steps: dict[int, tuple[int, int, int, int] | None] = {}  # kernel_step memo
         self._follow: dict[int, frozenset[int]] = {}  # FOLLOW sets by their bits (few distinct)
         self._by_lhs = grammar.rules_by_lhs
         self._predicted: _PredictedRules | None = None
@@ -102,6 +108,8 @@ class LRTable:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_predicted"] = None  # rebuilt on first use (not a grammar-file class)
+        state["_suffix_first"] = {}  # (rebuilt on first use)
+        state["_steps"] = {}
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -130,9 +138,39 @@ class LRTable:
             self._build(s)
         return self._shifts[s]
 
+    def kernel(self, s: int) -> frozenset[tuple[int, int]]:
+        """State ``s``'s kernel items ``(rule, dot)`` (known once ``s`` is numbered; its row
+        need not be built)."""
+        return self._order[s]
+
+    def suffix_first(self, r: int, d: int) -> int:
+        """FIRST of rule ``r``'s right side after dot ``d``, as int bits, with bit ``end`` set
+        iff that suffix is nullable.
+
+        Computed for every dot of the rule at once, right to left: ``F(d) = FIRST(X_d)``, or
+        ``FIRST(X_d) | F(d + 1)`` where ``X_d`` is nullable, and ``F(len) = {end}``."""
+        found = self._suffix_first.get(r)
+        if found is None:
+            rhs = self.rules[r][1]
+            first, is_nullable = self._first_bits, self._is_nullable
+            found = [0] * (len(rhs) + 1)
+            bits = 1 << self.end
+            for k in range(len(rhs) - 1, -1, -1):
+                x = rhs[k]
+                if x >= 0:
+                    bits = 1 << x
+                elif is_nullable[~x]:
+                    bits |= first[~x]
+                else:
+                    bits = first[~x]
+                found[k] = bits
+            found[len(rhs)] = 1 << self.end
+            self._suffix_first[r] = found
+        return found[d]
+
     def lookahead_set(self, bits: int) -> frozenset[int]:
-        """The terminals of a lookahead bit set (memoised: a few distinct FOLLOW sets are
-        read by many states)."""
+        """The terminals of a bit set (memoised: a few distinct expected sets are read by
+        many stacks)."""
         found = self._follow.get(bits)
         if found is None:
             found = self._follow[bits] = frozenset(bit_set(bits))
@@ -191,15 +229,8 @@ class LRTable:
                 complete.append(r)
         action: dict[int, int] = {}
         goto: dict[int, int] = {}
-        kernels, order = self._kernels, self._order
         for symbol, items_after in successors.items():
-            key = frozenset(items_after)
-            state = kernels.get(key)
-            if state is None:
-                state = kernels[key] = len(order)
-                order.append(key)
-                for table in (self._rows, self._gotos, self._shifts):
-                    table.append(None)
+            state = self._number(frozenset(items_after))
             if symbol >= 0:
                 action[symbol] = state
             else:
@@ -219,6 +250,57 @@ class LRTable:
         self._shifts[s] = shifts
         self._rows[s] = row
         return row
+
+    def _number(self, kernel: frozenset[tuple[int, int]]) -> int:
+        """The state of these kernel items, numbered (row not built) if new."""
+        state = self._kernels.get(kernel)
+        if state is None:
+            state = self._kernels[kernel] = len(self._order)
+            self._order.append(kernel)
+            for table in (self._rows, self._gotos, self._shifts):
+                table.append(None)
+        return state
+
+    def kernel_step(self, s: int) -> tuple[int, int, int, int] | None:
+        """What a parser does at state ``s`` when its kernel is one item, read off that item
+        (memoised; builds no row), or None:
+
+        - ``(SKIP_EMPTY, FIRST(X) bits, goto(s, X), 0)`` for ``A -> alpha . X beta`` with
+          ``X`` a nullable nonterminal. On a terminal ``t`` outside ``FIRST(X)`` the state
+          shifts nothing (every terminal its closure shifts starts an ``X``), so the stacks
+          that can still take ``t`` have all derived ``X`` empty: each is the stack with
+          ``goto(s, X)`` pushed, whatever empty reductions led there (its kernel: ``A ->
+          alpha X . beta`` and the closure's rules that start with ``X``).
+        - ``(REDUCE_ONLY, FOLLOW(A) bits, len(alpha), A)`` for a complete ``A -> alpha .``
+          (not the start rule): the state's one action is that reduction.
+
+        :meth:`LRParser.advance` takes these steps directly: a run of ``n`` absent optional
+        members (or ``n`` nested left-recursive member lists) costs ``n`` state numberings,
+        not ``n`` row builds."""
+        found = self._steps.get(s, _NOT_COMPUTED)
+        if found is not _NOT_COMPUTED:
+            return found
+        found = None
+        kernel = self._order[s]
+        if len(kernel) == 1:
+            ((r, d),) = kernel
+            lhs, rhs = self.rules[r]
+            if d == len(rhs) and r != 0:
+                found = (REDUCE_ONLY, self._follow_bits[lhs], d, lhs)
+            elif d < len(rhs) and rhs[d] < 0 and self._is_nullable[~rhs[d]]:
+                x = rhs[d]
+                if self._predicted is None:
+                    self._predicted = _PredictedRules(self.rules, self._by_lhs)
+                rules = self.rules
+                after = [(r, d + 1)]
+                after += [(q, 1) for q in self._predicted[~x] if rules[q][1][:1] == (x,)]
+                found = (SKIP_EMPTY, self._first_bits[~x], self._number(frozenset(after)), 0)
+        self._steps[s] = found
+        return found
+
+
+_NOT_COMPUTED = object()
+SKIP_EMPTY, REDUCE_ONLY = 0, 1  # kinds of LRTable.kernel_step
 
 
 class _PredictedRules:
@@ -257,13 +339,14 @@ class _ParseNode:
     @property
     def expected(self) -> frozenset[int]:
         """Terminals the node can take next (exact)."""
-        viable = self._viable_set()
-        return viable - self._parser.end_set if self._parser.table.end in viable else viable
+        parser = self._parser
+        bits = self._viable_bits()
+        return parser.table.lookahead_set(bits & parser.terminal_bits)
 
     @property
     def is_accepting(self) -> bool:
         """True if the terminals read so far form a sentence (some stack's, in a forest)."""
-        return self._parser.table.end in self._viable_set()
+        return bool(self._viable_bits() >> self._parser.table.end & 1)
 
 
 class LRNode(_ParseNode):
@@ -296,12 +379,13 @@ class LRNode(_ParseNode):
         self._children: dict[int, weakref.ref] = {}
         # terminal -> (weak ref to the node after it or None if rejected, floor of the step)
         self._next: dict[int, tuple] = {}
-        self._viable: frozenset[int] | None = None
+        self._viable: int | None = None  # bits of the terminals (end included) it can take
         self._viable_floor = 0
         self._tops: dict[int, tuple[int, ...]] = {}
 
-    def _viable_set(self) -> frozenset[int]:
-        """Terminals (``end`` included) the stack can take next; records the stack read."""
+    def _viable_bits(self) -> int:
+        """Terminals (``end`` included) the stack can take next, as int bits; records the
+        stack read."""
         parser = self._parser
         viable = self._viable
         if viable is None:
@@ -350,18 +434,22 @@ class LRForest(_ParseNode):
         self.depth = 0
         self._parser = parser
         self._next: dict[int, tuple] = {}
-        self._viable: frozenset[int] | None = None
+        self._viable: int | None = None
         self._viable_floor = 0
         self._tops: dict[int, tuple] = {}
 
-    def _viable_set(self) -> frozenset[int]:
-        """Terminals (``end`` included) some stack can take next; records the stacks read."""
+    def _viable_bits(self) -> int:
+        """Terminals (``end`` included) some stack can take next, as int bits; records the
+        stacks read."""
         parser = self._parser
         viable = self._viable
         if viable is None:
             saved = parser.floor
             parser.floor = self.min_height
-            viable = self._viable = frozenset().union(*(n._viable_set() for n in self.stacks))
+            viable = 0
+            for n in self.stacks:
+                viable |= n._viable_bits()
+            self._viable = viable
             self._viable_floor = parser.floor
             if saved < parser.floor:
                 parser.floor = saved
@@ -388,7 +476,7 @@ class LRParser:
 
     def __init__(self, table: LRTable) -> None:
         self.table = table
-        self.end_set = frozenset({table.end})
+        self.terminal_bits = (1 << table.end) - 1  # every terminal, not end
         self._uids = itertools.count()
         self._recent: deque[LRNode] = deque(maxlen=_NUM_RECENT)
         self.floor = 0  # lowest stack height read (see module docstring); callers reset it
@@ -423,7 +511,10 @@ class LRParser:
     def _reduce(self, node: LRNode, k: int) -> LRNode:
         """The stack after reducing by ``reductions[k]`` on top of ``node``; lowers the floor
         to the node whose goto is read."""
-        num_popped, lhs = self.table.reductions[k]
+        return self._reduce_to(node, *self.table.reductions[k])
+
+    def _reduce_to(self, node: LRNode, num_popped: int, lhs: int) -> LRNode:
+        """The stack after popping ``num_popped`` nodes and going to nonterminal ``lhs``."""
         below = node
         for _ in range(num_popped):
             below = below.parent
@@ -468,7 +559,25 @@ class LRParser:
         todo = [node]
         num_reduced = 0
         while todo:
+            if num_reduced > _MAX_REDUCTIONS:
+                raise GrammarError(
+                    f"the grammar reduces without end before terminal {terminal} "
+                    "(a cyclic derivation): use the Earley parser"
+                )
             cur = todo.pop()
+            step = table.kernel_step(cur.state)
+            if step is not None:  # taken without the state's row
+                kind, bits, a, b = step
+                is_in = bits >> terminal & 1
+                if kind == REDUCE_ONLY:
+                    if is_in:
+                        todo.append(self._reduce_to(cur, a, b))
+                    num_reduced += 1
+                    continue
+                if not is_in:  # (SKIP_EMPTY)
+                    todo.append(self._push(cur, a))
+                    num_reduced += 1
+                    continue
             shifts, reductions = table.row(cur.state)
             # every action on the terminal: one without a conflict, several past one
             state = shifts.get(terminal)
@@ -478,30 +587,38 @@ class LRParser:
                 if bits >> terminal & 1:
                     todo.append(self._reduce(cur, k))
                     num_reduced += 1
-            if num_reduced > _MAX_REDUCTIONS:
-                raise GrammarError(
-                    f"the grammar reduces without end before terminal {terminal} "
-                    "(a cyclic derivation): use the Earley parser"
-                )
         return results
 
-    def _compute_viable(self, node: LRNode) -> frozenset[int]:
-        """Terminals (``end`` included) the stack can take: the top state's shifts, plus per
-        reduce rule the lookaheads the stack after that reduction takes (recursively)."""
+    def _compute_viable(self, node: LRNode) -> int:
+        """Terminals (``end`` included) the stack can take, as int bits, from the kernel items
+        of its top state alone (the state's row is not needed).
+
+        The items of an LR(0) state are exactly the items valid for every stack that reaches
+        it: for a kernel item ``A -> alpha . beta`` the stack ends with ``alpha`` above a stack
+        ``delta`` with ``delta A`` viable. So the stack can take ``FIRST(beta)``, and where
+        ``beta`` is nullable also what ``delta A`` can take (pop ``len(alpha)``, goto ``A``;
+        recursively); the union over the kernel items is exact (the closure items' first
+        terminals are in their kernel item's ``FIRST(beta)``). A run of optional members
+        (``A -> x L_1 ... L_n y`` with nullable ``L_i``) is one suffix FIRST set, not a
+        chain of empty reductions through ``n`` states, each built on first use.
+        """
         table = self.table
         saved = self.floor
         self.floor = node.height
-        # the shifts (a frozenset per state) are shared, not copied: only terminals beyond
-        # them (end, reductions' lookaheads) are collected
-        viable: set[int] = set()
-        if node.state == table.accept:
-            viable.add(table.end)
         node._viable = _IN_PROGRESS
-        end = table.end
-        for k, bits in table.row(node.state)[1]:
-            after = self._reduce(node, k)
-            if after.state == table.accept and bits >> end & 1:
-                viable.add(end)
+        end_bit = 1 << table.end
+        viable = 0
+        rules = table.rules
+        for r, d in table.kernel(node.state):
+            bits = table.suffix_first(r, d)
+            if not bits & end_bit:
+                viable |= bits
+                continue
+            viable |= bits ^ end_bit
+            if r == 0:  # S' -> start . (or a nullable start): the end of input
+                viable |= end_bit
+                continue
+            after = self._reduce_to(node, d, rules[r][0])
             found = after._viable
             if found is None:
                 found = self._compute_viable(after)
@@ -511,16 +628,12 @@ class LRParser:
                 )
             if after._viable_floor < self.floor:
                 self.floor = after._viable_floor
-            if len(found) <= _FEW_VIABLE:  # test their bits, not the whole lookahead set
-                viable.update(t for t in found if bits >> t & 1)
-            else:
-                viable |= table.lookahead_set(bits) & found
-        shifts = table.shifts(node.state)
-        node._viable = shifts | viable if viable else shifts
+            viable |= found
+        node._viable = viable
         node._viable_floor = self.floor
         if saved < self.floor:
             self.floor = saved
-        return node._viable
+        return viable
 
     def accepts(self, terminals: list[int]) -> bool:
         """True if the terminal sequence is a sentence (used by tests)."""

@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 
 # 2: distinct index rows; 3: SplitGroup.records_key; 4: ByteDFA.walk_keys; 5: grammar files;
 # 6: syntax-tree nodes hold has_lookahead / has_reference; 7: equality keys as canonical JSON
-# (values.equality_key: a stored table of item keys must match the runtime's)
-_FORMAT_VERSION = 7
+# (values.equality_key: a stored table of item keys must match the runtime's); 8: LRTable
+# kernel steps and suffix FIRST sets (cfg.lr: expected sets from kernel items)
+_FORMAT_VERSION = 8
 _SUFFIX = ".fcg"  # grammar files; the pickles of format versions <= 4 were "*.pkl"
 _MAX_IN_MEMORY = 128
 

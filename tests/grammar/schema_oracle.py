@@ -125,6 +125,35 @@ def assert_walks_agree(grammar, schema, values, tokenizer) -> None:
     assert seen[True] and seen[False], seen
 
 
+def heads_agreeing_with_earley(grammar, schema, values, vocab, tokenizer):
+    """Walk every value's tokens (as ``values.serialize`` writes it) on ``grammar``'s LR
+    runtime and on an Earley runtime of the same grammar, asserting equal masks at every step,
+    equal rejections and equal acceptance at the end; yields the LR heads before each token."""
+    import numpy as np
+
+    from formcast.grammar.cfg.runtime import CfgRuntime
+    from formcast.grammar.json_schema.values import serialize
+
+    lr = grammar.runtime
+    assert lr.is_lr
+    earley = CfgRuntime(grammar.parser, grammar.lexer, lr.eos_row, parser_kind="earley")
+    for value in values:
+        text = serialize(value, schema, schema)
+        l_heads, e_heads = lr.initial_heads(), earley.initial_heads()
+        prefix = b""
+        for token in tokenizer.encode(text, add_special_tokens=False):
+            assert np.array_equal(lr.mask(l_heads), earley.mask(e_heads)), prefix
+            yield l_heads
+            l_heads = lr.advance(l_heads, vocab.token_bytes[token])
+            e_heads = earley.advance(e_heads, vocab.token_bytes[token])
+            prefix += vocab.token_bytes[token]
+            assert bool(l_heads) == bool(e_heads), prefix
+            if not l_heads:
+                break
+        else:
+            assert lr.is_accepting(l_heads) == earley.is_accepting(e_heads), prefix
+
+
 def assert_regex_agrees(pattern: str, schema, values) -> None:
     """Every value (written compactly): ``pattern`` fullmatches its text iff ``schema``
     validates it; both verdicts must occur (a check that can fail)."""

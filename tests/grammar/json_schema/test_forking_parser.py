@@ -9,13 +9,9 @@ and invalid values) and against the Earley runtime's masks (every token of every
 
 from __future__ import annotations
 
-import numpy as np
-
 from formcast.grammar.cfg.lr import LRForest, LRTable
-from formcast.grammar.cfg.runtime import CfgRuntime
 from formcast.grammar.json_schema.compile import compile_json_schema
-from formcast.grammar.json_schema.values import serialize
-from tests.grammar.schema_oracle import assert_walks_agree
+from tests.grammar.schema_oracle import assert_walks_agree, heads_agreeing_with_earley
 
 SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",  # `dependencies` is draft-07's
@@ -86,23 +82,6 @@ def test_walks_agree_with_jsonschema(smollm2_vocab, smollm2_tokenizer):
 
 def test_masks_equal_the_earley_masks_along_every_walk(smollm2_vocab, smollm2_tokenizer):
     grammar = compile_json_schema(SCHEMA, smollm2_vocab, strict=False, cache=False, route="cfg")
-    forking = grammar.runtime
-    earley = CfgRuntime(grammar.parser, grammar.lexer, forking.eos_row, parser_kind="earley")
-    token_bytes = smollm2_vocab.token_bytes
-    num_forests = 0
-    for value in VALUES:
-        text = serialize(value, SCHEMA, SCHEMA)
-        f_heads, e_heads = forking.initial_heads(), earley.initial_heads()
-        prefix = b""
-        for token in smollm2_tokenizer.encode(text, add_special_tokens=False):
-            assert np.array_equal(forking.mask(f_heads), earley.mask(e_heads)), prefix
-            num_forests += any(isinstance(node, LRForest) for node, _ in f_heads)
-            f_heads = forking.advance(f_heads, token_bytes[token])
-            e_heads = earley.advance(e_heads, token_bytes[token])
-            prefix += token_bytes[token]
-            assert bool(f_heads) == bool(e_heads), prefix
-            if not f_heads:
-                break
-        else:
-            assert forking.is_accepting(f_heads) == earley.is_accepting(e_heads), prefix
+    walk = heads_agreeing_with_earley(grammar, SCHEMA, VALUES, smollm2_vocab, smollm2_tokenizer)
+    num_forests = sum(any(isinstance(node, LRForest) for node, _ in heads) for heads in walk)
     assert num_forests  # the walks went through forests of stacks
