@@ -79,6 +79,8 @@ def array_tree(c: SchemaCompiler, s: dict, ptr: str, is_guarded: bool = False) -
                 contains, also = (kept[0], kept[1:]) if kept else (None, [])
                 min_contains = 1 if contains is not None else 0
                 min_n = max(min_n, 1)  # (above max_n: no array, as the counts below find)
+    if max_n == 0 and (min_contains > 0 or also):
+        return None  # (no item to hold a contains: e.g. a negated array case beside maxItems 0)
     if also and (
         is_unique
         or prefix

@@ -14,7 +14,12 @@ import pytest
 from formcast.errors import SchemaError
 from formcast.grammar.json_schema.arrays import _ordered_partitions
 from formcast.grammar.json_schema.compile import compile_json_schema, json_schema_to_regex
-from tests.grammar.schema_oracle import assert_regex_agrees, validator, walk_checked
+from tests.grammar.schema_oracle import (
+    assert_regex_agrees,
+    assert_walks_agree,
+    validator,
+    walk_checked,
+)
 
 ARRAYS = [list(a) for n in range(5) for a in itertools.product([1, 7, 14, "x", None], repeat=n)]
 BIG = {"contains": {"type": "integer", "minimum": 5}}
@@ -65,3 +70,33 @@ def test_refused_with_counts(schema):
     with pytest.raises(SchemaError) as info:
         json_schema_to_regex(schema, strict=False, max_any_depth=1)
     assert info.value.keyword == "contains"
+
+
+# an array case that must be empty beside contains: no item can hold them (not a refusal).
+# The overlapping oneOf below ("no items, or items of A, or items of A or B") splits its
+# exclusivity into such cases: [] holds only the first branch, ["x"] the second and third
+ONE_OF_LISTS = {
+    "oneOf": [
+        {"type": "array", "maxItems": 0},
+        {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        {"type": "array", "minItems": 1, "items": {"type": ["string", "integer"]}},
+    ]
+}
+EMPTY_CASES = {
+    "several_contains": {"type": "array", "maxItems": 0, "allOf": [BIG, TEXT]},
+    "one_contains": {"type": "array", "maxItems": 0, **TEXT},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_CASES))
+def test_contains_beside_max_items_0_holds_no_array(name):
+    schema = {"anyOf": [EMPTY_CASES[name], {"type": "null"}]}
+    assert_regex_agrees(json_schema_to_regex(schema, strict=False), schema, [*ARRAYS, None])
+
+
+@pytest.mark.parametrize("route", ["regex", "cfg"])
+def test_overlapping_one_of_lists_match_jsonschema(route, smollm2_vocab, smollm2_tokenizer):
+    grammar = compile_json_schema(
+        ONE_OF_LISTS, smollm2_vocab, route=route, strict=False, cache=False
+    )
+    assert_walks_agree(grammar, ONE_OF_LISTS, [*ARRAYS[::3], "x", None], smollm2_tokenizer)
