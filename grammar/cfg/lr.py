@@ -108,8 +108,9 @@ class LRTable:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_predicted"] = None  # rebuilt on first use (not a grammar-file class)
-        state["_suffix_first"] = {}  # (rebuilt on first use)
-        state["_steps"] = {}
+        # memos rebuilt on first use; the bit-set -> frozenset memo holds every expected set
+        # a parser has read, not worth a grammar file's room
+        state["_suffix_first"], state["_steps"], state["_follow"] = {}, {}, {}
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -622,7 +623,7 @@ class LRParser:
             found = after._viable
             if found is None:
                 found = self._compute_viable(after)
-            elif found is _IN_PROGRESS:
+            elif found == _IN_PROGRESS:
                 raise GrammarError(
                     "the grammar reduces in a cycle (a cyclic derivation): use the Earley parser"
                 )
