@@ -88,33 +88,33 @@ class LRTable:
         # rhs[d:] is nullable (see suffix_first)
         self._suffix_first: dict[int, list[int]] = {}
         self._steps: dict[int, tuple[int, int, int, int] | None] = {}  # kernel_step memo
-        self._follow: dict[int, frozenset[int]] = {}  # FOLLOW sets by their bits (few distinct)
+        self._terminal_sets: dict[int, frozenset[int]] = {}  # terminal_set, by bits
         self._by_lhs = grammar.rules_by_lhs
         self._predicted: _PredictedRules | None = None
         first = frozenset({(0, 0)})
         self._kernels: dict[frozenset, int] = {first: 0}
         self._order: list[frozenset] = [first]  # kernel items per state
         # per state, None until built: (shifts: terminal -> state, reductions: (reduction
-        # index, lookahead bits) pairs), gotos (nonterminal -> state), shifted terminals
+        # index, lookahead bits) pairs), gotos (nonterminal -> state)
         self._rows: list[tuple[dict[int, int], tuple[tuple[int, int], ...]] | None] = [None]
         self._gotos: list[dict[int, int] | None] = [None]
-        self._shifts: list[frozenset[int] | None] = [None]
         self.reductions: list[tuple[int, int]] = []
         self._reduction_ids: dict[tuple[int, int], int] = {}
         self.has_conflicts = False
         self.start = 0
         self.accept = self.goto(0, grammar.start)
 
+    # memos rebuilt on first use, left out of grammar files (the bit-set -> frozenset memo holds
+    # every expected set a parser has read; _PredictedRules is not a grammar-file class)
+    _MEMOS = ("_predicted", "_suffix_first", "_steps", "_terminal_sets")
+
     def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_predicted"] = None  # rebuilt on first use (not a grammar-file class)
-        # memos rebuilt on first use; the bit-set -> frozenset memo holds every expected set
-        # a parser has read, not worth a grammar file's room
-        state["_suffix_first"], state["_steps"], state["_follow"] = {}, {}, {}
-        return state
+        return {k: v for k, v in self.__dict__.items() if k not in self._MEMOS}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._predicted = None
+        self._suffix_first, self._steps, self._terminal_sets = {}, {}, {}
 
     @property
     def num_states(self) -> int:
@@ -132,12 +132,6 @@ class LRTable:
         if self._rows[s] is None:
             self._build(s)
         return self._gotos[s][n]
-
-    def shifts(self, s: int) -> frozenset[int]:
-        """The terminals (not ``end``) state ``s`` shifts (always viable)."""
-        if self._rows[s] is None:
-            self._build(s)
-        return self._shifts[s]
 
     def kernel(self, s: int) -> frozenset[tuple[int, int]]:
         """State ``s``'s kernel items ``(rule, dot)`` (known once ``s`` is numbered; its row
@@ -169,12 +163,12 @@ class LRTable:
             self._suffix_first[r] = found
         return found[d]
 
-    def lookahead_set(self, bits: int) -> frozenset[int]:
+    def terminal_set(self, bits: int) -> frozenset[int]:
         """The terminals of a bit set (memoised: a few distinct expected sets are read by
         many stacks)."""
-        found = self._follow.get(bits)
+        found = self._terminal_sets.get(bits)
         if found is None:
-            found = self._follow[bits] = frozenset(bit_set(bits))
+            found = self._terminal_sets[bits] = frozenset(bit_set(bits))
         return found
 
     def build_all(self) -> LRTable:
@@ -236,7 +230,6 @@ class LRTable:
                 action[symbol] = state
             else:
                 goto[~symbol] = state
-        shifts = frozenset(action)
         # reduce by rule k on FOLLOW(lhs) (conflicts: see build_all)
         groups: dict[int, int] = {}
         for r in complete:
@@ -248,7 +241,6 @@ class LRTable:
             groups[k] = groups.get(k, 0) | self._follow_bits[lhs]
         row = (action, tuple(sorted(groups.items())))
         self._gotos[s] = goto
-        self._shifts[s] = shifts
         self._rows[s] = row
         return row
 
@@ -258,8 +250,8 @@ class LRTable:
         if state is None:
             state = self._kernels[kernel] = len(self._order)
             self._order.append(kernel)
-            for table in (self._rows, self._gotos, self._shifts):
-                table.append(None)
+            self._rows.append(None)
+            self._gotos.append(None)
         return state
 
     def kernel_step(self, s: int) -> tuple[int, int, int, int] | None:
@@ -342,7 +334,7 @@ class _ParseNode:
         """Terminals the node can take next (exact)."""
         parser = self._parser
         bits = self._viable_bits()
-        return parser.table.lookahead_set(bits & parser.terminal_bits)
+        return parser.table.terminal_set(bits & parser.terminal_bits)
 
     @property
     def is_accepting(self) -> bool:
