@@ -706,13 +706,26 @@ class SchemaCompiler:
                     if isinstance(sa, dict) and isinstance(sb, dict) and self._disjoint(sa, sb):
                         return True
             for _x, y, rx in ((a, b, ra), (b, a, rb)):
-                # y allows no key but its declared ones: explicitly (the strict reading of an
-                # absent additionalProperties would let the two branches' union accept an
-                # instance valid against both; complement.py makes those exact instead)
-                if y.get("additionalProperties") is False and not y.get("patternProperties"):
+                # y allows no key but its declared ones and those of its patterns: explicitly
+                # (the strict reading of an absent additionalProperties would let the two
+                # branches' union accept an instance valid against both; complement.py makes
+                # those exact instead)
+                if y.get("additionalProperties") is False:
                     yp = y.get("properties", {}) or {}
-                    if any(n not in yp for n in rx):
+                    patterns = y.get("patternProperties", {}) or {}
+                    if any(n not in yp and not self._may_match(patterns, n) for n in rx):
                         return True
+        return False
+
+    def _may_match(self, patterns: dict, name: str) -> bool:
+        """False only if no pattern of ``patterns`` (``patternProperties``) matches ``name``
+        (a pattern formcast cannot read may)."""
+        for pattern in patterns:
+            try:
+                if self.pattern_matches(pattern, name):
+                    return True
+            except SchemaError:
+                return True
         return False
 
     def _admits_none(self, schema: Any, values: list) -> bool:

@@ -674,15 +674,20 @@ class StructuredNegation:
     instance is also valid against: what ``rest`` says about the keys an object may have
     (its declared names; whether other keys are allowed) decides the disjuncts of
     ``additionalProperties`` and ``propertyNames``, and its array layout (prefix items) those
-    of array keywords.
+    of array keywords. ``laid_out``: every name the disjuncts are merged with as declared
+    (``rest``'s and, where it allows other keys, the negated schema's: see
+    :func:`_complement`); default ``rest``'s names.
     """
 
-    def __init__(self, c: SchemaCompiler, rest: dict) -> None:
+    def __init__(self, c: SchemaCompiler, rest: dict, laid_out: list[str] | None = None) -> None:
         self.c = c
         self.rest_types = _types_of(rest) & set(_STRUCTURED)
         props = rest.get("properties") or {}
         required = [r for r in rest.get("required", []) if isinstance(r, str)]
         self.rest_names = list(dict.fromkeys([*props, *required]))
+        # a laid-out name is no extra key to the merged disjunct: a closed object fails on it
+        # through its own disjunct (_present), not through SOME_EXTRA_KEY
+        self.laid_out = self.rest_names if laid_out is None else list(dict.fromkeys(laid_out))
         self.rest_required = set(required)
         # the values rest lists for a member, by their JSON text (``SchemaCompiler.listed_values``)
         self.rest_listed = {
@@ -763,9 +768,13 @@ class StructuredNegation:
         """Disjuncts of "valid against no branch": the product of the branches' disjuncts
         (:meth:`_product`) or the split by the value of a member whose values branches list
         (:meth:`_split_by_listed_member`), whichever has fewer (each disjunct is compiled);
-        refused where both go over ``MAX_DISJUNCTS``. ``types``: the structured types the
-        union must be exact for (the caller's other disjuncts cover the rest of ``rest``'s;
-        ``None``: all of them)."""
+        where both go over ``MAX_DISJUNCTS`` (or the product does and no member is listed),
+        the split by the presence of a member branches require
+        (:meth:`_split_by_required_member`), refused where that goes over too. ``types``: the
+        structured types the union must be exact for (the caller's other disjuncts cover the
+        rest of ``rest``'s; ``None``: all of them). A branch that is an ``anyOf`` alone counts
+        as its branches, and a repeated branch once (:meth:`_flat_branches`)."""
+        branches = self._flat_branches(branches, pointer)
         try:
             product = self._product(branches, pointer)
         except TooManyDisjuncts as exc:
@@ -775,10 +784,39 @@ class StructuredNegation:
         except TooManyDisjuncts as exc:
             split, refusal = None, exc
         if product is None and split is None:
-            raise refusal
+            split = self._split_by_required_member(branches, pointer, types)
+            if split is None:
+                raise refusal
+            return split
         if product is None or (split is not None and len(split) < len(product)):
             return split
         return product
+
+    def _flat_branches(self, branches: list, pointer: str, depth: int = 0) -> list:
+        """``branches`` with each branch whose only assertion is ``anyOf`` replaced by its
+        branches (``(A or B) or C = A or B or C``, through ``$ref``), recursively, and with
+        branches whose resolved schemas are equal kept once; ``branches`` itself where
+        neither applies (so refusals keep pointing at the schema's own branches)."""
+        c = self.c
+        out: dict[str, Any] = {}
+        is_changed = False
+        for i, branch in enumerate(branches):
+            found = c._resolve(branch, f"{pointer}/{i}")
+            if (
+                isinstance(found, dict)
+                and isinstance(found.get("anyOf"), list)
+                and is_trivial({k: v for k, v in found.items() if k != "anyOf"})
+                and depth < MAX_NESTED_NOTS
+            ):
+                inner = self._flat_branches(found["anyOf"], f"{pointer}/{i}/anyOf", depth + 1)
+                for part in inner:
+                    out.setdefault(_key(c._resolve(part, f"{pointer}/{i}/anyOf")), part)
+                is_changed = True
+                continue
+            key = _key(found)
+            is_changed |= key in out
+            out.setdefault(key, branch)
+        return list(out.values()) if is_changed else branches
 
     def _product(self, branches: list, pointer: str, types: set[str] | None = None) -> list[Any]:
         """Disjuncts of "valid against no branch": one per choice of a disjunct of each
@@ -820,6 +858,20 @@ class StructuredNegation:
             out.append(parts[0] if len(parts) == 1 else {"allOf": parts})
         return out
 
+    def _resolved_branches(self, branches: list, pointer: str) -> list[tuple[int, dict]] | None:
+        """``(index, resolved schema)`` of the branches that some instance is valid against
+        (``false`` left out: never a branch to avoid); ``None`` if one accepts every instance
+        on its face (no instance is valid against none)."""
+        resolved: list[tuple[int, dict]] = []
+        for i, branch in enumerate(branches):
+            found = self.c._resolve(branch, f"{pointer}/{i}")
+            if found is False:
+                continue
+            if not isinstance(found, dict) or is_trivial(found):
+                return None
+            resolved.append((i, found))
+        return resolved
+
     def _split_by_listed_member(
         self, branches: list, pointer: str, types: set[str] | None = None
     ) -> list[Any] | None:
@@ -841,14 +893,9 @@ class StructuredNegation:
         types = self.rest_types if types is None else types & self.rest_types
         if "object" not in types:
             return None
-        resolved: list[tuple[int, Any]] = []
-        for i, branch in enumerate(branches):
-            found = self.c._resolve(branch, f"{pointer}/{i}")
-            if found is False:  # valid against nothing: never a branch to avoid
-                continue
-            if not isinstance(found, dict) or is_trivial(found):
-                return []  # an instance valid against no branch does not exist
-            resolved.append((i, found))
+        resolved = self._resolved_branches(branches, pointer)
+        if resolved is None:
+            return []  # an instance valid against no branch does not exist
         listed: dict[str, dict[int, dict[str, Any]]] = {}  # name -> branch -> values by text
         for i, found in resolved:
             for name, sub in (found.get("properties") or {}).items():
@@ -859,7 +906,6 @@ class StructuredNegation:
             return None
         name = max(listed, key=lambda n: len(listed[n]))  # (the first of the most listed)
         by_branch = listed[name]
-        everything = {"type": "object"}
 
         def holds(found: dict) -> dict:  # the branch with its keywords on ``name`` held
             out = dict(found)  # (``name`` stays declared: else additionalProperties applies)
@@ -921,10 +967,25 @@ class StructuredNegation:
                 if i not in by_branch or not requires(found)
             ]
             cases.append(({"type": "object", "properties": {name: False}}, stays))
+        return self._case_disjuncts(branches, pointer, types, cases, f"by member {name!r}")
+
+    def _case_disjuncts(
+        self,
+        branches: list,
+        pointer: str,
+        types: set[str],
+        cases: list[tuple[dict, list[Any]]],
+        split: str,
+    ) -> list[Any]:
+        """The disjuncts of a split of "valid against no branch" of objects into ``cases``
+        (``(case, the branches that stay in it)``, partitioning the objects): ``case and
+        (valid against none of what stays)`` each, and where ``types`` holds arrays the
+        product's over arrays alone; refused over ``MAX_DISJUNCTS`` (``split`` says how)."""
         out: dict[str, Any] = {}
         if "array" in types:
             for part in self._product(branches, pointer, {"array"}):
                 out.setdefault(_key(part), part)
+        everything = {"type": "object"}
         for case, stays in cases:
             parts = self._none_of(stays, pointer, {"object"}) if stays else [everything]
             for part in parts:
@@ -934,11 +995,74 @@ class StructuredNegation:
         if len(out) > MAX_DISJUNCTS:
             raise TooManyDisjuncts(
                 f"the negation of {len(branches)} branches splits into more than "
-                f"{MAX_DISJUNCTS} object/array cases (also split by member {name!r})",
+                f"{MAX_DISJUNCTS} object/array cases (also split {split})",
                 pointer.rsplit("/", 1)[0],
                 pointer.rsplit("/", 1)[1],
             )
         return list(out.values())
+
+    def _split_by_required_member(
+        self, branches: list, pointer: str, types: set[str] | None = None
+    ) -> list[Any] | None:
+        """ "Valid against no branch" of objects, split by the presence of a member ``k`` that
+        some branches require: a union whose variants are told apart by their keys
+        (``{"$date": ...}`` or ``{"$oid": ...}``, each closed).
+
+        The two cases partition the objects. ``k`` absent: the branches requiring ``k`` fail
+        and drop out, the others stay whole. ``k`` present: a branch that closes its object
+        without declaring ``k`` (``additionalProperties: false``, no ``properties`` or
+        ``patternProperties`` entry that could hold it) fails and drops out, a branch requiring
+        ``k`` stays with ``k`` no longer required (its other keywords on ``k`` kept), the others
+        stay whole. Each case is then ``case and (valid against none of what stays)``,
+        recursively (:meth:`_none_of`): for closed variants the sum of their disjuncts instead
+        of their product. Every step drops a branch or a requirement, so the recursion ends.
+        Arrays (where ``types``, as in :meth:`_none_of`, holds them) are the product's over
+        arrays alone. ``None``: no branch requires a member, or objects are not among
+        ``types``.
+        """
+        types = self.rest_types if types is None else types & self.rest_types
+        if "object" not in types:
+            return None
+        found_branches = self._resolved_branches(branches, pointer)
+        if found_branches is None:
+            return []  # an instance valid against no branch does not exist
+        resolved = [found for _, found in found_branches]
+
+        def required(found: dict) -> list[str]:
+            return [r for r in found.get("required", []) if isinstance(r, str)]
+
+        counts: dict[str, int] = {}
+        for found in resolved:
+            for name in dict.fromkeys(required(found)):
+                counts[name] = counts.get(name, 0) + 1
+        if not counts:
+            return None
+        name = max(counts, key=lambda n: counts[n])  # (the first of the most required)
+
+        def is_closed_against(found: dict) -> bool:
+            return (
+                found.get("additionalProperties", True) is False
+                and name not in (found.get("properties") or {})
+                and not found.get("patternProperties")
+            )
+
+        def without(found: dict) -> dict:  # the branch with ``name`` no longer required
+            return {**found, "required": [r for r in found["required"] if r != name]}
+
+        cases: list[tuple[dict, list[Any]]] = []
+        if name not in self.rest_required:
+            stays = [found for found in resolved if name not in required(found)]
+            cases.append(({"type": "object", "properties": {name: False}}, stays))
+        if self._may_have(name):
+            stays = [
+                without(found) if name in required(found) else found
+                for found in resolved
+                if not is_closed_against(found)
+            ]
+            cases.append(({"type": "object", "required": [name]}, stays))
+        return self._case_disjuncts(
+            branches, pointer, types, cases, f"by the presence of member {name!r}"
+        )
 
     def _may_have(self, name: str) -> bool:
         """False if ``rest`` allows no member ``name`` (not declared, no other keys allowed):
@@ -994,7 +1118,7 @@ class StructuredNegation:
                         SOME_EXTRA_KEY: True if additional is False else {"not": additional},
                     }
                 )
-            for name in self.rest_names:
+            for name in self.laid_out:
                 if name in props or any(c.pattern_matches(p, name) for p in patterns):
                     continue
                 out.append(_present(name, additional))
@@ -1385,10 +1509,10 @@ def _complement(c: SchemaCompiler, rest: dict, neg: Any, ptr: str) -> Node | Non
         # one member order for every disjunct: rest's (its required-only names included),
         # then, where rest allows other keys, the names of the negated schema; a disjunct
         # declares the names it constrains, so they are laid out after these
-        negation = StructuredNegation(c, rest)
         names = property_order(rest, c.root)
-        if negation.rest_has_extras:  # then the negated schema's names, in its order
+        if StructuredNegation(c, rest).rest_has_extras:  # then the negated schema's names
             names += property_order(c._resolve(neg, neg_ptr), c.root)
+        negation = StructuredNegation(c, rest, names)
         order = {"properties": dict.fromkeys(names, True)}
         rest_structured = {**rest, "type": structured}
         for disjunct in negation.disjuncts(neg, neg_ptr):
