@@ -677,12 +677,28 @@ class SchemaCompiler:
                 return found
         return found
 
-    def _disjoint(self, a: Any, b: Any) -> bool:
-        """Sound (incomplete) test that no instance satisfies both ``a`` and ``b``."""
+    def _disjoint(self, a: Any, b: Any, depth: int = 0) -> bool:
+        """Sound (incomplete) test that no instance satisfies both ``a`` and ``b``. A side
+        with ``anyOf`` or ``oneOf`` branches is disjoint from the other where each of its
+        branches is (an instance valid against it is valid against one of them), looked
+        into ``_MAX_DISJOINT_DEPTH`` unions deep."""
         if a is False or b is False:
             return True
         if not isinstance(a, dict) or not isinstance(b, dict):
             return False
+        if depth < _MAX_DISJOINT_DEPTH:
+            for x, y in ((a, b), (b, a)):
+                for key in ("anyOf", "oneOf"):
+                    branches = x.get(key)
+                    if (
+                        isinstance(branches, list)
+                        and branches
+                        and all(
+                            self._disjoint(self._merged_part(branch), y, depth + 1)
+                            for branch in branches
+                        )
+                    ):
+                        return True
         ta, tb = _possible_types(a), _possible_types(b)
         if not (ta & tb):
             return True
@@ -703,7 +719,7 @@ class SchemaCompiler:
             for name in ra & rb:
                 if name in pa and name in pb:
                     sa, sb = self._merged_part(pa[name]), self._merged_part(pb[name])
-                    if isinstance(sa, dict) and isinstance(sb, dict) and self._disjoint(sa, sb):
+                    if self._disjoint(sa, sb, depth + 1):
                         return True
             for _x, y, rx in ((a, b, ra), (b, a, rb)):
                 # y allows no key but its declared ones and those of its patterns: explicitly
@@ -1260,6 +1276,8 @@ def reads_as_any_value(
 
 # enum / const values a disjointness test checks one by one against the other branch
 _MAX_DISJOINT_VALUES = 64
+# unions _disjoint looks into, nested (each level pairs every branch with the other side)
+_MAX_DISJOINT_DEPTH = 2
 
 
 def _holds_number(value: Any) -> bool:

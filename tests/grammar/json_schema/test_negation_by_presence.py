@@ -2,8 +2,8 @@
 require (``StructuredNegation._split_by_required_member``): variants told apart by their
 keys (``{"$date": 1}``, ``{"$oid": "..."}``, each closed), whose disjuncts' product goes over
 ``MAX_DISJUNCTS``; and ``oneOf`` branches proven disjoint by a required key that a closed
-branch's ``patternProperties`` cannot match (``SchemaCompiler._disjoint``), which then need no
-negation at all; and the names of the negated schema that the layout places among the declared
+branch's ``patternProperties`` cannot match, or by unions whose every branch is disjoint from
+the other side (``SchemaCompiler._disjoint``), which then need no negation at all; and the names of the negated schema that the layout places among the declared
 ones (``StructuredNegation.laid_out``): a closed variant fails on such a name through its own
 disjunct, since it is no "other key" of the merged object.
 
@@ -74,6 +74,35 @@ SCHEMAS = {
     },
 }
 
+# oneOf branches that are unions themselves: disjoint where every branch of one is disjoint
+# from the other (a closed object needing "size" or a string, against closed selectors)
+SIZED = tagged("size", {"type": "integer"}, style={"enum": ["a", "b"]})
+SELECTORS = {
+    "oneOf": [
+        tagged("$date", {"type": "integer"}),
+        {
+            "type": "object",
+            "patternProperties": {"^[a-z]{2,3}$": True},
+            "minProperties": 1,
+            "additionalProperties": False,
+        },
+    ]
+}
+SCHEMAS["one_of_unions"] = {
+    "$defs": {"selectors": SELECTORS},
+    "oneOf": [
+        {"oneOf": [SIZED, {"type": "string", "maxLength": 2}]},
+        {"$ref": "#/$defs/selectors"},
+    ],
+}
+# ... and where one branch of a union is not: {"$date": 1} is valid against both sides
+SCHEMAS["one_of_overlapping_unions"] = {
+    "oneOf": [
+        {"anyOf": [SIZED, {"type": "object", "properties": {"$date": {"type": "integer"}}}]},
+        {"oneOf": VARIANTS[:2]},
+    ],
+}
+
 ABSENT = object()
 KEYS = ("$date", "$oid", "$num", "note", "x")
 ATOMS = [ABSENT, 1, -1, "ab", "abcd"]
@@ -87,6 +116,8 @@ def _values() -> list:
         out.append({k: v for k, v in zip(KEYS, atoms, strict=True) if v is not ABSENT})
     out += [{"$ts": {"t": 1}}, {"$ts": {"t": "a"}}, {"$ts": {}}, {"a": {"$date": 1}}]
     out += [{"a": {"b": "c"}}, {"a": {"$x": 1}}, {"$date": 1, "a": 1}]
+    out += [{"size": 1}, {"size": 1, "style": "a"}, {"size": "1"}, {"ab": 1}, {"abc": 1, "x": 1}]
+    out += [{"size": 1, "ab": 1}, "ab", "abc"]
     return out + [None, "x", 3, [], [{"$date": 1}]]
 
 
@@ -111,7 +142,23 @@ def test_required_keys_outside_closed_patterns_are_disjoint():
     assert not c._disjoint(VARIANTS[0], {**document, "patternProperties": {"^\\$": True}})
 
 
-@pytest.mark.parametrize("name", ["two_variants", "none_of_variants", "with_open_branch"])
+def test_unions_are_disjoint_branch_by_branch():
+    c = SchemaCompiler(SCHEMAS["one_of_unions"], strict=False)
+    sized_or_string = SCHEMAS["one_of_unions"]["oneOf"][0]
+    assert c._disjoint(sized_or_string, SELECTORS) and c._disjoint(SELECTORS, sized_or_string)
+    assert not c._disjoint({"anyOf": [SIZED, {"type": "object"}]}, SELECTORS)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "two_variants",
+        "none_of_variants",
+        "with_open_branch",
+        "one_of_unions",
+        "one_of_overlapping_unions",
+    ],
+)
 def test_regex_route_matches_jsonschema(name):
     check(SCHEMAS[name], VALUES)
 
