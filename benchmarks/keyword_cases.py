@@ -2,7 +2,9 @@
 
 ``uniqueItems`` over items of any value (alone, with ``contains``, in a recursive schema, in a
 tuple), ``unevaluatedProperties`` beside ``oneOf`` / ``anyOf`` / ``if``, and ``if``/``then``
-without ``else`` around a ``uniqueItems`` enum array (PEP 621's ``dynamic``). Instances are
+without ``else`` around a ``uniqueItems`` enum array (PEP 621's ``dynamic``); since stop 67
+``not`` of closed key-tagged variants, ``not`` of a nested ``anyOf``, and a ``oneOf`` whose
+branches are unions themselves. Instances are
 hand-written, valid and invalid; every label is the oracle's
 (``tests.grammar.schema_oracle.validator(schema).is_valid``). Writes
 ``benchmarks/data/keyword_cases.jsonl`` in the row format of the shared splits. Run by hand,
@@ -107,6 +109,48 @@ CASES: list[tuple[str, dict, list[Any]]] = [
          {"name": "p", "dynamic": ["readme", "version", "readme"]},
          {"name": "p", "version": "1", "dynamic": ["readme", "license"]},
          {"name": "p", "dynamic": ["readme"]}],
+    ),
+    (
+        "not_key_tagged_variants",
+        {"type": "object",
+         "not": {"anyOf": [
+             {"type": "object", "properties": {"$date": {"type": "integer"}},
+              "required": ["$date"], "additionalProperties": False},
+             {"type": "object", "properties": {"$oid": {"type": "string", "maxLength": 24},
+                                               "note": {"type": "string"}},
+              "required": ["$oid"], "additionalProperties": False},
+             {"type": "object", "properties": {"$num": {"type": "integer", "minimum": 0}},
+              "required": ["$num"], "additionalProperties": False},
+             {"type": "object", "properties": {"$ts": {"type": "object"}},
+              "required": ["$ts"], "additionalProperties": False}]}},
+        [{"note": "n", "$num": 1}, {"x": 1}, {"$date": "s"}, {"$num": -1}, {"$date": 1},
+         {"$oid": "ab", "note": "n"}, {"$num": 3}, {"$ts": {}}],
+    ),
+    (
+        "not_nested_any_of",
+        {"$defs": {"ab": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                           "b": {"type": "integer"}},
+                          "required": ["a", "b"]},
+                   "cd": {"type": "object", "properties": {"c": {"type": "integer"},
+                                                           "d": {"type": "integer"}},
+                          "required": ["c", "d"]}},
+         "not": {"anyOf": [{"anyOf": [{"$ref": "#/$defs/ab"}, {"$ref": "#/$defs/cd"}]},
+                           {"$ref": "#/$defs/ab"}]}},
+        [{"a": 1}, {"a": "s", "b": 1}, {"c": 1, "d": "x"}, {}, "x", {"a": 1, "b": 2},
+         {"c": 1, "d": 2}, {"a": 1, "b": 2, "c": 3}],
+    ),
+    (
+        "one_of_union_branches",
+        {"oneOf": [
+            {"oneOf": [{"type": "object", "properties": {"size": {"type": "integer"}},
+                        "required": ["size"], "additionalProperties": False},
+                       {"type": "string", "maxLength": 2}]},
+            {"oneOf": [{"type": "object", "properties": {"$date": {"type": "integer"}},
+                        "required": ["$date"], "additionalProperties": False},
+                       {"type": "object", "patternProperties": {"^[a-z]{2,3}$": True},
+                        "minProperties": 1, "additionalProperties": False}]}]},
+        [{"size": 1}, "ab", {"$date": 1}, {"ab": 1}, {"size": 1, "ab": 1}, "abc",
+         {"abcd": 1}, {}],
     ),
 ]  # fmt: skip
 
