@@ -675,19 +675,16 @@ class StructuredNegation:
     (its declared names; whether other keys are allowed) decides the disjuncts of
     ``additionalProperties`` and ``propertyNames``, and its array layout (prefix items) those
     of array keywords. ``laid_out``: every name the disjuncts are merged with as declared
-    (``rest``'s and, where it allows other keys, the negated schema's: see
-    :func:`_complement`); default ``rest``'s names.
+    (:meth:`lay_out`); ``rest``'s names until then.
     """
 
-    def __init__(self, c: SchemaCompiler, rest: dict, laid_out: list[str] | None = None) -> None:
+    def __init__(self, c: SchemaCompiler, rest: dict) -> None:
         self.c = c
         self.rest_types = _types_of(rest) & set(_STRUCTURED)
         props = rest.get("properties") or {}
         required = [r for r in rest.get("required", []) if isinstance(r, str)]
         self.rest_names = list(dict.fromkeys([*props, *required]))
-        # a laid-out name is no extra key to the merged disjunct: a closed object fails on it
-        # through its own disjunct (_present), not through SOME_EXTRA_KEY
-        self.laid_out = self.rest_names if laid_out is None else list(dict.fromkeys(laid_out))
+        self.laid_out = self.rest_names
         self.rest_required = set(required)
         # the values rest lists for a member, by their JSON text (``SchemaCompiler.listed_values``)
         self.rest_listed = {
@@ -707,6 +704,13 @@ class StructuredNegation:
             self.rest_prefix, self.rest_tail = items, rest.get("additionalItems", True)
         else:
             self.rest_prefix, self.rest_tail = rest.get("prefixItems", []), items
+
+    def lay_out(self, names: list[str]) -> None:
+        """The disjuncts will be merged with ``names`` declared (``rest``'s and, where it
+        allows other keys, the negated schema's: :func:`_complement`). Such a name is no
+        extra key of the merged object, so a closed object fails on it through its own
+        disjunct (:func:`_present`), not through ``SOME_EXTRA_KEY``."""
+        self.laid_out = list(dict.fromkeys(names))
 
     def disjuncts(self, schema: Any, pointer: str) -> list[Any]:
         """Schemas whose union is the objects and arrays not valid against ``schema``.
@@ -1509,10 +1513,11 @@ def _complement(c: SchemaCompiler, rest: dict, neg: Any, ptr: str) -> Node | Non
         # one member order for every disjunct: rest's (its required-only names included),
         # then, where rest allows other keys, the names of the negated schema; a disjunct
         # declares the names it constrains, so they are laid out after these
+        negation = StructuredNegation(c, rest)
         names = property_order(rest, c.root)
-        if StructuredNegation(c, rest).rest_has_extras:  # then the negated schema's names
+        if negation.rest_has_extras:  # then the negated schema's names, in its order
             names += property_order(c._resolve(neg, neg_ptr), c.root)
-        negation = StructuredNegation(c, rest, names)
+        negation.lay_out(names)
         order = {"properties": dict.fromkeys(names, True)}
         rest_structured = {**rest, "type": structured}
         for disjunct in negation.disjuncts(neg, neg_ptr):
