@@ -48,6 +48,10 @@ for _k in range(64):
 # of scanned when the state reads fewer than one byte per this many children
 SPARSE_CHILDREN_PER_BYTE = 8
 
+# ``fix_depth`` of a state whose row is its twin's with the tokens holding a twin byte walked
+# again (:func:`index_rows`, :func:`difference_refs`)
+TWIN_DEPTH = -2
+
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _popcount(word):  # pragma: no cover - jitted
@@ -145,6 +149,7 @@ def index_rows(
     fix_depth,
     token_bytes,
     long_rows,
+    twin_rows,
 ):  # pragma: no cover - jitted
     """Set ``out[i]`` (``(W,)`` uint32) to the tokens allowed from DFA state ``states[i]``.
 
@@ -190,6 +195,11 @@ def index_rows(
       most that many bytes; the longer ones (the first rows of ``long_rows``, trie rows by
       decreasing length; ``token_bytes``: ``(R, max_len)`` the rows' bytes) are walked byte by
       byte. ``-1``: on every token.
+    - As a twin: ``fix_depth[i] == TWIN_DEPTH``: ``r`` and ``states[i]`` lie in one block of
+      the coarsest partition stable under every byte outside a set ``B`` (the quote:
+      :func:`difference_refs`), so a token without a ``B`` byte keeps both walks in one block
+      (alive together, dead together); the tokens holding one (``twin_rows``) are walked
+      byte by byte.
     """
     n = len(child_start)
     stack_node = np.empty(n, np.int64)
@@ -214,12 +224,13 @@ def index_rows(
                 row[w] = ref[w] & text_row[w]
             root_bits = diff_bits[i]
             depth = fix_depth[i]
-            if depth >= 0:
+            if depth >= 0 or depth == TWIN_DEPTH:
                 state = states[i]
-                for k in range(len(long_rows)):
-                    r = long_rows[k]
+                walk_rows = long_rows if depth >= 0 else twin_rows
+                for k in range(len(walk_rows)):
+                    r = walk_rows[k]
                     if row_lengths[r] <= depth:
-                        break
+                        break  # (long rows come by decreasing length; a twin walks them all)
                     t = token_ids[r]
                     q = state
                     for j in range(row_lengths[r]):
@@ -540,7 +551,7 @@ def _pair_slot(slot_key, key):  # pragma: no cover - jitted
 @numba.njit(cache=True, nogil=True)
 def difference_refs(
     transitions, byte_to_class, uniform, first_bits, min_ratio, longest_token, num_longer,
-    max_fix_tokens, max_pairs,
+    max_fix_tokens, max_pairs, twin_block,
 ):  # pragma: no cover - jitted  # fmt: skip
     """For each state ``s`` of a DFA (``(S, K)`` class table, ``(256,)`` byte -> class), the
     state its row is derived from by :func:`index_rows`: ``(ref (S,) int64, diff (S, 4)
@@ -562,6 +573,13 @@ def difference_refs(
     that still have more characters left than the longest token has: copies of the next one.
     A chain of such references is followed to its end while the combined depth (the least
     on the way) keeps that bound.
+
+    As a twin: a state neither derived so far nor first of its block of ``twin_block``
+    (``(S,)`` int64, ``-1``: none; the blocks of a partition stable under every byte outside
+    the twin bytes) refers to the first such state of its block, ``fix_depth[s] =
+    TWIN_DEPTH``: the strings inside different JSON strings of a schema, which differ only
+    after the closing quote, walk one of them in full and the ~160 tokens holding a quote for
+    each of the others.
 
     Else ``ref[s] = -1`` (walked in full). Chains of references end in a walked state:
     ``level[s]`` is 0 for those and ``1 + level[ref[s]]`` otherwise; a cycle of references is
@@ -631,6 +649,18 @@ def difference_refs(
                 depth = fix_depth[r]
             if depth < 0 or num_longer[depth] <= max_fix_tokens:
                 ref[y], fix_depth[y] = ref[r], depth
+    # twins: the first walked state of each block is walked, the others refer to it (walked
+    # states stay walked below: a cycle of references is cut at a state, never through one)
+    first_of_block = np.full(num_states, -1, np.int64)
+    is_twin = np.zeros(num_states, np.bool_)
+    for s in range(num_states):
+        block = twin_block[s]
+        if ref[s] >= 0 or block < 0:
+            continue
+        if first_of_block[block] < 0:
+            first_of_block[block] = s
+        else:
+            ref[s], fix_depth[s], is_twin[s] = first_of_block[block], TWIN_DEPTH, True
     # levels along the reference chains; 0: walked. level -1 unknown, -2 on the current path
     level = np.full(num_states, -1, np.int64)
     for s in range(num_states):
@@ -659,7 +689,7 @@ def difference_refs(
                 level[path[k]] = base
                 base += 1
     for s in range(num_states):
-        if ref[s] < 0 or is_shift[s]:
+        if ref[s] < 0 or is_shift[s] or is_twin[s]:
             diff[s, :] = 0
     return ref, diff, fix_depth, level
 

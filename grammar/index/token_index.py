@@ -30,7 +30,8 @@ An eager build walks only some states in full and derives the others' rows from 
 state's (:class:`Derivations`): by difference (a key complement's prefix moves like the string
 loop but on one letter: that letter's subtree is walked again) or by shift (a bounded string's
 position agrees with the next one on every token up to a proven length: a copy, with the
-longer tokens walked again).
+longer tokens walked again) or as a twin (states inside two JSON strings of a schema move
+alike until the closing quote: a copy, with the ~160 tokens holding a quote walked again).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import numpy as np
 from formcast.grammar import caches
 from formcast.grammar.automata.budget import CompileBudget
 from formcast.grammar.automata.byte_dfa import ByteDFA
+from formcast.grammar.automata.kernels import hopcroft
 from formcast.grammar.index.background_indexer import BACKGROUND_INDEXER
 from formcast.grammar.index.kernels import (
     STRING_TEXT_BYTES,
@@ -80,6 +82,9 @@ DIFF_MIN_RATIO = 8
 # a state's row is derived by shift when the tokens to walk again are at most one per this
 # many words of a row (a row copy costs num_words words; a token walk about its length)
 FIX_WORDS_PER_TOKEN = 8
+# states that move alike on every byte but this one derive their rows from one another (the
+# quote: the strings of a schema's JSON strings differ only after it; TrieTokens.twins)
+TWIN_BYTE = 0x22
 # (level, state) cells of one DFA's chain coverage (32 bytes each: 64 MB); a larger DFA keeps
 # fewer levels, and walks into the subtrees taller than those (kernels.chain_coverage)
 COVERAGE_MAX_CELLS = 1 << 21
@@ -241,6 +246,7 @@ class VocabTable:
     _after_quote: np.ndarray | None = field(default=None, repr=False, compare=False)
     _commas: np.ndarray | None = field(default=None, repr=False, compare=False)
     _children_cost: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _holding: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def _computed_once(self, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The read-only array cached in field ``name``, built by ``build`` on first use."""
@@ -293,6 +299,16 @@ class VocabTable:
             ).astype(np.int64),
         )
         return rows, num_longer
+
+    def rows_holding(self, byte: int) -> np.ndarray:
+        """``(R,)`` int64: the rows whose token holds ``byte`` (computed once per byte;
+        read-only)."""
+        found = self._holding.get(byte)
+        if found is None:
+            found = np.flatnonzero((self.bytes_by_step == byte).any(axis=0)).astype(np.int64)
+            found.flags.writeable = False
+            self._holding[byte] = found
+        return found
 
     def held_bytes(self) -> np.ndarray:
         """``(256,)`` bool: the bytes some text token holds (computed once; read-only)."""
@@ -507,6 +523,7 @@ class TrieTokens:
         self.closed = closed_bytes(dfa.transitions, dfa.byte_to_class, STRING_TEXT_BYTES)
         self._dfa, self._table = dfa, table
         self._derivations: Derivations | None = None
+        self._twins: tuple[np.ndarray, np.ndarray] | None = None
         self._arguments: tuple[tuple[np.ndarray, ...], ...] | None = None
 
     def kernel_arguments(self) -> tuple[tuple[np.ndarray, ...], ...]:
@@ -517,6 +534,7 @@ class TrieTokens:
             trie = table.trie
             dense_of, dense = table.dense_subtrees()
             long_rows, _ = table.rows_by_length()
+            _, twin_rows = self.twins()
             self._arguments = (
                 (dfa.transitions, dfa.byte_to_class, trie.node_byte),
                 (
@@ -525,9 +543,43 @@ class TrieTokens:
                     self.covered, self.uniform, self.closed, table.lengths, dense_of, dense,
                     table.children_cost(), table.text_row(),
                 ),
-                (table.matrix, long_rows),
+                (table.matrix, long_rows, twin_rows),
             )  # fmt: skip
         return self._arguments
+
+    def twins(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(block (S,) int64, rows (R,) int64)``: each state's block of the coarsest
+        partition stable under every byte class but ``TWIN_BYTE``'s (``-1`` everywhere when
+        that byte shares its class with others, or when more tokens than a derivation may walk
+        again hold it) and the trie rows whose token holds ``TWIN_BYTE`` (computed once).
+
+        Two states of one block move alike on every string without the byte: a token without
+        it is alive from both or from neither (:func:`~formcast.grammar.index.kernels.index_rows`).
+        Computed by :func:`~formcast.grammar.automata.kernels.hopcroft` over the other
+        classes, every state accepting (aliveness is all a row reads).
+        """
+        if self._twins is None:
+            dfa, table = self._dfa, self._table
+            num_states = dfa.num_states
+            block = np.full(num_states, -1, dtype=np.int64)
+            rows = table.rows_holding(TWIN_BYTE)
+            twin_class = dfa.byte_to_class[TWIN_BYTE]
+            is_own_class = int((dfa.byte_to_class == twin_class).sum()) == 1
+            num_classes = dfa.transitions.shape[1]
+            if (
+                is_own_class
+                and num_classes > 1
+                and len(rows) <= table.num_words // FIX_WORDS_PER_TOKEN
+            ):
+                others = np.delete(dfa.transitions, twin_class, axis=1)  # (S, K - 1)
+                found, _ = hopcroft(
+                    np.ascontiguousarray(others), np.ones(num_states, dtype=np.bool_)
+                )
+                block = found.astype(np.int64)
+            else:
+                rows = rows[:0]
+            self._twins = (block, rows)
+        return self._twins
 
     def derivations(self) -> Derivations:
         """Which states an eager build derives from another state's row, and in which order
@@ -547,6 +599,7 @@ class TrieTokens:
                     self._dfa.transitions, self._dfa.byte_to_class, self.uniform, first_bits,
                     DIFF_MIN_RATIO, len(num_longer) - 1, num_longer,
                     table.num_words // FIX_WORDS_PER_TOKEN, 4 * num_states + 64,
+                    self.twins()[0],
                 )
             )  # fmt: skip
         return self._derivations
@@ -557,7 +610,8 @@ class Derivations:
     """Per DFA state, how an eager build gets its row (see
     :func:`~formcast.grammar.index.kernels.difference_refs`): walked in full (``ref = -1``) or
     from state ``ref``'s row, by difference (its first bytes ``diff``, ``(S, 4)`` uint64) or by
-    shift (tokens longer than ``fix_depth`` walked again; ``-1``: none); ``level``: 0 walked,
+    shift (tokens longer than ``fix_depth`` walked again; ``-1``: none) or as a twin
+    (``fix_depth = TWIN_DEPTH``: the tokens holding the twin byte walked again); ``level``: 0 walked,
     else one more than the reference's."""
 
     ref: np.ndarray  # (S,) int64

@@ -305,15 +305,22 @@ def test_eager_index_over_its_time_cap_turns_lazy_and_keeps_its_rows(smollm2_voc
 
 
 def _assert_derived_rows_exact(
-    dfa, vocab, min_ratio: int, chunk: int, monkeypatch, max_fix_tokens: int | None = None
-) -> tuple[int, int]:
+    dfa,
+    vocab,
+    min_ratio: int,
+    chunk: int,
+    monkeypatch,
+    max_fix_tokens: int | None = None,
+    has_twins: bool = True,
+) -> tuple[int, int, int]:
     """An eager build whose states take their rows from other states' where
     ``difference_refs`` says so (``min_ratio = 0``: by difference, every state that has a
     uniform successor, cycles included; a huge ratio: by shift wherever a state's pair with
-    its successor agrees on some depth, ``max_fix_tokens`` tokens walked again at most)
-    equals the full walk of every state; returns how many rows were derived by difference
-    and by shift."""
-    from formcast.grammar.index import token_index
+    its successor agrees on some depth, ``max_fix_tokens`` tokens walked again at most; with
+    ``has_twins``, the other states of a twin block from its first walked one) equals the full
+    walk of every state; returns how many rows were derived by difference, by shift and as
+    twins."""
+    from formcast.grammar.index import kernels, token_index
     from formcast.grammar.index.kernels import difference_refs
     from formcast.grammar.index.token_index import (
         Derivations,
@@ -336,6 +343,7 @@ def _assert_derived_rows_exact(
         *difference_refs(
             dfa.transitions, dfa.byte_to_class, tokens.uniform, first_bits, min_ratio,
             len(num_longer) - 1, num_longer, max_fix_tokens, 4 * dfa.num_states + 64,
+            tokens.twins()[0] if has_twins else np.full(dfa.num_states, -1, dtype=np.int64),
         )
     )  # fmt: skip
     tokens._derivations = found
@@ -344,7 +352,9 @@ def _assert_derived_rows_exact(
     derived = np.flatnonzero(ref >= 0)
     assert (level[ref < 0] == 0).all()
     assert (level[derived] == level[ref[derived]] + 1).all()
-    by_shift = (ref >= 0) & ~found.diff.any(axis=1)
+    by_twin = found.fix_depth == kernels.TWIN_DEPTH
+    assert (ref[by_twin] >= 0).all() and (level[ref[by_twin]] == 0).all()
+    by_shift = (ref >= 0) & ~found.diff.any(axis=1) & ~by_twin
     monkeypatch.setattr(token_index, "_EAGER_CHUNK", chunk)
     index = TokenIndex(dfa, vocab, is_eager=True)
     index._trie_tokens = tokens
@@ -352,7 +362,8 @@ def _assert_derived_rows_exact(
     walked = index_packed_rows(dfa, table, np.arange(dfa.num_states))
     for state in range(dfa.num_states):
         assert np.array_equal(index.row(state), walked[state]), (state, int(ref[state]))
-    return len(derived) - int(by_shift.sum()), int(by_shift.sum())
+    num_shift, num_twin = int(by_shift.sum()), int(by_twin.sum())
+    return len(derived) - num_shift - num_twin, num_shift, num_twin
 
 
 def _key_complement_dfa(num_keys: int):
@@ -374,11 +385,11 @@ def _key_complement_dfa(num_keys: int):
 def test_rows_derived_by_difference_equal_walked_rows(chunk, smollm2_vocab, monkeypatch):
     dfa = _key_complement_dfa(7)
     # the key complement's prefixes are derived with the default ratio
-    by_difference, _ = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch)
-    assert by_difference > 10
+    found = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch)
+    assert found[0] > 10
     # every state with a uniform successor derived: long chains, a cycle cut
-    by_difference, _ = _assert_derived_rows_exact(dfa, smollm2_vocab, 0, chunk, monkeypatch)
-    assert by_difference > 100
+    found = _assert_derived_rows_exact(dfa, smollm2_vocab, 0, chunk, monkeypatch)
+    assert found[0] > 100
 
 
 @pytest.mark.parametrize("chunk", [256, 7])
@@ -396,19 +407,75 @@ def test_rows_derived_by_shift_equal_walked_rows(chunk, smollm2_vocab, monkeypat
         assert found[1] > 30
 
 
+@pytest.mark.parametrize("chunk", [256, 7])
+def test_rows_derived_as_twins_equal_walked_rows(chunk, smollm2_vocab, monkeypatch):
+    """An object of several string properties (and strings inside an array and a nested
+    object): the states inside its strings differ only after the closing quote, so all but
+    one are twins, each walking the tokens that hold a quote again; the build equals the
+    full walks with and without twins, and with twins walks far fewer states in full."""
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.json_schema.compile import json_schema_to_regex
+
+    schema = {
+        "type": "object",
+        "properties": {
+            **{name: {"type": "string"} for name in ("name", "city", "email", "note")},
+            "tags": {"type": "array", "items": {"type": "string", "pattern": '^[a-z"]+$'}},
+            "owner": {"type": "object", "properties": {"id": {"type": "string"}}},
+            "code": {"type": "string", "maxLength": 4},
+        },
+        "required": ["name", "city"],
+    }
+    dfa = regex_to_dfa(json_schema_to_regex(schema, strict=True))
+    with_twins = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch)
+    without = _assert_derived_rows_exact(dfa, smollm2_vocab, 8, chunk, monkeypatch, has_twins=False)
+    assert without[2] == 0
+    assert with_twins[2] >= 5  # the strings of the other six properties at least
+
+
+def test_twin_blocks_move_alike_off_the_quote(smollm2_vocab):
+    """Every pair of states in one twin block agrees, on every byte but the quote, on being
+    alive and on the block it moves to; the twin rows are exactly the tokens holding a quote."""
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.index.token_index import TrieTokens, vocab_table
+
+    table = vocab_table(smollm2_vocab)
+    dfa = regex_to_dfa(r'\{"a":"[^"]*","b":"[^"\\]*(\\.[^"\\]*)*","c":\["[a-z]*"(,"x?")*\]\}')
+    block, rows = TrieTokens(dfa, table).twins()
+    assert len(set(block.tolist())) < dfa.num_states  # some states are twins
+    for s in range(dfa.num_states):
+        for t in np.flatnonzero(block == block[s]).tolist():
+            for b in range(256):
+                if b == 0x22:
+                    continue
+                p, q = (int(dfa.transitions[x, dfa.byte_to_class[b]]) for x in (s, t))
+                assert (p < 0) == (q < 0) and (p < 0 or block[p] == block[q]), (s, t, b)
+    holding = [r for r in range(len(table.lengths)) if 0x22 in table.matrix[r, : table.lengths[r]]]
+    assert rows.tolist() == holding
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pattern=_patterns(),
     min_ratio=st.sampled_from([0, 1, 8, 10**6]),
     chunk=st.sampled_from([3, 256]),
     max_fix_tokens=st.sampled_from([None, 0, 10**9]),
+    has_twins=st.booleans(),
 )
-def test_rows_derived_hypothesis(pattern, min_ratio, chunk, max_fix_tokens, smollm2_vocab):
+def test_rows_derived_hypothesis(
+    pattern, min_ratio, chunk, max_fix_tokens, has_twins, smollm2_vocab
+):
     from formcast.grammar.index.compile import regex_to_dfa
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         _assert_derived_rows_exact(
-            regex_to_dfa(pattern), smollm2_vocab, min_ratio, chunk, monkeypatch, max_fix_tokens
+            regex_to_dfa(pattern),
+            smollm2_vocab,
+            min_ratio,
+            chunk,
+            monkeypatch,
+            max_fix_tokens,
+            has_twins,
         )
 
 
