@@ -355,6 +355,10 @@ def fill_candidates(stack, num_frames, token_flat, token_lo, token_ids, tables, 
     some branch of the machine survives from ``stack[:num_frames]``.
 
     Candidate ``i`` is ``token_flat[token_lo[i]:token_lo[i + 1]]`` with id ``token_ids[i]``.
+    A candidate whose bit is set already is not run: ``words`` starts as the top automaton's
+    own row, and a token that automaton reads alone is survived by the machine's branch
+    that never pushes (its pops, if any, come after the token's last byte: a pop state has
+    no transition). Inside a string every candidate is such a token (its brackets are text).
     Returns 0, or ``NEEDS_AUTOMATON - d`` / ``TOO_AMBIGUOUS`` as :func:`_run`.
     """
     branch_frames, branch_size, branch_pos, work, out_frames, out_size = work_arrays
@@ -362,6 +366,10 @@ def fill_candidates(stack, num_frames, token_flat, token_lo, token_ids, tables, 
     opt_lo = tables[6]
     g = stack[num_frames - 1]
     for i in range(token_ids.shape[0]):
+        tid = token_ids[i]
+        bit = np.uint32(1) << np.uint32(tid & 31)
+        if words[tid >> 5] & bit:
+            continue  # allowed by the top automaton alone
         lo = token_lo[i]
         first = token_flat[lo]
         can_push = (first == 123 or first == 91) and opt_lo[g] < opt_lo[g + 1]
@@ -374,8 +382,7 @@ def fill_candidates(stack, num_frames, token_flat, token_lo, token_ids, tables, 
         if found < 0:
             return found
         if found:
-            tid = token_ids[i]
-            words[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
+            words[tid >> 5] |= bit
     return 0
 
 
