@@ -524,17 +524,19 @@ class TrieTokens:
         self._dfa, self._table = dfa, table
         self._derivations: Derivations | None = None
         self._twins: tuple[np.ndarray, np.ndarray] | None = None
-        self._arguments: tuple[tuple[np.ndarray, ...], ...] | None = None
+        self._arguments: tuple[tuple[np.ndarray, ...], ...] | None = None  # head, middle
 
     def kernel_arguments(self) -> tuple[tuple[np.ndarray, ...], ...]:
         """The arguments of :func:`~formcast.grammar.index.kernels.index_rows` around
-        ``states`` and ``out, *refs`` (computed once: a first visit's row is one kernel call)."""
+        ``states`` and ``out, *refs`` (computed once: a first visit's row is one kernel call).
+
+        The twin rows are those of :meth:`twins` once :meth:`derivations` has computed them
+        (only a derived row reads them), else none: a lazy index of a large DFA never pays
+        for the partition (~10 ms on 12k states)."""
         if self._arguments is None:
             dfa, table = self._dfa, self._table
             trie = table.trie
             dense_of, dense = table.dense_subtrees()
-            long_rows, _ = table.rows_by_length()
-            _, twin_rows = self.twins()
             self._arguments = (
                 (dfa.transitions, dfa.byte_to_class, trie.node_byte),
                 (
@@ -543,9 +545,10 @@ class TrieTokens:
                     self.covered, self.uniform, self.closed, table.lengths, dense_of, dense,
                     table.children_cost(), table.text_row(),
                 ),
-                (table.matrix, long_rows, twin_rows),
             )  # fmt: skip
-        return self._arguments
+        long_rows, _ = self._table.rows_by_length()
+        twin_rows = _NO_TWIN_ROWS if self._twins is None else self._twins[1]
+        return (*self._arguments, (self._table.matrix, long_rows, twin_rows))
 
     def twins(self) -> tuple[np.ndarray, np.ndarray]:
         """``(block (S,) int64, rows (R,) int64)``: each state's block of the coarsest
@@ -628,6 +631,8 @@ class Derivations:
 
 
 _NO_REF_ROWS = np.zeros((0, 1), dtype=np.uint32)
+_NO_TWIN_ROWS = np.zeros(0, dtype=np.int64)
+_NO_TWIN_ROWS.flags.writeable = False  # as VocabTable.rows_holding's (one kernel signature)
 
 
 def _walked(num_states: int) -> tuple[np.ndarray, ...]:
