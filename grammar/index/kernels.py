@@ -574,12 +574,12 @@ def difference_refs(
     A chain of such references is followed to its end while the combined depth (the least
     on the way) keeps that bound.
 
-    As a twin: a state neither derived so far nor first of its block of ``twin_block``
-    (``(S,)`` int64, ``-1``: none; the blocks of a partition stable under every byte outside
-    the twin bytes) refers to the first such state of its block, ``fix_depth[s] =
+    As a twin: a state that is not the first of its block of ``twin_block`` (``(S,)`` int64,
+    ``-1``: none; the blocks of a partition stable under every byte outside the twin bytes)
+    refers to that first state (its first walked state if any), ``fix_depth[s] =
     TWIN_DEPTH``: the strings inside different JSON strings of a schema, which differ only
     after the closing quote, walk one of them in full and the ~160 tokens holding a quote for
-    each of the others.
+    each of the others (the prefixes of different objects' other-key strings likewise).
 
     Else ``ref[s] = -1`` (walked in full). Chains of references end in a walked state:
     ``level[s]`` is 0 for those and ``1 + level[ref[s]]`` otherwise; a cycle of references is
@@ -649,18 +649,26 @@ def difference_refs(
                 depth = fix_depth[r]
             if depth < 0 or num_longer[depth] <= max_fix_tokens:
                 ref[y], fix_depth[y] = ref[r], depth
-    # twins: the first walked state of each block is walked, the others refer to it (walked
-    # states stay walked below: a cycle of references is cut at a state, never through one)
+    # twins: each block's first walked state (else its first state, derived as above) keeps
+    # its row's way, the others refer to it (a copy and the quote's tokens: cheaper than a
+    # walk, and than a difference that walks a letter's subtree again). A cycle this closes
+    # (a first state derived from a twin of its own) is cut below like any other
     first_of_block = np.full(num_states, -1, np.int64)
     is_twin = np.zeros(num_states, np.bool_)
     for s in range(num_states):
         block = twin_block[s]
-        if ref[s] >= 0 or block < 0:
+        if ref[s] < 0 and block >= 0 and first_of_block[block] < 0:
+            first_of_block[block] = s
+    for s in range(num_states):
+        block = twin_block[s]
+        if block < 0 or first_of_block[block] == s:
             continue
         if first_of_block[block] < 0:
             first_of_block[block] = s
         else:
             ref[s], fix_depth[s], is_twin[s] = first_of_block[block], TWIN_DEPTH, True
+            diff[s, :] = 0
+            is_shift[s] = False
     # levels along the reference chains; 0: walked. level -1 unknown, -2 on the current path
     level = np.full(num_states, -1, np.int64)
     for s in range(num_states):
