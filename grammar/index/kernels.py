@@ -150,6 +150,7 @@ def index_rows(
     token_bytes,
     long_rows,
     twin_rows,
+    is_same,
 ):  # pragma: no cover - jitted
     """Set ``out[i]`` (``(W,)`` uint32) to the tokens allowed from DFA state ``states[i]``.
 
@@ -200,6 +201,10 @@ def index_rows(
       :func:`difference_refs`), so a token without a ``B`` byte keeps both walks in one block
       (alive together, dead together); the tokens holding one (``twin_rows``) are walked
       byte by byte.
+
+    ``is_same`` (``(N,)`` bool, False on entry): set for a row derived by shift or as a twin
+    whose tokens walked again changed no bit of its reference's text tokens (the row's text
+    part equals the reference's; most twins: grouping equal rows need not hash them).
     """
     n = len(child_start)
     stack_node = np.empty(n, np.int64)
@@ -224,6 +229,7 @@ def index_rows(
                 row[w] = ref[w] & text_row[w]
             root_bits = diff_bits[i]
             depth = fix_depth[i]
+            is_changed = False
             if depth >= 0 or depth == TWIN_DEPTH:
                 state = states[i]
                 walk_rows = long_rows if depth >= 0 else twin_rows
@@ -237,11 +243,16 @@ def index_rows(
                         q = transitions[q, byte_to_class[token_bytes[r, j]]]
                         if q < 0:
                             break
+                    bit = np.uint32(1) << np.uint32(t & 31)
+                    was_set = (row[t >> 5] & bit) != 0
                     if q >= 0:
-                        row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                        row[t >> 5] |= bit
                     else:
-                        row[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+                        row[t >> 5] &= ~bit
+                    if was_set != (q >= 0):
+                        is_changed = True
             if not (root_bits[0] | root_bits[1] | root_bits[2] | root_bits[3]):
+                is_same[i] = not is_changed
                 continue  # nothing to walk again
             for child in range(child_start[0], child_end[0]):
                 b = node_byte[child]

@@ -651,6 +651,22 @@ _WALKED_ONE = (
 )
 
 
+def _equal_refs(
+    dfa: ByteDFA,
+    states: np.ndarray,
+    ref: np.ndarray,
+    is_same: np.ndarray,
+    position: np.ndarray | None,
+) -> np.ndarray:
+    """``(len(states),)`` int64: for each derived row whose text tokens are its reference's
+    (``is_same``) and whose state accepts exactly when the reference does (the EOS ids), the
+    reference (its ``position``, if given), else -1: the rows are equal."""
+    refs = np.maximum(ref, 0)
+    is_equal = is_same & (ref >= 0) & (dfa.is_accepting[states] == dfa.is_accepting[refs])
+    target = refs if position is None else position[refs]
+    return np.where(is_equal, target, -1)
+
+
 def _unique_rows_inplace(rows: np.ndarray, row_of: np.ndarray) -> int:
     """:func:`~formcast.grammar.index.kernels.unique_rows_inplace` of ``(N, W)`` uint32 rows,
     hashed and compared as ``W / 2`` uint64 words when ``W`` is even (half the multiplies)."""
@@ -664,6 +680,7 @@ def index_packed_rows(
     tokens: TrieTokens | None = None,
     out: np.ndarray | None = None,
     refs: tuple[np.ndarray, ...] | None = None,
+    is_same: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(len(states), num_words)`` int32 packed masks of ``states``: the text tokens that keep
     the DFA alive (walked through the vocabulary trie by
@@ -673,7 +690,9 @@ def index_packed_rows(
     ``out``: a zeroed ``(len(states), num_words)`` uint32 array to fill in place (returned as
     an int32 view). ``refs``: ``(ref_rows (R, num_words) uint32, ref_of (len(states),), diff
     (len(states), 4), fix_depth (len(states),))``: the rows derived from others
-    (:meth:`Derivations.chunk`; ``ref_of[i] = -1``: walked in full)."""
+    (:meth:`Derivations.chunk`; ``ref_of[i] = -1``: walked in full). ``is_same``: a zeroed
+    ``(len(states),)`` bool array, set where a derived row's text tokens are its reference's
+    (:func:`~formcast.grammar.index.kernels.index_rows`; the EOS ids follow acceptance)."""
     if tokens is None:
         tokens = TrieTokens(dfa, table)
     if not isinstance(states, np.ndarray) or states.dtype != np.int64:
@@ -682,8 +701,10 @@ def index_packed_rows(
         out = np.zeros((len(states), table.num_words), dtype=np.uint32)
     if refs is None:
         refs = _WALKED_ONE if len(states) == 1 else _walked(len(states))
+    if is_same is None:
+        is_same = np.zeros(len(states), dtype=np.bool_)
     head, middle, tail = tokens.kernel_arguments()
-    index_rows(*head, states, *middle, out, *refs, *tail)
+    index_rows(*head, states, *middle, out, *refs, *tail, is_same)
     if len(table.eos_token_ids):
         accepting = dfa.is_accepting[states]
         if len(states) == 1:  # a first visit's row: no fancy indexing
@@ -748,9 +769,14 @@ class _EagerProgress:
         self.slot_group, self.slot_hash = hash_slots(num_states)
         self._is_wide = num_words % 2 == 0  # hashed and compared as num_words / 2 uint64
 
-    def add_chunk(self, states: np.ndarray, rows: np.ndarray) -> None:
+    def add_chunk(self, states: np.ndarray, rows: np.ndarray, equal_to: np.ndarray) -> None:
         """Record ``states`` (the next ``len(states)`` of ``order``) and their ``rows``
-        (``(len(states), num_words)`` uint32, C-contiguous)."""
+        (``(len(states), num_words)`` uint32, C-contiguous); ``equal_to[i] >= 0``: row ``i``
+        equals that (recorded) state's, and is not hashed."""
+        is_known = equal_to >= 0
+        if is_known.any():
+            self.state_rows[states[is_known]] = self.state_rows[equal_to[is_known]]
+            states, rows = states[~is_known], rows[~is_known]
         row_of = np.empty(len(states), dtype=np.int32)
         store = self.store
         if self._is_wide:
@@ -759,7 +785,7 @@ class _EagerProgress:
             rows, row_of, store, self.num_distinct, self.slot_group, self.slot_hash
         )
         self.state_rows[states] = row_of
-        self.num_done += len(states)
+        self.num_done += len(is_known)
 
     def distinct_rows(self) -> np.ndarray:
         """``(U, num_words)`` uint32: the distinct rows so far (a view, or a copy when the store
@@ -869,8 +895,12 @@ class TokenIndex:
             if k:
                 out.fill(0)
             chunk_refs = progress.ref_rows(derivations, states)
-            index_packed_rows(self.dfa, self.table, states, self._trie_tokens, out, chunk_refs)
-            progress.add_chunk(states, out)
+            is_same = np.zeros(hi - lo, dtype=np.bool_)
+            index_packed_rows(
+                self.dfa, self.table, states, self._trie_tokens, out, chunk_refs, is_same
+            )
+            ref = derivations.ref[states]
+            progress.add_chunk(states, out, _equal_refs(self.dfa, states, ref, is_same, None))
             if budget is not None:
                 budget.check_time("indexing the vocabulary", None)
             if max_s is not None and hi < num_states and time.thread_time() - start > max_s:
@@ -895,20 +925,37 @@ class TokenIndex:
         sorted_level = level[order]
         bounds = [0, *(np.flatnonzero(np.diff(sorted_level)) + 1).tolist(), num_states]
         out = np.zeros((num_states, self.table.num_words), dtype=np.uint32)  # rows by position
-        for lo, hi in itertools.pairwise(bounds):
+        # the position of an earlier row equal to each row (-1: none known), by level
+        same_as = np.full(num_states, -1, dtype=np.int64)
+        levels = list(itertools.pairwise(bounds))
+        for lo, hi in levels:
             states = order[lo:hi]
             ref = refs[states]
-            chunk_refs = None
+            chunk_refs, is_same = None, None
             if lo > 0:  # derived states: their references are rows of earlier levels
                 chunk_refs = derivations.chunk(states, out, np.where(ref >= 0, position[ref], -1))
+                is_same = np.zeros(hi - lo, dtype=np.bool_)
             index_packed_rows(
-                self.dfa, self.table, states, self._trie_tokens, out[lo:hi], chunk_refs
+                self.dfa, self.table, states, self._trie_tokens, out[lo:hi], chunk_refs, is_same
             )
+            if is_same is not None:
+                same_as[lo:hi] = _equal_refs(self.dfa, states, ref, is_same, position)
         row_of = np.empty(num_states, dtype=np.int32)
-        num_distinct = _unique_rows_inplace(out, row_of)
-        # (U, num_words): a copy when under half of ``out``, so the index holds no more
+        hashed = np.flatnonzero(same_as < 0)
+        if len(hashed) == num_states:
+            num_distinct = _unique_rows_inplace(out, row_of)
+            rows = out
+        else:  # only the rows not known equal to an earlier one are hashed and compared
+            rows = out[hashed]
+            hashed_row_of = np.empty(len(hashed), dtype=np.int32)
+            num_distinct = _unique_rows_inplace(rows, hashed_row_of)
+            row_of[hashed] = hashed_row_of
+            for lo, hi in levels:  # each level's references lie in earlier ones
+                known = np.flatnonzero(same_as[lo:hi] >= 0) + lo
+                row_of[known] = row_of[same_as[known]]
+        # (U, num_words): a copy when under half of the rows, so the index holds no more
         distinct = (
-            out[:num_distinct].copy() if 2 * num_distinct < num_states else out[:num_distinct]
+            rows[:num_distinct].copy() if 2 * num_distinct < len(rows) else rows[:num_distinct]
         )
         state_rows = np.empty(num_states, dtype=np.int32)
         state_rows[order] = row_of
