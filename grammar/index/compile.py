@@ -226,6 +226,8 @@ def compile_dfa(
             if not index.build_eager(CompileBudget(timeout_s=timeout_s), max_s=max_s):
                 index.index_ahead()  # the states after the first chunks
         index.row(dfa.start_state)  # the first mask is always needed
+    if not is_eager:
+        index.find_twins_ahead()  # first visits inside strings copy a twin's row
     return CompiledGrammar(kind, source, dfa, vocab, index)
 
 

@@ -54,6 +54,7 @@ from formcast.grammar.automata.kernels import hopcroft
 from formcast.grammar.index.background_indexer import BACKGROUND_INDEXER
 from formcast.grammar.index.kernels import (
     STRING_TEXT_BYTES,
+    TWIN_DEPTH,
     chain_coverage,
     closed_bytes,
     dense_rows,
@@ -524,15 +525,16 @@ class TrieTokens:
         self._dfa, self._table = dfa, table
         self._derivations: Derivations | None = None
         self._twins: tuple[np.ndarray, np.ndarray] | None = None
+        self._twin_class: int | None = None
         self._arguments: tuple[tuple[np.ndarray, ...], ...] | None = None  # head, middle
 
     def kernel_arguments(self) -> tuple[tuple[np.ndarray, ...], ...]:
         """The arguments of :func:`~formcast.grammar.index.kernels.index_rows` around
         ``states`` and ``out, *refs`` (computed once: a first visit's row is one kernel call).
 
-        The twin rows are those of :meth:`twins` once :meth:`derivations` has computed them
-        (only a derived row reads them), else none: a lazy index of a large DFA never pays
-        for the partition (~10 ms on 12k states)."""
+        The twin rows are those of :meth:`twins` once computed (by :meth:`derivations`, or
+        in the background for a lazy index: only a twin's row reads them), else none: a
+        compile never waits for the partition of a large DFA (~10 ms on 12k states)."""
         if self._arguments is None:
             dfa, table = self._dfa, self._table
             trie = table.trie
@@ -550,6 +552,25 @@ class TrieTokens:
         twin_rows = _NO_TWIN_ROWS if self._twins is None else self._twins[1]
         return (*self._arguments, (self._table.matrix, long_rows, twin_rows))
 
+    def known_twins(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`twins` if computed already (by an eager build's derivations, or in the
+        background), else None."""
+        return self._twins
+
+    def twin_class(self) -> int:
+        """The byte class of ``TWIN_BYTE`` where it is a class of its own and few enough
+        tokens hold it for a derivation to walk them again (as :meth:`twins` needs), else -1
+        (computed once)."""
+        if self._twin_class is None:
+            dfa, table = self._dfa, self._table
+            twin_class = int(dfa.byte_to_class[TWIN_BYTE])
+            is_own_class = int((dfa.byte_to_class == twin_class).sum()) == 1
+            num_rows = len(table.rows_holding(TWIN_BYTE))
+            is_cheap = num_rows <= table.num_words // FIX_WORDS_PER_TOKEN
+            is_usable = is_own_class and dfa.transitions.shape[1] > 1 and is_cheap
+            self._twin_class = twin_class if is_usable else -1
+        return self._twin_class
+
     def twins(self) -> tuple[np.ndarray, np.ndarray]:
         """``(block (S,) int64, rows (R,) int64)``: each state's block of the coarsest
         partition stable under every byte class but ``TWIN_BYTE``'s (``-1`` everywhere when
@@ -566,14 +587,8 @@ class TrieTokens:
             num_states = dfa.num_states
             block = np.full(num_states, -1, dtype=np.int64)
             rows = table.rows_holding(TWIN_BYTE)
-            twin_class = dfa.byte_to_class[TWIN_BYTE]
-            is_own_class = int((dfa.byte_to_class == twin_class).sum()) == 1
-            num_classes = dfa.transitions.shape[1]
-            if (
-                is_own_class
-                and num_classes > 1
-                and len(rows) <= table.num_words // FIX_WORDS_PER_TOKEN
-            ):
+            twin_class = self.twin_class()
+            if twin_class >= 0:
                 others = np.delete(dfa.transitions, twin_class, axis=1)  # (S, K - 1)
                 found, _ = hopcroft(
                     np.ascontiguousarray(others), np.ones(num_states, dtype=np.bool_)
@@ -631,6 +646,8 @@ class Derivations:
 
 
 _NO_REF_ROWS = np.zeros((0, 1), dtype=np.uint32)
+_FIRST_REF = np.zeros(1, dtype=np.int64)  # one state derived from the one row given
+_TWIN_FIX = np.full(1, TWIN_DEPTH, dtype=np.int64)
 _NO_TWIN_ROWS = np.zeros(0, dtype=np.int64)
 _NO_TWIN_ROWS.flags.writeable = False  # as VocabTable.rows_holding's (one kernel signature)
 
@@ -820,6 +837,19 @@ class _EagerProgress:
         return derivations.chunk(states, rows, ref_of.reshape(-1).astype(np.int64) - offset)
 
 
+class _TwinJob:
+    """A background job: the twin blocks of one DFA (:meth:`TrieTokens.twins`)."""
+
+    def __init__(self, tokens: TrieTokens) -> None:
+        self.tokens = tokens
+
+    def fill_ahead(self) -> None:
+        try:
+            self.tokens.twins()
+        except Exception:  # noqa: BLE001 - first visits walk in full without them
+            logger.exception("twin blocks failed; first visits walk in full")
+
+
 class TokenIndex:
     """Per-state packed masks and sparse token transitions of one DFA over one vocabulary.
 
@@ -840,6 +870,10 @@ class TokenIndex:
         self.state_rows: np.ndarray | None = None
         self.lazy_rows: dict[int, np.ndarray] = {}
         self.sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # twin blocks (TrieTokens.twins) as last read, and an indexed state of each block
+        self._twin_blocks: np.ndarray | None = None
+        self._twin_first: dict[int, int] = {}
+        self._twin_job: _TwinJob | None = None  # (the background indexer holds jobs weakly)
         self.eos_row = self._eos_only_row()
         self._lock = threading.Lock()
         self._trie_tokens: TrieTokens | None = None
@@ -1019,11 +1053,48 @@ class TokenIndex:
         return found
 
     def _index_states(self, states: np.ndarray) -> None:
-        if self._trie_tokens is None:
-            self._trie_tokens = TrieTokens(self.dfa, self.table)
-        packed = index_packed_rows(self.dfa, self.table, states, self._trie_tokens)
+        tokens = self._trie_tokens
+        if tokens is None:
+            tokens = self._trie_tokens = TrieTokens(self.dfa, self.table)
+        refs = None
+        if len(states) == 1:
+            twin = self._twin_of(int(states[0]), tokens)
+            if twin is not None:  # its row, with the tokens holding a quote walked again
+                ref_rows = self.lazy_rows[twin].view(np.uint32)[None, :]
+                refs = (ref_rows, _FIRST_REF, np.zeros((1, 4), dtype=np.uint64), _TWIN_FIX)
+        packed = index_packed_rows(self.dfa, self.table, states, tokens, refs=refs)
         for k, state in enumerate(states.tolist()):
             self.lazy_rows[state] = packed[k]
+
+    def _twin_of(self, state: int, tokens: TrieTokens) -> int | None:
+        """An indexed state of ``state``'s twin block (:meth:`TrieTokens.twins`), once the
+        blocks are known (an eager build computes them; :meth:`find_twins_ahead` in the
+        background for a lazy index): a first visit inside a large DFA's JSON string then
+        copies the row of a string visited before instead of walking the vocabulary."""
+        twins = tokens.known_twins()
+        if twins is None:
+            return None
+        block = twins[0]
+        if self._twin_blocks is not block:  # first use of the blocks: the states so far
+            self._twin_blocks = block
+            self._twin_first = {}
+            for other in self.lazy_rows:
+                if block[other] >= 0:
+                    self._twin_first.setdefault(int(block[other]), other)
+        b = int(block[state])
+        if b < 0:
+            return None
+        found = self._twin_first.setdefault(b, state)
+        return None if found == state else found
+
+    def find_twins_ahead(self) -> None:
+        """Have the background thread compute the twin blocks of a lazy index's DFA
+        (:meth:`TrieTokens.twins`: a GIL-free partition, ~10 ms on 12k states); returns at
+        once. First visits use them once they are there."""
+        if self._trie_tokens is None:
+            self._trie_tokens = TrieTokens(self.dfa, self.table)
+        self._twin_job = _TwinJob(self._trie_tokens)
+        BACKGROUND_INDEXER.submit(self._twin_job)
 
     def _eos_only_row(self) -> np.ndarray:
         return self.table.eos_words().view(np.int32).copy()

@@ -441,6 +441,49 @@ def test_rows_derived_as_twins_equal_walked_rows(chunk, smollm2_vocab, monkeypat
     assert with_twins[2] >= 5  # the strings of the other six properties at least
 
 
+def test_first_visits_copy_an_indexed_twin(smollm2_vocab, monkeypatch):
+    """A lazy index asked for rows one by one, in a shuffled order: before its twin blocks
+    are known every row is walked; once they are (computed in the background, as a compile
+    queues them), a state of a block with an indexed state copies that row and walks the
+    quote's tokens again. Every row equals the state's full walk either way."""
+    import random
+
+    from formcast.grammar.index import token_index
+    from formcast.grammar.index.compile import regex_to_dfa
+    from formcast.grammar.index.token_index import TokenIndex, index_packed_rows, vocab_table
+
+    copied = []
+    twin_of = TokenIndex._twin_of
+
+    def counted(self, state, tokens):
+        found = twin_of(self, state, tokens)
+        copied.append(found is not None)
+        return found
+
+    monkeypatch.setattr(token_index.TokenIndex, "_twin_of", counted)
+    table = vocab_table(smollm2_vocab)
+    dfa = regex_to_dfa(
+        r'\{"a":"[^"\\]*","b":"([^"\\]|\\["\\/bfnrt]|\\u[0-9a-f]{4})*",'
+        r'"c":\["[a-z]*"(,"[^"]*")*\],"d":"[^"]{0,3}","e":"[^"]{0,3}"\}'
+    )
+    walked = index_packed_rows(dfa, table, np.arange(dfa.num_states))
+    for seed in range(3):
+        index = TokenIndex(dfa, smollm2_vocab, is_eager=False)
+        states = list(range(dfa.num_states))
+        random.Random(seed).shuffle(states)
+        half = len(states) // 2
+        for state in states[:half]:  # blocks not known yet
+            assert np.array_equal(index.row(state), walked[state]), state
+        assert not any(copied)
+        index.find_twins_ahead()
+        assert index._twin_job is not None
+        assert token_index.BACKGROUND_INDEXER.wait_idle(timeout=60)
+        for state in states[half:]:
+            assert np.array_equal(index.row(state), walked[state]), state
+        assert any(copied)
+        copied.clear()
+
+
 def test_twin_blocks_move_alike_off_the_quote(smollm2_vocab):
     """Every pair of states in one twin block agrees, on every byte but the quote, on being
     alive and on the block it moves to; the twin rows are exactly the tokens holding a quote."""
