@@ -84,7 +84,7 @@ DIFF_MIN_RATIO = 8
 # many words of a row (a row copy costs num_words words; a token walk about its length)
 FIX_WORDS_PER_TOKEN = 8
 # states that move alike on every byte but this one derive their rows from one another (the
-# quote: the strings of a schema's JSON strings differ only after it; TrieTokens.twins)
+# quote: the insides of a schema's JSON strings differ only after it; TrieTokens.twins)
 TWIN_BYTE = 0x22
 # (level, state) cells of one DFA's chain coverage (32 bytes each: 64 MB); a larger DFA keeps
 # fewer levels, and walks into the subtrees taller than those (kernels.chain_coverage)
@@ -1078,7 +1078,7 @@ class TokenIndex:
         if self._twin_blocks is not block:  # first use of the blocks: the states so far
             self._twin_blocks = block
             self._twin_first = {}
-            for other in self.lazy_rows:
+            for other in list(self.lazy_rows):  # (a capped fill may add rows meanwhile)
                 if block[other] >= 0:
                     self._twin_first.setdefault(int(block[other]), other)
         b = int(block[state])
