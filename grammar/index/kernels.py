@@ -678,8 +678,6 @@ def difference_refs(
             first_of_block[block] = s
         else:
             ref[s], fix_depth[s], is_twin[s] = first_of_block[block], TWIN_DEPTH, True
-            diff[s, :] = 0
-            is_shift[s] = False
     # levels along the reference chains; 0: walked. level -1 unknown, -2 on the current path
     level = np.full(num_states, -1, np.int64)
     for s in range(num_states):

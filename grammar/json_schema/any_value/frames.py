@@ -355,10 +355,9 @@ def fill_candidates(stack, num_frames, token_flat, token_lo, token_ids, tables, 
     some branch of the machine survives from ``stack[:num_frames]``.
 
     Candidate ``i`` is ``token_flat[token_lo[i]:token_lo[i + 1]]`` with id ``token_ids[i]``.
-    A candidate whose bit is set already is not run: ``words`` starts as the top automaton's
-    own row, and a token that automaton reads alone is survived by the machine's branch
-    that never pushes (its pops, if any, come after the token's last byte: a pop state has
-    no transition). Inside a string every candidate is such a token (its brackets are text).
+    A candidate whose bit is set already (``words`` starts as the top automaton's own row)
+    is not run: the run could only set it again. Inside a string the row allows every
+    candidate (its brackets are text), so none is run.
     Returns 0, or ``NEEDS_AUTOMATON - d`` / ``TOO_AMBIGUOUS`` as :func:`_run`.
     """
     branch_frames, branch_size, branch_pos, work, out_frames, out_size = work_arrays
